@@ -1,0 +1,22 @@
+//! # blockwell-core
+//!
+//! The block-cache engine shared by Blockwell's simulator and live server. A demand access goes in, a plan
+//! comes out (hits, misses, blocks to fetch, victims); the engine does no I/O and reads no clock, so the same
+//! trace and configuration always give the same result.
+//!
+//! - [`key`]: block keys (volume, block) and byte-range math.
+//! - [`arena`]: index-linked lists over an arena and a handle-only hash index.
+//! - [`policy`]: the replacement policies, one module each, and their registry.
+//! - [`cache`]: [`cache::BlockCache`], a policy over a byte budget at a block size, producing plans.
+//! - [`stats`]: block- and request-level counters split by reads and writes.
+
+pub mod arena;
+pub mod cache;
+pub mod key;
+pub mod policy;
+pub mod stats;
+
+pub use cache::{BlockCache, CacheConfig, CacheError, Op, Plan};
+pub use key::BlockKey;
+pub use policy::{Access, DynPolicy, Evicted, Outcome, Policy, PolicyKind, PolicySpec, Preset};
+pub use stats::Stats;

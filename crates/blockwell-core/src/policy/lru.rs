@@ -1,0 +1,239 @@
+//! LRU: least recently used.
+//!
+//! **Paper.** The classic stack algorithm (Mattson et al., "Evaluation techniques for storage hierarchies",
+//! IBM Systems Journal 1970); the baseline of every study in seed `001_*` §4.
+//!
+//! **Prefetch adaptation (seed `001_*` §4, "LRU").** A prefetched block is inserted at the MRU position "just
+//! like regular blocks", flagged *not yet accessed*. Its first demand access clears the flag, counts as a
+//! [`Outcome::PrefetchHit`] and moves it to MRU; if it is evicted with the flag still set, the eviction is
+//! reported as an unused prefetch.
+//!
+//! **Parameters.** None. Identical under every preset; matches libcachesim's `LRU` exactly (evict the LRU
+//! block before inserting the missed one).
+//!
+//! **Metadata.** 16 bytes per cached block in the arena (8-byte key, two 31-bit links and the prefetch flag)
+//! plus the handle index, 4 bytes + 1 tag byte per bucket at a load factor between 7/16 and 7/8
+//! (≈ 6–11 bytes per block): 22–27 bytes per cached block. No ghost entries.
+//!
+//! **Cost.** O(1) per access, insert and eviction.
+
+use super::{Access, Evicted, Outcome, Policy};
+use crate::arena::{Arena, KeyIndex, Keyed, Linked, Links, List};
+use crate::key::BlockKey;
+use serde::{Deserialize, Serialize};
+
+/// LRU has no parameters.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LruConfig {}
+
+#[derive(Clone, Debug)]
+struct Node {
+    key: BlockKey,
+    links: Links,
+}
+
+impl Linked for Node {
+    #[inline]
+    fn links(&self) -> &Links {
+        &self.links
+    }
+    #[inline]
+    fn links_mut(&mut self) -> &mut Links {
+        &mut self.links
+    }
+}
+
+impl Keyed for Node {
+    #[inline]
+    fn key(&self) -> BlockKey {
+        self.key
+    }
+}
+
+/// The LRU policy. The list's front is the MRU end.
+#[derive(Clone, Debug)]
+pub struct Lru {
+    capacity: usize,
+    arena: Arena<Node>,
+    index: KeyIndex,
+    list: List,
+}
+
+impl Lru {
+    #[inline]
+    fn evict_one(&mut self, out: &mut Vec<Evicted>) {
+        if let Some(h) = self.list.pop_back(&mut self.arena) {
+            let n = &self.arena[h];
+            let ev = Evicted { key: n.key, unused_prefetch: n.links.flag() };
+            self.index.remove(&self.arena, ev.key);
+            self.arena.free(h);
+            out.push(ev);
+        }
+    }
+
+    #[inline]
+    fn insert(&mut self, key: BlockKey, prefetched: bool, out: &mut Vec<Evicted>) {
+        while self.arena.len() >= self.capacity {
+            self.evict_one(out);
+        }
+        let h = self.arena.alloc(Node { key, links: Links::default() });
+        self.arena[h].links.set_flag(prefetched);
+        self.index.insert(&self.arena, h);
+        self.list.push_front(&mut self.arena, h);
+    }
+
+    /// Resident keys from MRU to LRU (for tests and debugging).
+    pub fn keys_mru_first(&self) -> Vec<BlockKey> {
+        self.list.iter(&self.arena).map(|h| self.arena[h].key).collect()
+    }
+}
+
+impl Policy for Lru {
+    type Config = LruConfig;
+
+    fn new(capacity: usize, _config: &LruConfig) -> Self {
+        assert!(capacity >= 1, "capacity must be at least one block");
+        Lru {
+            capacity,
+            arena: Arena::with_capacity(capacity),
+            index: KeyIndex::with_capacity(capacity),
+            list: List::new(),
+        }
+    }
+
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    fn len(&self) -> usize {
+        self.arena.len()
+    }
+
+    fn contains(&self, key: BlockKey) -> bool {
+        self.index.get(&self.arena, key).is_some()
+    }
+
+    #[inline]
+    fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome {
+        match self.index.get(&self.arena, access.key) {
+            Some(h) => {
+                self.list.move_to_front(&mut self.arena, h);
+                let links = &mut self.arena[h].links;
+                if links.flag() {
+                    links.set_flag(false);
+                    Outcome::PrefetchHit
+                } else {
+                    Outcome::Hit
+                }
+            }
+            None => {
+                self.insert(access.key, false, out);
+                Outcome::Miss
+            }
+        }
+    }
+
+    fn prefetch(&mut self, group: &[Access], out: &mut Vec<Evicted>) -> usize {
+        let mut n = 0;
+        for a in group {
+            if !self.contains(a.key) {
+                self.insert(a.key, true, out);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    fn remove(&mut self, key: BlockKey) -> bool {
+        match self.index.remove(&self.arena, key) {
+            Some(h) => {
+                self.list.remove(&mut self.arena, h);
+                self.arena.free(h);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        self.list.check(&self.arena)?;
+        if self.list.len() != self.arena.len() || self.index.len() != self.arena.len() {
+            return Err(format!(
+                "list {} / index {} / arena {} disagree",
+                self.list.len(),
+                self.index.len(),
+                self.arena.len()
+            ));
+        }
+        if self.arena.len() > self.capacity {
+            return Err(format!("{} blocks over capacity {}", self.arena.len(), self.capacity));
+        }
+        for h in self.list.iter(&self.arena) {
+            if self.index.get(&self.arena, self.arena[h].key) != Some(h) {
+                return Err(format!("key {} on the list but not indexed", self.arena[h].key));
+            }
+        }
+        Ok(())
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.arena.heap_bytes() + self.index.heap_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k(b: u64) -> BlockKey {
+        BlockKey::new(0, b).unwrap()
+    }
+    fn acc(p: &mut Lru, b: u64) -> Outcome {
+        let mut out = Vec::new();
+        let o = p.access(Access::new(k(b)), &mut out);
+        p.validate().unwrap();
+        o
+    }
+
+    #[test]
+    fn evicts_least_recently_used() {
+        let mut p = Lru::new(3, &LruConfig::default());
+        for b in [1, 2, 3] {
+            assert_eq!(acc(&mut p, b), Outcome::Miss);
+        }
+        assert_eq!(acc(&mut p, 1), Outcome::Hit);
+        let mut out = Vec::new();
+        assert_eq!(p.access(Access::new(k(4)), &mut out), Outcome::Miss);
+        assert_eq!(out, vec![Evicted { key: k(2), unused_prefetch: false }]);
+        assert_eq!(p.keys_mru_first(), vec![k(4), k(1), k(3)]);
+    }
+
+    #[test]
+    fn prefetched_blocks_go_to_mru_flagged() {
+        let mut p = Lru::new(3, &LruConfig::default());
+        acc(&mut p, 1);
+        let mut out = Vec::new();
+        assert_eq!(p.prefetch(&[Access::new(k(2)), Access::new(k(3)), Access::new(k(1))], &mut out), 2);
+        assert_eq!(p.keys_mru_first(), vec![k(3), k(2), k(1)], "resident block 1 not touched by prefetch");
+        assert_eq!(acc(&mut p, 2), Outcome::PrefetchHit);
+        assert_eq!(acc(&mut p, 2), Outcome::Hit);
+        // 1 is LRU, then 3 (prefetched, unused)
+        p.access(Access::new(k(5)), &mut out);
+        p.access(Access::new(k(6)), &mut out);
+        assert_eq!(
+            out,
+            vec![Evicted { key: k(1), unused_prefetch: false }, Evicted { key: k(3), unused_prefetch: true }]
+        );
+    }
+
+    #[test]
+    fn remove_drops_a_block() {
+        let mut p = Lru::new(2, &LruConfig::default());
+        acc(&mut p, 1);
+        assert!(p.remove(k(1)));
+        assert!(!p.remove(k(1)));
+        assert_eq!(p.len(), 0);
+        assert_eq!(acc(&mut p, 1), Outcome::Miss);
+    }
+}

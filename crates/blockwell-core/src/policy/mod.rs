@@ -1,0 +1,443 @@
+//! Replacement policies: one module per policy behind the small [`Policy`] trait, and the one registry
+//! ([`PolicyKind`]) that the CLI, the simulator and the server use to name and build them.
+//!
+//! A policy tracks keys and per-entry state only; it never sees data. It owns its arena of entries
+//! (resident and ghost) and its handle-only index ([`crate::arena`]). Demand accesses go through
+//! [`Policy::access`]; prefetched blocks through [`Policy::prefetch`], which every policy adapts as
+//! seed `001_*` §4 says (prefetched blocks are flagged "not yet accessed", their first demand access counts as
+//! the first reference, and they are never remembered in a ghost list when evicted unaccessed).
+//!
+//! Adding a policy is one new file and one line in the `registry!` invocation below.
+
+use crate::key::BlockKey;
+use serde::{de::DeserializeOwned, Serialize};
+use serde_json::{Map, Value};
+use std::fmt::Debug;
+
+pub mod lru;
+
+/// One demand access or prefetch candidate as a policy sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Access {
+    pub key: BlockKey,
+    /// Logical time (index of the block access in the trace) of the next demand access to this key,
+    /// or [`NEVER`]. Only OPT reads it; the simulator fills it with a reverse pass over the trace.
+    pub next_use: u64,
+}
+
+/// `next_use` of a block that is never accessed again (or when the future is unknown).
+pub const NEVER: u64 = u64::MAX;
+
+impl Access {
+    #[inline]
+    pub const fn new(key: BlockKey) -> Self {
+        Access { key, next_use: NEVER }
+    }
+
+    #[inline]
+    pub const fn with_next_use(key: BlockKey, next_use: u64) -> Self {
+        Access { key, next_use }
+    }
+}
+
+/// What a demand access found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Not resident: the block was inserted (policies may decline, e.g. OPT for a block never used again).
+    Miss,
+    /// Resident and already accessed on demand before.
+    Hit,
+    /// Resident, brought in by a prefetch and accessed on demand for the first time now.
+    PrefetchHit,
+}
+
+impl Outcome {
+    #[inline]
+    pub fn is_hit(self) -> bool {
+        !matches!(self, Outcome::Miss)
+    }
+}
+
+/// A block that left the cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Evicted {
+    pub key: BlockKey,
+    /// It was prefetched and never accessed on demand (a wasted prefetch).
+    pub unused_prefetch: bool,
+}
+
+/// Named parameter sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Preset {
+    /// Each policy's documented defaults (see the module docs).
+    #[default]
+    Default,
+    /// The defaults of the libcachesim 0.3.5 classes, so results compare exactly.
+    Libcachesim,
+    /// Table 4 of seed `001_*` (Butt et al.): ghost caches equal to the cache size, etc.
+    Seed001,
+}
+
+impl Preset {
+    pub const ALL: &'static [Preset] = &[Preset::Default, Preset::Libcachesim, Preset::Seed001];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Default => "default",
+            Preset::Libcachesim => "libcachesim",
+            Preset::Seed001 => "seed001",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|p| p.name().eq_ignore_ascii_case(s))
+    }
+}
+
+/// A replacement policy over a capacity counted in blocks.
+pub trait Policy: Send + 'static {
+    /// Parameters. Unknown fields are rejected; missing fields take the preset's value.
+    type Config: Default + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static;
+
+    /// The parameters a preset gives (default: `Config::default()`).
+    fn preset(preset: Preset) -> Self::Config {
+        let _ = preset;
+        Self::Config::default()
+    }
+
+    /// A policy holding at most `capacity` (>= 1) blocks.
+    fn new(capacity: usize, config: &Self::Config) -> Self
+    where
+        Self: Sized;
+
+    /// Capacity in blocks.
+    fn capacity(&self) -> usize;
+
+    /// Resident blocks (ghost entries not counted).
+    fn len(&self) -> usize;
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Is `key` resident?
+    fn contains(&self, key: BlockKey) -> bool;
+
+    /// A demand access: on a hit update the policy's state; on a miss insert the block (evicting into `out`).
+    fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome;
+
+    /// Inserts blocks brought in by one prefetch (one group, typically one device request). Blocks already
+    /// resident are left alone (a prefetch is not a reference). Returns how many were inserted.
+    fn prefetch(&mut self, group: &[Access], out: &mut Vec<Evicted>) -> usize;
+
+    /// Drops `key` if resident (e.g. invalidated by a write-around write). Ghost history is kept.
+    fn remove(&mut self, key: BlockKey) -> bool;
+
+    /// Checks the policy's invariants; `Err` names the first one broken.
+    fn validate(&self) -> Result<(), String>;
+
+    /// Bytes of heap the policy's metadata occupies now (arena, index, ghosts).
+    fn heap_bytes(&self) -> usize;
+}
+
+/// Object-safe view of a [`Policy`], for callers that pick the policy at run time (the live server).
+pub trait DynPolicy: Send {
+    fn capacity(&self) -> usize;
+    fn len(&self) -> usize;
+    fn contains(&self, key: BlockKey) -> bool;
+    fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome;
+    fn prefetch(&mut self, group: &[Access], out: &mut Vec<Evicted>) -> usize;
+    fn remove(&mut self, key: BlockKey) -> bool;
+    fn validate(&self) -> Result<(), String>;
+    fn heap_bytes(&self) -> usize;
+}
+
+impl<P: Policy> DynPolicy for P {
+    fn capacity(&self) -> usize {
+        Policy::capacity(self)
+    }
+    fn len(&self) -> usize {
+        Policy::len(self)
+    }
+    fn contains(&self, key: BlockKey) -> bool {
+        Policy::contains(self, key)
+    }
+    fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome {
+        Policy::access(self, access, out)
+    }
+    fn prefetch(&mut self, group: &[Access], out: &mut Vec<Evicted>) -> usize {
+        Policy::prefetch(self, group, out)
+    }
+    fn remove(&mut self, key: BlockKey) -> bool {
+        Policy::remove(self, key)
+    }
+    fn validate(&self) -> Result<(), String> {
+        Policy::validate(self)
+    }
+    fn heap_bytes(&self) -> usize {
+        Policy::heap_bytes(self)
+    }
+}
+
+/// Errors naming a policy or its parameters.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum PolicyError {
+    #[error("unknown policy '{name}' (known: {known})")]
+    Unknown { name: String, known: String },
+    #[error("policy '{policy}': bad parameters '{params}': {message}")]
+    BadParams { policy: String, params: String, message: String },
+    #[error("policy '{policy}': invalid configuration: {message}")]
+    Invalid { policy: String, message: String },
+    #[error("cache capacity must be at least one block")]
+    ZeroCapacity,
+}
+
+/// Generic code run on a concrete policy type chosen at run time (see [`PolicySpec::visit`]).
+pub trait PolicyVisitor {
+    type Output;
+    fn visit<P: Policy>(self, config: P::Config) -> Self::Output;
+}
+
+macro_rules! registry {
+    ($( $variant:ident => $ty:path, $name:literal, [$($alias:literal),*], $summary:literal; )*) => {
+        /// Every policy Blockwell has. The one registry: names, aliases, summaries, construction.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum PolicyKind { $($variant),* }
+
+        impl PolicyKind {
+            pub const ALL: &'static [PolicyKind] = &[$(PolicyKind::$variant),*];
+
+            /// The canonical name (as on the command line).
+            pub fn name(self) -> &'static str {
+                match self { $(PolicyKind::$variant => $name),* }
+            }
+
+            /// Other accepted spellings.
+            pub fn aliases(self) -> &'static [&'static str] {
+                match self { $(PolicyKind::$variant => &[$($alias),*]),* }
+            }
+
+            /// One line for `--help` and docs.
+            pub fn summary(self) -> &'static str {
+                match self { $(PolicyKind::$variant => $summary),* }
+            }
+
+            fn preset_value(self, preset: Preset) -> Value {
+                match self {
+                    $(PolicyKind::$variant => serde_json::to_value(<$ty as Policy>::preset(preset))
+                        .expect("policy configs serialize")),*
+                }
+            }
+
+            fn visit_value<V: PolicyVisitor>(self, config: Value, v: V) -> Result<V::Output, String> {
+                match self {
+                    $(PolicyKind::$variant => {
+                        let c: <$ty as Policy>::Config = serde_json::from_value(config).map_err(|e| e.to_string())?;
+                        Ok(v.visit::<$ty>(c))
+                    })*
+                }
+            }
+        }
+    };
+}
+
+registry! {
+    Lru => lru::Lru, "lru", [], "least recently used";
+}
+
+fn normalize(s: &str) -> String {
+    s.chars().filter(|c| *c != '-' && *c != '_').flat_map(|c| c.to_lowercase()).collect()
+}
+
+impl PolicyKind {
+    /// Finds a policy by name or alias; case, '-' and '_' are ignored ("LRU-K", "lruk", "lru_k").
+    pub fn from_name(s: &str) -> Result<Self, PolicyError> {
+        let n = normalize(s);
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|k| normalize(k.name()) == n || k.aliases().iter().any(|a| normalize(a) == n))
+            .ok_or_else(|| PolicyError::Unknown {
+                name: s.to_string(),
+                known: Self::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
+            })
+    }
+}
+
+/// A policy with parameter overrides, as written on the command line: `arc`, `lru-k(k=3,crp=20)`,
+/// `clock(bits=2)`. Values are JSON scalars (`0.25`, `true`, `"x"`); bare words are strings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PolicySpec {
+    pub kind: PolicyKind,
+    pub overrides: Map<String, Value>,
+    text: String,
+}
+
+impl PolicySpec {
+    pub fn new(kind: PolicyKind) -> Self {
+        PolicySpec { kind, overrides: Map::new(), text: kind.name().to_string() }
+    }
+
+    /// Parses `name` or `name(key=value,...)`.
+    pub fn parse(s: &str) -> Result<Self, PolicyError> {
+        let s = s.trim();
+        let (name, params) = match s.find('(') {
+            Some(i) if s.ends_with(')') => (&s[..i], &s[i + 1..s.len() - 1]),
+            Some(_) => {
+                return Err(PolicyError::BadParams {
+                    policy: s.to_string(),
+                    params: s.to_string(),
+                    message: "expected name(key=value,...) with a closing ')'".into(),
+                })
+            }
+            None => (s, ""),
+        };
+        let kind = PolicyKind::from_name(name)?;
+        let mut overrides = Map::new();
+        for kv in params.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+            let (k, v) = kv.split_once('=').ok_or_else(|| PolicyError::BadParams {
+                policy: kind.name().into(),
+                params: params.into(),
+                message: format!("expected key=value, found '{kv}'"),
+            })?;
+            let v = v.trim();
+            let value = serde_json::from_str::<Value>(v).unwrap_or_else(|_| Value::String(v.to_string()));
+            overrides.insert(k.trim().replace('-', "_"), value);
+        }
+        let spec = PolicySpec { kind, overrides, text: s.to_string() };
+        // Reject unknown keys and bad types now, not in the middle of a run.
+        spec.config(Preset::Default)?;
+        Ok(spec)
+    }
+
+    /// The text the spec was parsed from (used as the policy's label in reports).
+    pub fn label(&self) -> &str {
+        &self.text
+    }
+
+    /// The resolved configuration under `preset`, as JSON (for reports).
+    pub fn config(&self, preset: Preset) -> Result<Value, PolicyError> {
+        let mut v = self.kind.preset_value(preset);
+        if let Value::Object(m) = &mut v {
+            for (k, x) in &self.overrides {
+                if !m.contains_key(k) {
+                    return Err(PolicyError::BadParams {
+                        policy: self.kind.name().into(),
+                        params: k.clone(),
+                        message: format!(
+                            "unknown parameter (known: {})",
+                            m.keys().cloned().collect::<Vec<_>>().join(", ")
+                        ),
+                    });
+                }
+                m.insert(k.clone(), x.clone());
+            }
+        } else if !self.overrides.is_empty() {
+            return Err(PolicyError::BadParams {
+                policy: self.kind.name().into(),
+                params: format!("{:?}", self.overrides),
+                message: "this policy takes no parameters".into(),
+            });
+        }
+        // Round-trip through the typed config to check types.
+        self.kind.visit_value(v.clone(), CheckVisitor).map_err(|message| PolicyError::BadParams {
+            policy: self.kind.name().into(),
+            params: format!("{:?}", self.overrides),
+            message,
+        })?;
+        Ok(v)
+    }
+
+    /// Runs `v` on the concrete policy type with its resolved configuration.
+    pub fn visit<V: PolicyVisitor>(&self, preset: Preset, v: V) -> Result<V::Output, PolicyError> {
+        let config = self.config(preset)?;
+        self.kind.visit_value(config, v).map_err(|message| PolicyError::BadParams {
+            policy: self.kind.name().into(),
+            params: format!("{:?}", self.overrides),
+            message,
+        })
+    }
+
+    /// Builds a boxed policy of `capacity` blocks.
+    pub fn build(&self, preset: Preset, capacity: usize) -> Result<Box<dyn DynPolicy>, PolicyError> {
+        if capacity == 0 {
+            return Err(PolicyError::ZeroCapacity);
+        }
+        struct Build(usize);
+        impl PolicyVisitor for Build {
+            type Output = Box<dyn DynPolicy>;
+            fn visit<P: Policy>(self, config: P::Config) -> Self::Output {
+                Box::new(P::new(self.0, &config))
+            }
+        }
+        self.visit(preset, Build(capacity))
+    }
+}
+
+struct CheckVisitor;
+impl PolicyVisitor for CheckVisitor {
+    type Output = ();
+    fn visit<P: Policy>(self, _config: P::Config) {}
+}
+
+/// Parses a comma-separated list of specs, keeping commas inside parentheses: `lru,lru-k(k=3,crp=5),arc`.
+pub fn parse_policy_list(s: &str) -> Result<Vec<PolicySpec>, PolicyError> {
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0;
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                if !s[start..i].trim().is_empty() {
+                    out.push(PolicySpec::parse(&s[start..i])?);
+                }
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if !s[start..].trim().is_empty() {
+        out.push(PolicySpec::parse(&s[start..])?);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_resolve_case_and_dash_insensitive() {
+        assert_eq!(PolicyKind::from_name("LRU").unwrap(), PolicyKind::Lru);
+        let e = PolicyKind::from_name("nope").unwrap_err();
+        assert!(e.to_string().contains("unknown policy 'nope'"), "{e}");
+        assert!(e.to_string().contains("lru"), "{e}");
+    }
+
+    #[test]
+    fn every_policy_builds_under_every_preset() {
+        for &k in PolicyKind::ALL {
+            for &p in Preset::ALL {
+                let b = PolicySpec::new(k).build(p, 16).unwrap();
+                assert_eq!(b.capacity(), 16, "{k:?} {p:?}");
+                b.validate().unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_param_is_an_error_naming_it() {
+        let e = PolicySpec::parse("lru(bogus=1)").unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
+    }
+
+    #[test]
+    fn list_split_respects_parentheses() {
+        let l = parse_policy_list("lru, lru").unwrap();
+        assert_eq!(l.len(), 2);
+        assert!(parse_policy_list("lru,(").is_err());
+    }
+}

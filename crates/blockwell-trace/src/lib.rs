@@ -1,0 +1,340 @@
+//! # blockwell-trace
+//!
+//! Streaming readers (and writers) for public block-trace formats, one module per format under
+//! [`formats`]. A reader yields [`Request`]s in byte units and never holds the whole trace in memory; `.gz`
+//! and `.zst` files are decompressed transparently. A malformed line is an error naming the place,
+//! `file:line: expected …, found …`, unless [`ReaderOptions::skip_bad_lines`] allows skipping it.
+
+use blockwell_core::Op;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+pub mod formats;
+
+pub use formats::Format;
+pub use write::{create, TraceWriter, WriterOptions};
+
+pub mod write;
+
+/// One I/O request of a trace, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Request {
+    /// Time stamp in nanoseconds from the trace's own origin (0 when the format has none).
+    pub time_ns: u64,
+    /// Dense volume number, in order of first appearance (see [`TraceReader::volumes`]).
+    pub volume: u32,
+    pub op: Op,
+    /// Byte offset within the volume.
+    pub offset: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Content digest of the data (FIU traces carry an MD5 per block), if the format has one.
+    pub digest: Option<u128>,
+}
+
+/// What went wrong reading a trace.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// A line or record that does not parse. Displays as `file:line: expected …, found …`.
+    #[error("{}:{line}: expected {expected}, found {found}", file.display())]
+    Parse { file: PathBuf, line: u64, expected: String, found: String },
+    /// More malformed lines than `--skip-bad-lines` allows.
+    #[error("{}: more than {limit} malformed lines; first: {first}", file.display())]
+    TooManyBad { file: PathBuf, limit: u64, first: String },
+    #[error("{}: {source}", file.display())]
+    Io { file: PathBuf, source: io::Error },
+    #[error("{}: cannot tell the trace format from the name or first line; pass --format ({})", file.display(), Format::names().join(", "))]
+    UnknownFormat { file: PathBuf },
+    #[error("unknown trace format '{0}' (known: {known})", known = Format::names().join(", "))]
+    BadFormatName(String),
+    #[error("{}: {message}", file.display())]
+    Invalid { file: PathBuf, message: String },
+}
+
+/// Reader settings.
+#[derive(Clone, Debug, Default)]
+pub struct ReaderOptions {
+    /// Skip up to this many malformed lines (counted and reported) instead of failing at the first.
+    pub skip_bad_lines: u64,
+    /// Column mapping for the generic CSV format (see [`formats::csv`]).
+    pub csv: Option<formats::csv::CsvMapping>,
+    /// Bytes per object id for formats that name objects rather than byte ranges (oracleGeneral, plain
+    /// block-id text): object `i` is the byte range `i*object_size .. (i+1)*object_size`. Default 4096.
+    pub object_size: Option<u64>,
+}
+
+impl ReaderOptions {
+    pub fn object_size(&self) -> u64 {
+        self.object_size.unwrap_or(4096)
+    }
+}
+
+/// A stream of requests.
+pub trait TraceReader: Send {
+    /// The next request, `Ok(None)` at the end.
+    fn next_request(&mut self) -> Result<Option<Request>, TraceError>;
+
+    /// Fills `buf` (cleared first) with up to `max` requests; returns how many. 0 means the end.
+    fn read_batch(&mut self, buf: &mut Vec<Request>, max: usize) -> Result<usize, TraceError> {
+        buf.clear();
+        while buf.len() < max {
+            match self.next_request()? {
+                Some(r) => buf.push(r),
+                None => break,
+            }
+        }
+        Ok(buf.len())
+    }
+
+    /// Names of the volumes seen so far, indexed by [`Request::volume`].
+    fn volumes(&self) -> &[String];
+
+    /// Malformed lines skipped so far (with `skip_bad_lines`), with the first few messages.
+    fn skipped(&self) -> &BadLines;
+
+    /// Compressed bytes consumed so far (for progress bars).
+    fn bytes_read(&self) -> u64;
+}
+
+/// Malformed lines skipped under `--skip-bad-lines`.
+#[derive(Clone, Debug, Default)]
+pub struct BadLines {
+    pub count: u64,
+    /// The first few messages, `file:line: expected …, found …`.
+    pub examples: Vec<String>,
+}
+
+impl BadLines {
+    /// Records a parse error if the budget allows; otherwise returns the error to raise.
+    pub fn absorb(&mut self, err: TraceError, limit: u64) -> Result<(), TraceError> {
+        if self.count >= limit {
+            return Err(match err {
+                e @ TraceError::Parse { .. } if limit == 0 => e,
+                e => TraceError::TooManyBad {
+                    file: match &e {
+                        TraceError::Parse { file, .. } => file.clone(),
+                        _ => PathBuf::new(),
+                    },
+                    limit,
+                    first: self.examples.first().cloned().unwrap_or_else(|| e.to_string()),
+                },
+            });
+        }
+        self.count += 1;
+        if self.examples.len() < 5 {
+            self.examples.push(err.to_string());
+        }
+        Ok(())
+    }
+}
+
+/// Assigns dense numbers to volume names in order of first appearance.
+#[derive(Clone, Debug, Default)]
+pub struct VolumeMap {
+    names: Vec<String>,
+    index: std::collections::HashMap<String, u32>,
+}
+
+impl VolumeMap {
+    pub fn id(&mut self, name: &str) -> u32 {
+        if let Some(&i) = self.index.get(name) {
+            return i;
+        }
+        let i = self.names.len() as u32;
+        self.names.push(name.to_string());
+        self.index.insert(name.to_string(), i);
+        i
+    }
+
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+}
+
+/// Counts bytes pulled through a reader (the compressed side), for progress reporting.
+pub struct Counting<R> {
+    inner: R,
+    count: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// An opened, decompressed input with its byte counter.
+pub struct Input {
+    pub path: PathBuf,
+    pub reader: Box<dyn BufRead + Send>,
+    pub consumed: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Input {
+    pub fn bytes_read(&self) -> u64 {
+        self.consumed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// The compression a file uses, from its magic bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+    Zstd,
+}
+
+/// Opens `path`, detecting gzip/zstd by magic bytes, and returns a buffered decompressed stream.
+pub fn open_input(path: &Path) -> Result<Input, TraceError> {
+    let io_err = |source| TraceError::Io { file: path.to_path_buf(), source };
+    let f = File::open(path).map_err(io_err)?;
+    let consumed = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut raw = BufReader::with_capacity(1 << 20, Counting { inner: f, count: consumed.clone() });
+    let magic = raw.fill_buf().map_err(io_err)?;
+    let comp = if magic.starts_with(&[0x1f, 0x8b]) {
+        Compression::Gzip
+    } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        Compression::Zstd
+    } else {
+        Compression::None
+    };
+    let reader: Box<dyn BufRead + Send> = match comp {
+        Compression::None => Box::new(raw),
+        Compression::Gzip => Box::new(BufReader::with_capacity(1 << 20, flate2::bufread::MultiGzDecoder::new(raw))),
+        Compression::Zstd => {
+            Box::new(BufReader::with_capacity(1 << 20, zstd::stream::read::Decoder::with_buffer(raw).map_err(io_err)?))
+        }
+    };
+    Ok(Input { path: path.to_path_buf(), reader, consumed })
+}
+
+/// Opens a trace, detecting the format from the file name or first line when `format` is `None`.
+pub fn open(path: &Path, format: Option<Format>, opts: &ReaderOptions) -> Result<Box<dyn TraceReader>, TraceError> {
+    let format = match format {
+        Some(f) => f,
+        None => formats::detect(path)?,
+    };
+    formats::open_format(format, open_input(path)?, opts)
+}
+
+/// Where a line reader is, for error messages.
+#[derive(Clone, Debug)]
+pub struct Location {
+    pub file: PathBuf,
+    pub line: u64,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.file.display(), self.line)
+    }
+}
+
+/// File and line of the line being parsed; builds `file:line` errors.
+#[derive(Clone, Debug)]
+pub struct LineCtx {
+    pub file: PathBuf,
+    /// 1-based number of the current line.
+    pub line: u64,
+}
+
+impl LineCtx {
+    /// A parse error at this line.
+    pub fn error(&self, expected: impl Into<String>, found: impl Into<String>) -> TraceError {
+        TraceError::Parse { file: self.file.clone(), line: self.line, expected: expected.into(), found: found.into() }
+    }
+}
+
+/// Shared machinery of line-oriented formats: reads lines, counts them, and applies the skip-bad-lines
+/// budget. Use as:
+///
+/// ```ignore
+/// while let Some((line, ctx)) = self.lines.next_line()? {
+///     match parse(line, ctx) { Ok(r) => return Ok(Some(r)), Err(e) => { self.lines.skip_or_fail(e)?; } }
+/// }
+/// ```
+pub struct LineReader {
+    input: Input,
+    buf: String,
+    ctx: LineCtx,
+    skip_limit: u64,
+    bad: BadLines,
+}
+
+impl LineReader {
+    pub fn new(input: Input, opts: &ReaderOptions) -> Self {
+        let ctx = LineCtx { file: input.path.clone(), line: 0 };
+        LineReader { input, buf: String::new(), ctx, skip_limit: opts.skip_bad_lines, bad: BadLines::default() }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.input.path
+    }
+
+    /// Line number of the last line returned (1-based).
+    pub fn line_no(&self) -> u64 {
+        self.ctx.line
+    }
+
+    /// The next raw line (without its newline) and its context, or `None` at the end. Blank lines are
+    /// returned too.
+    pub fn next_line(&mut self) -> Result<Option<(&str, &LineCtx)>, TraceError> {
+        self.buf.clear();
+        let n = match self.input.reader.read_line(&mut self.buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                return Err(TraceError::Parse {
+                    file: self.ctx.file.clone(),
+                    line: self.ctx.line + 1,
+                    expected: "UTF-8 text".into(),
+                    found: "binary data (wrong --format?)".into(),
+                })
+            }
+            Err(source) => return Err(TraceError::Io { file: self.ctx.file.clone(), source }),
+        };
+        if n == 0 {
+            return Ok(None);
+        }
+        self.ctx.line += 1;
+        Ok(Some((self.buf.trim_end_matches(['\n', '\r']), &self.ctx)))
+    }
+
+    /// A parse error at the current line.
+    pub fn error(&self, expected: impl Into<String>, found: impl Into<String>) -> TraceError {
+        self.ctx.error(expected, found)
+    }
+
+    /// Applies the skip budget to `err`: `Ok(())` means skip the line and go on.
+    pub fn skip_or_fail(&mut self, err: TraceError) -> Result<(), TraceError> {
+        self.bad.absorb(err, self.skip_limit)
+    }
+
+    pub fn bad(&self) -> &BadLines {
+        &self.bad
+    }
+
+    pub fn bytes_read(&self) -> u64 {
+        self.input.bytes_read()
+    }
+}
+
+/// Shows a field for an error message, shortened.
+pub fn shown(s: &str) -> String {
+    let s = s.trim();
+    if s.is_empty() {
+        return "an empty field".into();
+    }
+    if s.len() > 40 {
+        let mut end = 40;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("'{}…'", &s[..end])
+    } else {
+        format!("'{s}'")
+    }
+}
