@@ -1,1 +1,61 @@
-fn main() {}
+//! `blockwell`: the command-line front of the Blockwell block-cache engine. Thin glue over the libraries:
+//! each subcommand lives in its own module under `cmd/`, with its flags and their help beside it.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod cmd;
+
+/// Blockwell: block-cache simulation and analysis.
+#[derive(Parser, Debug)]
+#[command(name = "blockwell", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Replay a trace through every (policy × cache size) combination in one pass.
+    Sim(cmd::sim::Args),
+    /// Miss-ratio curve: exact LRU in one pass (stack distances) or SHARDS-sampled.
+    Mrc(cmd::mrc::Args),
+    /// Trace tools: stats, gen, convert.
+    #[command(subcommand)]
+    Trace(cmd::trace::Command),
+    /// Run a policy comparison on a small workload built into the binary.
+    Demo(cmd::demo::Args),
+    /// List the policies, presets and trace formats.
+    List,
+}
+
+fn run() -> anyhow::Result<ExitCode> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Sim(a) => cmd::sim::run(a),
+        Command::Mrc(a) => cmd::mrc::run(a),
+        Command::Trace(c) => cmd::trace::run(c),
+        Command::Demo(a) => cmd::demo::run(a),
+        Command::List => cmd::list(),
+    }
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(e) => {
+            // A closed pipe (`blockwell ... | head`) is not a failure.
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) {
+                return ExitCode::SUCCESS;
+            }
+            let mut msg = format!("blockwell: error: {e}");
+            for c in e.chain().skip(1) {
+                msg.push_str(&format!(": {c}"));
+            }
+            eprintln!("{msg}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! Options shared by subcommands: which trace to read and how, and size parsing.
+
+use anyhow::{bail, Context};
+use blockwell_trace::{Format, ReaderOptions, TraceReader};
+use std::path::PathBuf;
+
+/// How to read the input trace.
+#[derive(clap::Args, Debug, Clone)]
+pub struct TraceArgs {
+    /// The trace file (`.gz` and `.zst` are decompressed transparently).
+    #[arg(long, short = 't', value_name = "FILE")]
+    pub trace: PathBuf,
+
+    /// The trace format; detected from the file name or first line when unambiguous (see `blockwell list`).
+    #[arg(long, short = 'f', value_name = "FORMAT")]
+    pub format: Option<String>,
+
+    /// Skip up to N malformed lines (counted and reported on stderr) instead of stopping at the first.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub skip_bad_lines: u64,
+
+    /// Bytes per object id for formats that name objects (oracleGeneral, plain): object i is bytes
+    /// i*SIZE .. (i+1)*SIZE.
+    #[arg(long, value_name = "BYTES", default_value = "4096")]
+    pub object_size: String,
+
+    /// Column mapping for `--format csv`, e.g. `time=0,volume=1,op=2,offset=3,len=4,offset_unit=512`.
+    #[arg(long, value_name = "MAPPING")]
+    pub csv_columns: Option<String>,
+}
+
+impl TraceArgs {
+    pub fn format(&self) -> anyhow::Result<Option<Format>> {
+        self.format.as_deref().map(Format::from_name).transpose().context("--format")
+    }
+
+    pub fn reader_options(&self) -> anyhow::Result<ReaderOptions> {
+        let object_size = parse_bytes(&self.object_size).context("--object-size")?;
+        let csv = match &self.csv_columns {
+            Some(m) => Some(blockwell_trace::formats::csv::CsvMapping::parse(m).context("--csv-columns")?),
+            None => None,
+        };
+        Ok(ReaderOptions { skip_bad_lines: self.skip_bad_lines, csv, object_size: Some(object_size) })
+    }
+
+    /// Opens the trace.
+    pub fn open(&self) -> anyhow::Result<Box<dyn TraceReader>> {
+        Ok(blockwell_trace::open(&self.trace, self.format()?, &self.reader_options()?)?)
+    }
+}
+
+/// Prints the skipped-lines report of a reader to stderr.
+pub fn report_skipped(r: &dyn TraceReader) {
+    let b = r.skipped();
+    if b.count > 0 {
+        eprintln!("blockwell: skipped {} malformed line(s); first:", b.count);
+        for e in &b.examples {
+            eprintln!("  {e}");
+        }
+    }
+}
+
+/// Parses a byte count: `4096`, `4KiB`, `64MiB`, `1.5GiB`, `10MB` (SI), `512B`.
+pub fn parse_bytes(s: &str) -> anyhow::Result<u64> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        _ => bail!("'{s}': unknown unit '{unit}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"),
+    };
+    let v: f64 = num.parse().map_err(|_| anyhow::anyhow!("'{s}': expected a number with an optional unit"))?;
+    let bytes = v * mult as f64;
+    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 / 2.0 {
+        bail!("'{s}': out of range");
+    }
+    Ok(bytes.round() as u64)
+}
+
+/// A cache size as given on the command line.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SizeSpec {
+    Bytes(u64),
+    Blocks(u64),
+    /// Percent of the trace's footprint (distinct blocks).
+    Percent(f64),
+}
+
+impl SizeSpec {
+    /// `64MiB`, `4096` (bytes), `1000blocks`, `1%`.
+    pub fn parse(s: &str) -> anyhow::Result<Self> {
+        let t = s.trim();
+        if let Some(p) = t.strip_suffix('%') {
+            let v: f64 = p.trim().parse().map_err(|_| anyhow::anyhow!("'{s}': expected a percentage like 5%"))?;
+            if !(v > 0.0 && v <= 100_000.0) {
+                bail!("'{s}': a percentage must be above 0");
+            }
+            return Ok(SizeSpec::Percent(v));
+        }
+        for suf in ["blocks", "block", "blk"] {
+            if let Some(n) = t.strip_suffix(suf) {
+                let v: u64 =
+                    n.trim().parse().map_err(|_| anyhow::anyhow!("'{s}': expected a whole number of blocks"))?;
+                return Ok(SizeSpec::Blocks(v));
+            }
+        }
+        Ok(SizeSpec::Bytes(parse_bytes(t)?))
+    }
+
+    /// Blocks at `block_size`, with `footprint` distinct blocks for percentages (at least one block).
+    pub fn blocks(&self, block_size: u64, footprint: u64) -> u64 {
+        match *self {
+            SizeSpec::Bytes(b) => b / block_size,
+            SizeSpec::Blocks(n) => n,
+            SizeSpec::Percent(p) => ((footprint as f64 * p / 100.0).round() as u64).max(1),
+        }
+    }
+
+    pub fn needs_footprint(&self) -> bool {
+        matches!(self, SizeSpec::Percent(_))
+    }
+}
+
+/// Parses a comma-separated list of sizes.
+pub fn parse_sizes(s: &str) -> anyhow::Result<Vec<SizeSpec>> {
+    s.split(',').filter(|x| !x.trim().is_empty()).map(SizeSpec::parse).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_and_sizes() {
+        assert_eq!(parse_bytes("4096").unwrap(), 4096);
+        assert_eq!(parse_bytes("4KiB").unwrap(), 4096);
+        assert_eq!(parse_bytes("1.5MiB").unwrap(), 1_572_864);
+        assert_eq!(parse_bytes("10MB").unwrap(), 10_000_000);
+        assert!(parse_bytes("12XB").unwrap_err().to_string().contains("unknown unit"));
+        assert_eq!(SizeSpec::parse("1%").unwrap(), SizeSpec::Percent(1.0));
+        assert_eq!(SizeSpec::parse("2692blocks").unwrap(), SizeSpec::Blocks(2692));
+        assert_eq!(SizeSpec::parse("64MiB").unwrap(), SizeSpec::Bytes(64 << 20));
+        assert_eq!(SizeSpec::Percent(1.0).blocks(4096, 269_210), 2692);
+        assert_eq!(SizeSpec::Percent(10.0).blocks(4096, 269_210), 26921);
+        assert!(SizeSpec::parse("-1%").is_err());
+        assert_eq!(parse_sizes("1%,5%,64MiB").unwrap().len(), 3);
+    }
+}

@@ -1,0 +1,10 @@
+//! # blockwell-sim
+//!
+//! Drivers over the engine: [`replay`] feeds one pass of a trace to many (policy × size) caches across all
+//! cores; [`mrc`] computes miss-ratio curves; [`analysis`] summarizes a trace; [`gen`] generates synthetic
+//! workloads.
+
+pub mod analysis;
+pub mod gen;
+pub mod mrc;
+pub mod replay;
