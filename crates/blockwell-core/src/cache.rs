@@ -186,9 +186,21 @@ impl<P: DynPolicy + ?Sized> BlockCache<P> {
 
     /// Inserts one prefetch group (blocks read together). Returns how many blocks were inserted; evictions
     /// go to `plan.victims` (the plan is not cleared).
+    ///
+    /// Duplicate keys are dropped and a group larger than the cache is cut to the cache's capacity (its
+    /// first blocks are kept), as the policy's contract asks.
     pub fn prefetch(&mut self, group: &[Access], plan: &mut Plan) -> usize {
         let before = plan.victims.len();
-        let n = self.policy.prefetch(group, &mut plan.victims);
+        let cap = self.policy.capacity();
+        let distinct = group.len() <= cap.min(64)
+            && group.iter().enumerate().all(|(i, a)| group[..i].iter().all(|b| b.key != a.key));
+        let n = if distinct {
+            self.policy.prefetch(group, &mut plan.victims)
+        } else {
+            let mut seen = std::collections::HashSet::with_capacity(group.len());
+            let clean: Vec<Access> = group.iter().filter(|a| seen.insert(a.key)).take(cap).copied().collect();
+            self.policy.prefetch(&clean, &mut plan.victims)
+        };
         self.stats.prefetch_inserted += n as u64;
         self.count_victims(before, plan);
         n

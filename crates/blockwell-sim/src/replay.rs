@@ -1,1 +1,582 @@
-//! (being written)
+//! One pass over a trace feeds every (policy × size) cache, spread over threads.
+//!
+//! The reading thread turns requests into compact block requests and hands batches (shared, read-only) to
+//! worker threads; each worker owns some caches and runs every batch through each of them with the policy's
+//! concrete type (static dispatch in the per-block loop). Results do not depend on the number of threads.
+//!
+//! A pre-pass runs first when a cache size is a percentage of the footprint or when OPT is asked for: it
+//! counts distinct blocks and, for OPT, computes each block access's next-use time with a reverse pass (the
+//! reader is opened a second time for the replay).
+
+use blockwell_core::cache::{BlockCache, CacheConfig, CacheError, Plan};
+use blockwell_core::key::{block_span, BlockKey};
+use blockwell_core::policy::{Policy, PolicyError, PolicySpec, PolicyVisitor, Preset, NEVER};
+use blockwell_core::{Op, Stats};
+use blockwell_trace::{Request, TraceError, TraceReader};
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+
+/// How to replay.
+#[derive(Clone, Debug)]
+pub struct ReplayConfig {
+    pub block_size: u64,
+    pub preset: Preset,
+    /// Ignore write requests entirely.
+    pub reads_only: bool,
+    /// Keep only these volumes (by name, as the trace names them); `None` keeps all.
+    pub volumes: Option<Vec<String>>,
+    /// Requests replayed before the counters start (the cache is warm, the counts are zero).
+    pub warmup: u64,
+    /// Worker threads (0 = one per core).
+    pub threads: usize,
+}
+
+impl Default for ReplayConfig {
+    fn default() -> Self {
+        ReplayConfig {
+            block_size: 4096,
+            preset: Preset::Default,
+            reads_only: false,
+            volumes: None,
+            warmup: 0,
+            threads: 0,
+        }
+    }
+}
+
+/// One cache to simulate: a policy and a size.
+#[derive(Clone, Debug)]
+pub struct CacheSpec {
+    pub policy: PolicySpec,
+    pub size: CacheSize,
+}
+
+/// A cache size: absolute, or relative to the footprint (which needs a pre-pass).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CacheSize {
+    Blocks(u64),
+    /// Percent of the distinct blocks the (filtered) trace touches; rounded down, at least one block.
+    PercentOfFootprint(f64),
+}
+
+impl CacheSize {
+    pub fn blocks(self, footprint: u64) -> u64 {
+        match self {
+            CacheSize::Blocks(b) => b,
+            CacheSize::PercentOfFootprint(p) => ((footprint as f64 * p / 100.0 + 1e-9).floor() as u64).max(1),
+        }
+    }
+}
+
+/// Errors of a replay.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    #[error("{policy} at {blocks} blocks: {source}")]
+    Cache { policy: String, blocks: u64, source: CacheError },
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error("the trace has no requests{0}")]
+    Empty(&'static str),
+    #[error("request {index}: {message}")]
+    Request { index: u64, message: String },
+    #[error("no cache to simulate (give at least one policy and one size)")]
+    NoCaches,
+}
+
+/// The result for one cache.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct CacheResult {
+    pub policy: String,
+    pub config: serde_json::Value,
+    pub cache_blocks: u64,
+    pub cache_bytes: u64,
+    pub stats: Stats,
+}
+
+/// Everything a replay measured.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ReplayReport {
+    pub block_size: u64,
+    pub preset: String,
+    /// Requests replayed (after filters, including warm-up).
+    pub requests: u64,
+    /// Block accesses replayed (after filters, including warm-up).
+    pub block_accesses: u64,
+    /// Distinct blocks, when a pre-pass ran.
+    pub footprint_blocks: Option<u64>,
+    pub warmup_requests: u64,
+    pub skipped_lines: u64,
+    /// The first few skipped lines' messages (`file:line: expected …, found …`).
+    pub skipped_examples: Vec<String>,
+    pub results: Vec<CacheResult>,
+}
+
+/// A request reduced to what the caches need.
+#[derive(Clone, Copy, Debug)]
+struct BlockReq {
+    first: BlockKey,
+    n: u32,
+    op: Op,
+}
+
+struct Batch {
+    /// Index (in filtered requests) of the first request.
+    start: u64,
+    reqs: Vec<BlockReq>,
+    /// Next-use time of every block access of the batch, in order, when OPT needs it.
+    next_use: Vec<u64>,
+}
+
+/// Turns trace requests into block requests, applying the filters.
+struct Filter {
+    block_size: u64,
+    reads_only: bool,
+    volumes: Option<HashSet<String>>,
+    keep: Vec<Option<bool>>,
+    index: u64,
+}
+
+impl Filter {
+    fn new(cfg: &ReplayConfig) -> Self {
+        Filter {
+            block_size: cfg.block_size,
+            reads_only: cfg.reads_only,
+            volumes: cfg.volumes.as_ref().map(|v| v.iter().cloned().collect()),
+            keep: Vec::new(),
+            index: 0,
+        }
+    }
+
+    /// `Ok(None)` when the request is filtered out.
+    fn convert(&mut self, r: &Request, names: &[String]) -> Result<Option<BlockReq>, ReplayError> {
+        self.index += 1;
+        if self.reads_only && r.op == Op::Write {
+            return Ok(None);
+        }
+        if let Some(set) = &self.volumes {
+            let v = r.volume as usize;
+            if self.keep.len() <= v {
+                self.keep.resize(v + 1, None);
+            }
+            let keep = *self.keep[v].get_or_insert_with(|| names.get(v).is_some_and(|n| set.contains(n)));
+            if !keep {
+                return Ok(None);
+            }
+        }
+        let (first, n) = block_span(r.offset, r.len, self.block_size);
+        if n == 0 {
+            return Ok(None);
+        }
+        let bad = |message: String| ReplayError::Request { index: self.index, message };
+        if n > u32::MAX as u64 {
+            return Err(bad(format!("length {} is absurd", r.len)));
+        }
+        let key = BlockKey::new(r.volume, first)
+            .filter(|_| BlockKey::new(r.volume, first + n - 1).is_some())
+            .ok_or_else(|| bad(format!("volume {} offset {} is beyond the addressable range", r.volume, r.offset)))?;
+        Ok(Some(BlockReq { first: key, n: n as u32, op: r.op }))
+    }
+}
+
+const BATCH: usize = 1 << 15;
+
+/// Reads the whole (filtered) trace, calling `f` on each batch of block requests. Returns the skipped
+/// malformed lines.
+fn scan(
+    reader: &mut dyn TraceReader,
+    cfg: &ReplayConfig,
+    progress: &(dyn Fn(u64) + Sync),
+    mut f: impl FnMut(Vec<BlockReq>) -> Result<(), ReplayError>,
+) -> Result<blockwell_trace::BadLines, ReplayError> {
+    let mut filter = Filter::new(cfg);
+    let mut raw = Vec::with_capacity(BATCH);
+    loop {
+        let n = reader.read_batch(&mut raw, BATCH)?;
+        if n == 0 {
+            break;
+        }
+        let mut reqs = Vec::with_capacity(n);
+        for r in &raw {
+            if let Some(b) = filter.convert(r, reader.volumes())? {
+                reqs.push(b);
+            }
+        }
+        progress(reader.bytes_read());
+        if !reqs.is_empty() {
+            f(reqs)?;
+        }
+    }
+    Ok(reader.skipped().clone())
+}
+
+/// The pre-pass: footprint and, if asked, next-use times of every block access.
+struct PrePass {
+    footprint: u64,
+    next_use: Option<Vec<u64>>,
+}
+
+fn pre_pass(
+    reader: &mut dyn TraceReader,
+    cfg: &ReplayConfig,
+    want_next_use: bool,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<PrePass, ReplayError> {
+    let mut seen: HashSet<u64> = HashSet::new();
+    let mut keys: Vec<u64> = Vec::new();
+    scan(reader, cfg, progress, |reqs| {
+        for r in reqs {
+            for i in 0..r.n as u64 {
+                let k = r.first.raw() + i;
+                seen.insert(k);
+                if want_next_use {
+                    keys.push(k);
+                }
+            }
+        }
+        Ok(())
+    })?;
+    let footprint = seen.len() as u64;
+    drop(seen);
+    let next_use = want_next_use.then(|| {
+        let mut next = vec![NEVER; keys.len()];
+        let mut last: HashMap<u64, u64> = HashMap::with_capacity(footprint as usize);
+        for i in (0..keys.len()).rev() {
+            if let Some(j) = last.insert(keys[i], i as u64) {
+                next[i] = j;
+            }
+        }
+        next
+    });
+    Ok(PrePass { footprint, next_use })
+}
+
+/// A cache being simulated, behind an object-safe face so that one worker can hold several policy types.
+trait Runner: Send {
+    fn run(&mut self, batch: &Batch, warmup: u64);
+    fn finish(self: Box<Self>) -> (Stats, usize);
+}
+
+struct SimCache<P: Policy> {
+    cache: BlockCache<P>,
+    plan: Plan,
+    validate: bool,
+}
+
+impl<P: Policy> Runner for SimCache<P> {
+    fn run(&mut self, batch: &Batch, warmup: u64) {
+        let mut at = 0usize;
+        let with_next = !batch.next_use.is_empty();
+        for (i, r) in batch.reqs.iter().enumerate() {
+            if warmup > 0 && batch.start + i as u64 == warmup {
+                self.cache.reset_stats();
+            }
+            let n = r.n as usize;
+            let nu = if with_next { &batch.next_use[at..at + n] } else { &[][..] };
+            self.cache.access_blocks(r.op, r.first, n as u64, nu, &mut self.plan);
+            at += n;
+            if self.validate {
+                if let Err(e) = self.cache.policy().validate() {
+                    panic!("invariant broken after request {}: {e}", batch.start + i as u64);
+                }
+            }
+        }
+    }
+
+    fn finish(self: Box<Self>) -> (Stats, usize) {
+        (*self.cache.stats(), self.cache.policy().len())
+    }
+}
+
+struct MakeRunner {
+    config: CacheConfig,
+    validate: bool,
+}
+
+impl PolicyVisitor for MakeRunner {
+    type Output = Box<dyn Runner>;
+    fn visit<P: Policy>(self, config: P::Config) -> Box<dyn Runner> {
+        let policy = P::new(self.config.capacity_blocks(), &config);
+        Box::new(SimCache {
+            cache: BlockCache::new(self.config, Box::new(policy)),
+            plan: Plan::default(),
+            validate: self.validate,
+        })
+    }
+}
+
+/// Options for a replay beyond the configuration.
+#[derive(Default)]
+pub struct ReplayHooks<'a> {
+    /// Called with the compressed bytes read so far (progress bars).
+    pub progress: Option<&'a (dyn Fn(u64) + Sync)>,
+    /// Check every policy's invariants after every request (slow; for tests).
+    pub validate: bool,
+}
+
+/// Replays the trace that `open` opens through every cache in `caches`.
+///
+/// `open` is called once, or twice when a pre-pass is needed (a size in % of the footprint, or OPT).
+pub fn replay(
+    open: &dyn Fn() -> Result<Box<dyn TraceReader>, TraceError>,
+    caches: &[CacheSpec],
+    cfg: &ReplayConfig,
+    hooks: ReplayHooks<'_>,
+) -> Result<ReplayReport, ReplayError> {
+    if caches.is_empty() {
+        return Err(ReplayError::NoCaches);
+    }
+    let noop = |_: u64| {};
+    let progress: &(dyn Fn(u64) + Sync) = hooks.progress.unwrap_or(&noop);
+    let needs_opt = caches.iter().any(|c| c.policy.kind.needs_next_use());
+    let needs_footprint = caches.iter().any(|c| matches!(c.size, CacheSize::PercentOfFootprint(_)));
+    let pre = if needs_opt || needs_footprint {
+        let mut r = open()?;
+        let p = pre_pass(r.as_mut(), cfg, needs_opt, progress)?;
+        if p.footprint == 0 {
+            return Err(ReplayError::Empty(if cfg.reads_only || cfg.volumes.is_some() {
+                " left after the filters"
+            } else {
+                ""
+            }));
+        }
+        Some(p)
+    } else {
+        None
+    };
+    let footprint = pre.as_ref().map(|p| p.footprint);
+
+    // Build every cache (checking sizes and configurations before reading anything).
+    let mut runners: Vec<Box<dyn Runner>> = Vec::with_capacity(caches.len());
+    let mut meta = Vec::with_capacity(caches.len());
+    for c in caches {
+        let blocks = c.size.blocks(footprint.unwrap_or(0));
+        let label = c.policy.label().to_string();
+        let config = CacheConfig::new(cfg.block_size, blocks.saturating_mul(cfg.block_size))
+            .map_err(|source| ReplayError::Cache { policy: label.clone(), blocks, source })?;
+        runners.push(c.policy.visit(cfg.preset, MakeRunner { config, validate: hooks.validate })?);
+        meta.push(CacheResult {
+            policy: label,
+            config: c.policy.config(cfg.preset)?,
+            cache_blocks: blocks,
+            cache_bytes: blocks * cfg.block_size,
+            stats: Stats::default(),
+        });
+    }
+
+    let threads =
+        if cfg.threads == 0 { std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) } else { cfg.threads }
+            .clamp(1, runners.len());
+
+    let mut reader = open()?;
+    let next_use = pre.and_then(|p| p.next_use);
+    let mut requests = 0u64;
+    let mut accesses = 0u64;
+    let warmup = cfg.warmup;
+
+    // Split the caches over the workers round-robin; results are put back in input order.
+    let mut groups: Vec<Vec<(usize, Box<dyn Runner>)>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, r) in runners.into_iter().enumerate() {
+        groups[i % threads].push((i, r));
+    }
+
+    let mut make_batch = |reqs: Vec<BlockReq>| -> Batch {
+        let n_blocks: u64 = reqs.iter().map(|r| r.n as u64).sum();
+        let nu = match &next_use {
+            Some(all) => all[accesses as usize..(accesses + n_blocks) as usize].to_vec(),
+            None => Vec::new(),
+        };
+        let b = Batch { start: requests, reqs, next_use: nu };
+        requests += b.reqs.len() as u64;
+        accesses += n_blocks;
+        b
+    };
+
+    let (skipped, finished): (blockwell_trace::BadLines, Vec<(usize, Stats)>) = if threads == 1 {
+        let mut group = groups.pop().expect("one group");
+        let skipped = scan(reader.as_mut(), cfg, progress, |reqs| {
+            let b = make_batch(reqs);
+            for (_, r) in group.iter_mut() {
+                r.run(&b, warmup);
+            }
+            Ok(())
+        })?;
+        (skipped, group.into_iter().map(|(i, r)| (i, r.finish().0)).collect())
+    } else {
+        std::thread::scope(|s| -> Result<_, ReplayError> {
+            let mut senders = Vec::new();
+            let mut handles = Vec::new();
+            for group in groups {
+                let (tx, rx) = sync_channel::<Arc<Batch>>(4);
+                senders.push(tx);
+                handles.push(s.spawn(move || worker(group, rx, warmup)));
+            }
+            let res = scan(reader.as_mut(), cfg, progress, |reqs| {
+                let b = Arc::new(make_batch(reqs));
+                for tx in &senders {
+                    // A worker only stops early by panicking; the join below reports it.
+                    let _ = tx.send(b.clone());
+                }
+                Ok(())
+            });
+            drop(senders);
+            let mut out = Vec::new();
+            for h in handles {
+                match h.join() {
+                    Ok(v) => out.extend(v),
+                    Err(p) => std::panic::resume_unwind(p),
+                }
+            }
+            Ok((res?, out))
+        })?
+    };
+    if requests == 0 {
+        return Err(ReplayError::Empty(if cfg.reads_only || cfg.volumes.is_some() {
+            " left after the filters"
+        } else {
+            ""
+        }));
+    }
+    for (i, st) in finished {
+        meta[i].stats = st;
+    }
+    Ok(ReplayReport {
+        block_size: cfg.block_size,
+        preset: cfg.preset.name().to_string(),
+        requests,
+        block_accesses: accesses,
+        footprint_blocks: footprint,
+        warmup_requests: warmup.min(requests),
+        skipped_lines: skipped.count,
+        skipped_examples: skipped.examples,
+        results: meta,
+    })
+}
+
+fn worker(mut group: Vec<(usize, Box<dyn Runner>)>, rx: Receiver<Arc<Batch>>, warmup: u64) -> Vec<(usize, Stats)> {
+    while let Ok(b) = rx.recv() {
+        for (_, r) in group.iter_mut() {
+            r.run(&b, warmup);
+        }
+    }
+    group.into_iter().map(|(i, r)| (i, r.finish().0)).collect()
+}
+
+/// A reader over requests held in memory (tests, the built-in demo workload, generators).
+pub struct VecReader {
+    reqs: std::vec::IntoIter<Request>,
+    volumes: Vec<String>,
+    bad: blockwell_trace::BadLines,
+}
+
+impl VecReader {
+    pub fn new(reqs: Vec<Request>) -> Self {
+        let nvol = reqs.iter().map(|r| r.volume + 1).max().unwrap_or(1);
+        VecReader {
+            reqs: reqs.into_iter(),
+            volumes: (0..nvol).map(|v| v.to_string()).collect(),
+            bad: Default::default(),
+        }
+    }
+}
+
+impl TraceReader for VecReader {
+    fn next_request(&mut self) -> Result<Option<Request>, TraceError> {
+        Ok(self.reqs.next())
+    }
+    fn volumes(&self) -> &[String] {
+        &self.volumes
+    }
+    fn skipped(&self) -> &blockwell_trace::BadLines {
+        &self.bad
+    }
+    fn bytes_read(&self) -> u64 {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use blockwell_core::PolicyKind;
+
+    fn reqs(ids: &[u64]) -> Vec<Request> {
+        ids.iter().map(|&b| Request { offset: b * 4096, len: 4096, ..Default::default() }).collect()
+    }
+
+    fn run(ids: &[u64], caches: &[CacheSpec], cfg: &ReplayConfig) -> ReplayReport {
+        let v = reqs(ids);
+        replay(
+            &|| Ok(Box::new(VecReader::new(v.clone()))),
+            caches,
+            cfg,
+            ReplayHooks { validate: true, ..Default::default() },
+        )
+        .unwrap()
+    }
+
+    fn lru(size: CacheSize) -> CacheSpec {
+        CacheSpec { policy: PolicySpec::new(PolicyKind::Lru), size }
+    }
+
+    #[test]
+    fn threads_do_not_change_results() {
+        let ids: Vec<u64> = (0..20_000u64).map(|i| (i * 7919 + i / 3) % 1000).collect();
+        let caches: Vec<_> = [1, 10, 100, 500].iter().map(|&b| lru(CacheSize::Blocks(b))).collect();
+        let one = run(&ids, &caches, &ReplayConfig { threads: 1, ..Default::default() });
+        let many = run(&ids, &caches, &ReplayConfig { threads: 3, ..Default::default() });
+        assert_eq!(one, many);
+        assert_eq!(one.requests, 20_000);
+        let misses: Vec<u64> = one.results.iter().map(|r| r.stats.total().block_misses()).collect();
+        assert!(misses.windows(2).all(|w| w[0] >= w[1]), "LRU is a stack algorithm: {misses:?}");
+    }
+
+    #[test]
+    fn percent_sizes_use_the_footprint_rounded_down() {
+        let ids: Vec<u64> = (0..1000).collect();
+        let r = run(
+            &ids,
+            &[lru(CacheSize::PercentOfFootprint(5.0)), lru(CacheSize::PercentOfFootprint(0.01))],
+            &ReplayConfig::default(),
+        );
+        assert_eq!(r.footprint_blocks, Some(1000));
+        assert_eq!(r.results[0].cache_blocks, 50);
+        assert_eq!(r.results[1].cache_blocks, 1, "at least one block");
+    }
+
+    #[test]
+    fn warmup_resets_counters_but_keeps_contents() {
+        let ids = [1, 2, 3, 1, 2, 3];
+        let r = run(&ids, &[lru(CacheSize::Blocks(3))], &ReplayConfig { warmup: 3, ..Default::default() });
+        assert_eq!(r.results[0].stats.read.blocks, 3);
+        assert_eq!(r.results[0].stats.read.block_hits, 3);
+    }
+
+    #[test]
+    fn reads_only_and_empty_traces() {
+        let mut v = reqs(&[1, 2, 3]);
+        v[1].op = Op::Write;
+        let caches = [lru(CacheSize::Blocks(2))];
+        let cfg = ReplayConfig { reads_only: true, ..Default::default() };
+        let r = replay(&|| Ok(Box::new(VecReader::new(v.clone()))), &caches, &cfg, Default::default()).unwrap();
+        assert_eq!(r.requests, 2);
+        assert_eq!(r.results[0].stats.write.requests, 0);
+        let e = replay(&|| Ok(Box::new(VecReader::new(vec![]))), &caches, &cfg, Default::default()).unwrap_err();
+        assert!(e.to_string().contains("no requests"), "{e}");
+    }
+
+    #[test]
+    fn zero_block_cache_is_an_error() {
+        let e = replay(
+            &|| Ok(Box::new(VecReader::new(reqs(&[1])))),
+            &[lru(CacheSize::Blocks(0))],
+            &ReplayConfig::default(),
+            Default::default(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("holds no"), "{e}");
+    }
+}

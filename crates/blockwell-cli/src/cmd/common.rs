@@ -49,17 +49,6 @@ impl TraceArgs {
     }
 }
 
-/// Prints the skipped-lines report of a reader to stderr.
-pub fn report_skipped(r: &dyn TraceReader) {
-    let b = r.skipped();
-    if b.count > 0 {
-        eprintln!("blockwell: skipped {} malformed line(s); first:", b.count);
-        for e in &b.examples {
-            eprintln!("  {e}");
-        }
-    }
-}
-
 /// Parses a byte count: `4096`, `4KiB`, `64MiB`, `1.5GiB`, `10MB` (SI), `512B`.
 pub fn parse_bytes(s: &str) -> anyhow::Result<u64> {
     let t = s.trim();
@@ -114,19 +103,6 @@ impl SizeSpec {
         }
         Ok(SizeSpec::Bytes(parse_bytes(t)?))
     }
-
-    /// Blocks at `block_size`, with `footprint` distinct blocks for percentages (at least one block).
-    pub fn blocks(&self, block_size: u64, footprint: u64) -> u64 {
-        match *self {
-            SizeSpec::Bytes(b) => b / block_size,
-            SizeSpec::Blocks(n) => n,
-            SizeSpec::Percent(p) => ((footprint as f64 * p / 100.0).round() as u64).max(1),
-        }
-    }
-
-    pub fn needs_footprint(&self) -> bool {
-        matches!(self, SizeSpec::Percent(_))
-    }
 }
 
 /// Parses a comma-separated list of sizes.
@@ -148,8 +124,6 @@ mod tests {
         assert_eq!(SizeSpec::parse("1%").unwrap(), SizeSpec::Percent(1.0));
         assert_eq!(SizeSpec::parse("2692blocks").unwrap(), SizeSpec::Blocks(2692));
         assert_eq!(SizeSpec::parse("64MiB").unwrap(), SizeSpec::Bytes(64 << 20));
-        assert_eq!(SizeSpec::Percent(1.0).blocks(4096, 269_210), 2692);
-        assert_eq!(SizeSpec::Percent(10.0).blocks(4096, 269_210), 26921);
         assert!(SizeSpec::parse("-1%").is_err());
         assert_eq!(parse_sizes("1%,5%,64MiB").unwrap().len(), 3);
     }

@@ -100,6 +100,10 @@ pub trait Policy: Send + 'static {
     /// Parameters. Unknown fields are rejected; missing fields take the preset's value.
     type Config: Default + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static;
 
+    /// Whether the policy reads [`Access::next_use`] (an offline policy such as OPT): drivers then compute
+    /// next-use times with a reverse pass over the trace.
+    const NEEDS_NEXT_USE: bool = false;
+
     /// The parameters a preset gives (default: `Config::default()`).
     fn preset(preset: Preset) -> Self::Config {
         let _ = preset;
@@ -129,6 +133,9 @@ pub trait Policy: Send + 'static {
 
     /// Inserts blocks brought in by one prefetch (one group, typically one device request). Blocks already
     /// resident are left alone (a prefetch is not a reference). Returns how many were inserted.
+    ///
+    /// Contract: the group's keys are distinct and there are at most `capacity()` of them
+    /// ([`crate::BlockCache::prefetch`] ensures it for drivers).
     fn prefetch(&mut self, group: &[Access], out: &mut Vec<Evicted>) -> usize;
 
     /// Drops `key` if resident (e.g. invalidated by a write-around write). Ghost history is kept.
@@ -221,6 +228,11 @@ macro_rules! registry {
             /// One line for `--help` and docs.
             pub fn summary(self) -> &'static str {
                 match self { $(PolicyKind::$variant => $summary),* }
+            }
+
+            /// Whether the policy needs next-use times ([`Policy::NEEDS_NEXT_USE`]).
+            pub fn needs_next_use(self) -> bool {
+                match self { $(PolicyKind::$variant => <$ty as Policy>::NEEDS_NEXT_USE),* }
             }
 
             fn preset_value(self, preset: Preset) -> Value {
