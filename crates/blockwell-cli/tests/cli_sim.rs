@@ -1,0 +1,106 @@
+//! `blockwell sim` driven as a user would: outputs, determinism, and bad input (one clear error line, exit 2).
+
+mod util;
+
+use std::io::Write;
+
+fn vscsi(dir: &std::path::Path, name: &str, body: &str) -> String {
+    let p = dir.join(name);
+    let mut f = std::fs::File::create(&p).unwrap();
+    f.write_all(body.as_bytes()).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+const SMALL: &str = "version,time,op,size,lbn\n\
+1,10,28,4096,0\n\
+1,20,28,8192,8\n\
+1,30,2a,4096,0\n\
+1,40,28,4096,16\n\
+1,50,28,12288,0\n";
+
+#[test]
+fn csv_json_and_table_agree_and_repeat() {
+    let d = tempfile::tempdir().unwrap();
+    let t = vscsi(d.path(), "small.csv", SMALL);
+    let args = ["sim", "--trace", &t, "--policy", "lru,lru", "--cache", "2blocks,100%"];
+    let json1 = util::ok(&[&args[..], &["--json"]].concat());
+    let json2 = util::ok(&[&args[..], &["--json", "--threads", "1"]].concat());
+    assert_eq!(json1, json2, "identical runs (any thread count) give identical results");
+    let v: serde_json::Value = serde_json::from_str(&json1).unwrap();
+    // blocks: 0 | 1,2 | 0(w) | 2 | 0,1,2 -> 8 block accesses over 3 distinct blocks
+    assert_eq!(v["requests"], 5);
+    assert_eq!(v["block_accesses"], 8);
+    assert_eq!(v["footprint_blocks"], 3);
+    let big = &v["results"][1];
+    assert_eq!(big["cache_blocks"], 3);
+    // With the whole footprint cached, only the 3 cold misses remain.
+    let s = &big["stats"];
+    let misses = s["read"]["blocks"].as_u64().unwrap() - s["read"]["block_hits"].as_u64().unwrap()
+        + s["write"]["blocks"].as_u64().unwrap()
+        - s["write"]["block_hits"].as_u64().unwrap();
+    assert_eq!(misses, 3);
+    // Request level: the write of block 0 and the last read (0,1,2 all resident) hit; so does the read of 2.
+    assert_eq!(s["write"]["request_hits"], 1);
+    assert_eq!(s["read"]["request_hits"], 2);
+    let csv = util::ok(&[&args[..], &["--csv"]].concat());
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 5, "header + 4 caches");
+    assert!(lines[0].starts_with("policy,cache_blocks,cache_bytes"));
+    let table = util::ok(&args);
+    assert!(table.contains("footprint 3 blocks"), "{table}");
+}
+
+#[test]
+fn reads_only_warmup_and_output_file() {
+    let d = tempfile::tempdir().unwrap();
+    let t = vscsi(d.path(), "small.csv", SMALL);
+    let out = d.path().join("out.json");
+    util::ok(&[
+        "sim",
+        "--trace",
+        &t,
+        "--cache",
+        "8KiB",
+        "--reads-only",
+        "--warmup",
+        "1",
+        "--json",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
+    assert_eq!(v["requests"], 4);
+    assert_eq!(v["results"][0]["cache_blocks"], 2);
+    assert_eq!(v["results"][0]["stats"]["read"]["requests"], 3, "the first request is warm-up");
+    assert_eq!(v["results"][0]["stats"]["write"]["requests"], 0);
+}
+
+#[test]
+fn bad_input_gives_one_clear_line_and_exit_2() {
+    let d = tempfile::tempdir().unwrap();
+    let good = vscsi(d.path(), "good.csv", SMALL);
+    let bad = vscsi(d.path(), "bad.csv", "version,time,op,size,lbn\n1,10,28,4096,0\n1,20,zz,4096,8\n");
+    let e = util::fails(&["sim", "--trace", &bad]);
+    assert!(e.contains("bad.csv:3: expected a SCSI opcode"), "{e}");
+    // --skip-bad-lines counts and reports instead.
+    let o = util::run(&["sim", "--trace", &bad, "--skip-bad-lines", "5", "--cache", "1blocks"]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("skipped 1 malformed line"));
+
+    let empty = vscsi(d.path(), "empty.csv", "version,time,op,size,lbn\n");
+    assert!(util::fails(&["sim", "--trace", &empty]).contains("no requests"));
+    let missing = d.path().join("nope.csv");
+    assert!(util::fails(&["sim", "--trace", missing.to_str().unwrap()]).contains("nope.csv"));
+    let unknown = vscsi(d.path(), "mystery.txt", "hello world\n");
+    assert!(util::fails(&["sim", "--trace", &unknown]).contains("--format"));
+    assert!(util::fails(&["sim", "--trace", &good, "--policy", "nosuch"]).contains("unknown policy 'nosuch'"));
+    assert!(util::fails(&["sim", "--trace", &good, "--policy", "lru(x=1)"]).contains("unknown parameter"));
+    assert!(util::fails(&["sim", "--trace", &good, "--cache", "12XB"]).contains("--cache"));
+    assert!(util::fails(&["sim", "--trace", &good, "--cache", "100B"]).contains("smaller than one"));
+    assert!(util::fails(&["sim", "--trace", &good, "--cache", "0blocks"]).contains("holds no"));
+    assert!(util::fails(&["sim", "--trace", &good, "--cache", "1PB"]).contains("--cache"));
+    assert!(util::fails(&["sim", "--trace", &good, "--block-size", "3000"]).contains("--block-size"));
+    assert!(util::fails(&["sim", "--trace", &good, "--preset", "x"]).contains("--preset"));
+    assert!(util::fails(&["sim", "--trace", &good, "--format", "x"]).contains("unknown trace format 'x'"));
+    assert!(util::fails(&["sim", "--trace", &good, "--reads-only", "--volumes", "nope"]).contains("left after the filters"));
+}

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Cross-check Blockwell's miss ratios against the libcachesim PyPI package (0.3.5).
+
+Generates traces (uniform, Zipf 0.8 and 1.2, a loop larger than most caches, a scan + hot-set mix) in
+libCacheSim's oracleGeneral binary form (one 4 KiB block per record, next-access times filled in), runs every
+policy both tools implement at several cache sizes (tiny ones included) through libcachesim and through
+`blockwell sim --preset libcachesim`, and requires the miss counts to be equal.
+
+Usage: scripts/crosscheck_libcachesim.py [--bin target/release/blockwell] [--quick]
+Prints one line per (trace, policy, size) mismatch and a closing `N passed, M failed` line; exits 1 on any
+mismatch.
+"""
+
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+try:
+    import libcachesim as lcs
+except ImportError:  # scripts/test.sh installs it
+    sys.exit("libcachesim is not installed: pip install libcachesim==0.3.5")
+
+# Blockwell policy name -> libcachesim class name. Every policy both implement.
+PAIRS = {
+    "lru": "LRU",
+    "fifo": "FIFO",
+    "clock": "Clock",
+    "sieve": "Sieve",
+    "s3fifo": "S3FIFO",
+    "arc": "ARC",
+    "2q": "TwoQ",
+    "lirs": "LIRS",
+    "lru-k": "LRUK",
+    "mq": "MQ",
+    "opt": "Belady",
+}
+
+
+def traces(quick):
+    """Deterministic synthetic block-id sequences."""
+    rng = np.random.default_rng(20261122)
+    n = 30_000 if quick else 100_000
+    out = {}
+    out["uniform"] = rng.integers(0, 5_000, n)
+    for a in (0.8, 1.2):
+        # Zipf over a finite population by inverse CDF, ranks permuted over block numbers.
+        pop = 20_000
+        w = 1.0 / np.arange(1, pop + 1) ** a
+        cdf = np.cumsum(w) / w.sum()
+        ranks = np.searchsorted(cdf, rng.random(n))
+        perm = rng.permutation(pop)
+        out[f"zipf{a}"] = perm[ranks]
+    out["loop"] = np.arange(n) % 1_200
+    hot = rng.integers(0, 500, n)
+    scan = 100_000 + np.arange(n)
+    out["scan-hot"] = np.where(rng.random(n) < 0.7, hot, scan)
+    return out
+
+
+def write_oracle(path, ids):
+    nxt = [-1] * len(ids)
+    last = {}
+    for i in range(len(ids) - 1, -1, -1):
+        b = int(ids[i])
+        nxt[i] = last.get(b, -1)
+        last[b] = i
+    with open(path, "wb") as f:
+        f.write(b"".join(struct.pack("<IQIq", i, int(b), 4096, nx) for i, (b, nx) in enumerate(zip(ids, nxt))))
+    return len(last)
+
+
+def lcs_misses(path, cls, size, n):
+    reader = lcs.TraceReader(
+        trace=path,
+        trace_type=lcs.TraceType.ORACLE_GENERAL_TRACE,
+        reader_init_params=lcs.ReaderInitParam(ignore_obj_size=True),
+    )
+    ratio, _ = getattr(lcs, cls)(cache_size=size).process_trace(reader)
+    return round(ratio * n)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", default="target/release/blockwell")
+    ap.add_argument("--quick", action="store_true", help="shorter traces")
+    ap.add_argument("--policies", default=",".join(PAIRS), help="comma-separated subset")
+    args = ap.parse_args()
+    wanted = [p for p in args.policies.split(",") if p]
+    passed = failed = 0
+    with tempfile.TemporaryDirectory() as d:
+        for name, ids in traces(args.quick).items():
+            path = os.path.join(d, f"{name}.oracleGeneral")
+            footprint = write_oracle(path, ids)
+            n = len(ids)
+            sizes = sorted({1, 2, 3, 10, 100, 1000, max(1, footprint // 100), max(1, footprint // 10)})
+            out = subprocess.run(
+                [
+                    args.bin, "sim", "--trace", path, "--format", "oracle", "--preset", "libcachesim",
+                    "--policy", ",".join(wanted), "--cache", ",".join(f"{s}blocks" for s in sizes), "--json",
+                ],
+                capture_output=True, text=True,
+            )
+            if out.returncode != 0:
+                print(f"FAIL {name}: blockwell exited {out.returncode}: {out.stderr.strip()}")
+                failed += len(wanted) * len(sizes)
+                continue
+            report = json.loads(out.stdout)
+            ours = {}
+            for r in report["results"]:
+                s = r["stats"]
+                misses = sum(s[op]["blocks"] - s[op]["block_hits"] for op in ("read", "write"))
+                ours[(r["policy"], r["cache_blocks"])] = misses
+            for pol in wanted:
+                for size in sizes:
+                    theirs = lcs_misses(path, PAIRS[pol], size, n)
+                    mine = ours[(pol, size)]
+                    if mine == theirs:
+                        passed += 1
+                    else:
+                        failed += 1
+                        print(f"FAIL {name} {pol} {size} blocks: blockwell {mine / n:.6f} ({mine} misses), "
+                              f"libcachesim {theirs / n:.6f} ({theirs} misses)")
+            print(f"  {name}: {n} accesses, {footprint} distinct blocks, sizes {sizes}: checked", flush=True)
+    print(f"crosscheck: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
