@@ -14,7 +14,9 @@ use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{Map, Value};
 use std::fmt::Debug;
 
+pub(crate) mod handle_heap;
 pub mod lru;
+pub mod opt;
 
 /// One demand access or prefetch candidate as a policy sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -254,6 +256,7 @@ macro_rules! registry {
 
 registry! {
     Lru => lru::Lru, "lru", [], "least recently used";
+    Opt => opt::Opt, "opt", ["belady"], "Belady's optimal offline policy: evict the block used farthest in the future";
 }
 
 fn normalize(s: &str) -> String {
