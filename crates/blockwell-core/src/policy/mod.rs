@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 use std::fmt::Debug;
 
 pub(crate) mod handle_heap;
+pub mod lrfu;
 pub mod lru;
 pub mod opt;
 
@@ -256,6 +257,7 @@ macro_rules! registry {
 
 registry! {
     Lru => lru::Lru, "lru", [], "least recently used";
+    Lrfu => lrfu::Lrfu, "lrfu", [], "least recently/frequently used: combined recency and frequency, decaying by lambda";
     Opt => opt::Opt, "opt", ["belady"], "Belady's optimal offline policy: evict the block used farthest in the future";
 }
 
