@@ -17,6 +17,7 @@ use std::fmt::Debug;
 pub(crate) mod handle_heap;
 pub mod lrfu;
 pub mod lru;
+pub mod mq;
 pub mod opt;
 
 /// One demand access or prefetch candidate as a policy sees it.
@@ -258,6 +259,7 @@ macro_rules! registry {
 registry! {
     Lru => lru::Lru, "lru", [], "least recently used";
     Lrfu => lrfu::Lrfu, "lrfu", [], "least recently/frequently used: combined recency and frequency, decaying by lambda";
+    Mq => mq::Mq, "mq", [], "multi-queue: LRU queues by frequency, demotion after a lifetime, frequency history";
     Opt => opt::Opt, "opt", ["belady"], "Belady's optimal offline policy: evict the block used farthest in the future";
 }
 
