@@ -324,6 +324,12 @@ mod tests {
     }
 
     #[test]
+    fn metadata_is_as_documented() {
+        let per_block = lrfu(10_000, 0.001).heap_bytes() as f64 / 10_000.0;
+        assert!((58.0..=63.0).contains(&per_block), "{per_block} bytes per block");
+    }
+
+    #[test]
     fn hand_worked_crf_values_pick_the_victim() {
         // λ = 0.5, capacity 2. t1: A, t2: A  -> C(A) = 1 + 2^-0.5 = 1.7071 at t2.
         // t3: B -> C(B) = 1. t4: C misses: C(A) = 1.7071·2^-1 = 0.8536, C(B) = 2^-0.5 = 0.7071 -> evict B.

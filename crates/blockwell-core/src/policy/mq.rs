@@ -449,6 +449,15 @@ mod tests {
     }
 
     #[test]
+    fn metadata_is_as_documented() {
+        // 38-43 bytes per entry; with qout_ratio 4 there are 5 entries per block of capacity.
+        let per_block = Mq::new(10_000, &MqConfig::default()).heap_bytes() as f64 / 10_000.0;
+        assert!((190.0..=216.0).contains(&per_block), "{per_block} bytes per block");
+        let per_block = Mq::new(10_000, &cfg(4, 10, 0.0)).heap_bytes() as f64 / 10_000.0;
+        assert!((38.0..=43.1).contains(&per_block), "{per_block} bytes per block");
+    }
+
+    #[test]
     fn frequency_picks_the_queue() {
         let mut p = Mq::new(8, &cfg(3, 1000, 1.0));
         for _ in 0..5 {

@@ -311,6 +311,14 @@ mod tests {
     }
 
     #[test]
+    fn belady_is_an_alias_and_metadata_is_as_documented() {
+        use crate::policy::PolicyKind;
+        assert_eq!(PolicyKind::from_name("Belady").unwrap(), PolicyKind::Opt);
+        let per_block = Opt::new(10_000, &OptConfig::default()).heap_bytes() as f64 / 10_000.0;
+        assert!((42.0..=47.0).contains(&per_block), "{per_block} bytes per block");
+    }
+
+    #[test]
     fn evicts_the_block_used_farthest() {
         // Trace 1 2 3 4 1 2 5 1 2 3 4 5 at capacity 3: Belady's textbook example, 7 misses.
         let ids = [1, 2, 3, 4, 1, 2, 5, 1, 2, 3, 4, 5];
