@@ -15,7 +15,9 @@
 //! `log2 C(x) + λ·t_last(x)` (the value at the last reference, in the log domain so nothing overflows or
 //! underflows). Blocks sit in an indexed binary heap keyed by that `f64`, ties broken by the time of the last
 //! reference and then by the key (a strict total order, so runs are deterministic). For `λ = 1` the
-//! log-domain key never reorders two blocks (`log2 C < 1` and `t_last` are integers), so the run equals LRU's.
+//! log-domain key never puts an older reference above a newer one (`C < 2`, so `log2 C ≤ 1` even after
+//! rounding, the times of last reference are distinct integers, and an exact tie goes to the older one): the
+//! run equals LRU's, victim for victim.
 //!
 //! **Prefetch adaptation (seed `001_*` §4, "LRFU").** "Prefetched blocks are treated as the most recently
 //! accessed": a prefetched block gets `C = 1` at the current time (as if first referenced now) and is flagged

@@ -12,7 +12,7 @@
 //! **Eviction.** On a demand miss with a full cache the resident block with the largest `(next_use,
 //! prefetched-not-yet-accessed, key)` is evicted, then the missed block is inserted: classic demand-paging MIN,
 //! the same rule as libcachesim's `Belady` (which always inserts; its `EVICT_IMMEDIATELY_IF_NO_FUTURE_ACCESS`
-//! switch is compiled out). Blocks never used again all tie at [`NEVER`](super::NEVER); which of them goes does not change
+//! switch is commented out in its source). Blocks never used again all tie at [`NEVER`](super::NEVER); which of them goes does not change
 //! the miss count, and breaking the tie on the prefetched flag, then on the key, makes it deterministic. With
 //! `bypass = true` a missed block whose next use is at least as far as every resident block's (in particular
 //! one never used again) is not inserted at all, which is optimal for a cache that may decline a block.
