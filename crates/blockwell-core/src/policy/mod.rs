@@ -14,7 +14,11 @@ use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{Map, Value};
 use std::fmt::Debug;
 
+pub(crate) mod handle_heap;
+pub mod lrfu;
 pub mod lru;
+pub mod mq;
+pub mod opt;
 
 /// One demand access or prefetch candidate as a policy sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,6 +114,13 @@ pub trait Policy: Send + 'static {
         Self::Config::default()
     }
 
+    /// Rejects parameter values that make no sense (negative rates, zero queues...); `Err` says which and why.
+    /// Called by [`PolicySpec::config`] after the typed round-trip, so bad values fail when parsed.
+    fn check_config(c: &Self::Config) -> Result<(), String> {
+        let _ = c;
+        Ok(())
+    }
+
     /// A policy holding at most `capacity` (>= 1) blocks.
     fn new(capacity: usize, config: &Self::Config) -> Self
     where
@@ -152,6 +163,9 @@ pub trait Policy: Send + 'static {
 pub trait DynPolicy: Send {
     fn capacity(&self) -> usize;
     fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     fn contains(&self, key: BlockKey) -> bool;
     fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome;
     fn prefetch(&mut self, group: &[Access], out: &mut Vec<Evicted>) -> usize;
@@ -256,6 +270,9 @@ macro_rules! registry {
 
 registry! {
     Lru => lru::Lru, "lru", [], "least recently used";
+    Lrfu => lrfu::Lrfu, "lrfu", [], "least recently/frequently used: combined recency and frequency, decaying by lambda";
+    Mq => mq::Mq, "mq", [], "multi-queue: LRU queues by frequency, demotion after a lifetime, frequency history";
+    Opt => opt::Opt, "opt", ["belady"], "Belady's optimal offline policy: evict the block used farthest in the future";
 }
 
 fn normalize(s: &str) -> String {
@@ -352,11 +369,9 @@ impl PolicySpec {
                 message: "this policy takes no parameters".into(),
             });
         }
-        // Round-trip through the typed config to check types.
-        self.kind.visit_value(v.clone(), CheckVisitor).map_err(|message| PolicyError::BadParams {
-            policy: self.kind.name().into(),
-            params: format!("{:?}", self.overrides),
-            message,
+        // Round-trip through the typed config to check types, then the policy's own checks on the values.
+        self.kind.visit_value(v.clone(), CheckVisitor).and_then(|checked| checked).map_err(|message| {
+            PolicyError::BadParams { policy: self.kind.name().into(), params: format!("{:?}", self.overrides), message }
         })?;
         Ok(v)
     }
@@ -389,8 +404,10 @@ impl PolicySpec {
 
 struct CheckVisitor;
 impl PolicyVisitor for CheckVisitor {
-    type Output = ();
-    fn visit<P: Policy>(self, _config: P::Config) {}
+    type Output = Result<(), String>;
+    fn visit<P: Policy>(self, config: P::Config) -> Result<(), String> {
+        P::check_config(&config)
+    }
 }
 
 /// Parses a comma-separated list of specs, keeping commas inside parentheses: `lru,lru-k(k=3,crp=5),arc`.
