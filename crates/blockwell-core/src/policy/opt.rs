@@ -135,6 +135,7 @@ impl Opt {
 
 impl Policy for Opt {
     type Config = OptConfig;
+    const NEEDS_NEXT_USE: bool = true;
 
     fn new(capacity: usize, config: &OptConfig) -> Self {
         assert!(capacity >= 1, "capacity must be at least one block");
