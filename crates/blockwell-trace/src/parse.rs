@@ -116,7 +116,9 @@ mod tests {
         assert_eq!(decimal("", 1), None);
         assert_eq!(decimal(".", 1), None);
         assert_eq!(decimal("18446744073709551615", 1), Some(u64::MAX));
-        assert_eq!(decimal("18446744073709551615.9", 1), None);
+        assert_eq!(decimal("18446744073709551615.9", 1), Some(u64::MAX));
+        assert_eq!(decimal("1844674407370955161.5", 10), Some(u64::MAX));
+        assert_eq!(decimal("1844674407370955161.6", 10), None);
         assert_eq!(decimal("18446744073709551616", 1), None);
     }
 
