@@ -146,7 +146,10 @@ impl Oracle {
                             self.records + 1,
                             self.records * RECORD as u64
                         ),
-                        found: format!("{} byte(s)", self.carry_len),
+                        found: match self.carry_len {
+                            1 => "1 byte".into(),
+                            k => format!("{k} bytes"),
+                        },
                     };
                     self.carry_len = 0;
                     self.bad.absorb(e, self.skip_limit)?;
