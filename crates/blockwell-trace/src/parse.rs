@@ -6,6 +6,24 @@
 pub fn split<const N: usize>(line: &str, sep: char) -> (usize, [&str; N]) {
     let mut out = [""; N];
     let mut n = 0;
+    if sep.is_ascii() {
+        // Byte scan: an ASCII separator never sits inside a multi-byte character.
+        let sep = sep as u8;
+        let mut start = 0;
+        for (i, &b) in line.as_bytes().iter().enumerate() {
+            if b == sep {
+                if n < N {
+                    out[n] = line.get(start..i).unwrap_or("");
+                }
+                n += 1;
+                start = i + 1;
+            }
+        }
+        if n < N {
+            out[n] = line.get(start..).unwrap_or("");
+        }
+        return (n + 1, out);
+    }
     for f in line.split(sep) {
         if n < N {
             out[n] = f;
@@ -130,6 +148,9 @@ mod tests {
         assert_eq!(scaled("36028797018963968", 512), None);
         assert_eq!(split::<3>("a,b,c,d", ','), (4, ["a", "b", "c"]));
         assert_eq!(split::<3>("a", ','), (1, ["a", "", ""]));
+        assert_eq!(split::<3>("", ','), (1, ["", "", ""]));
+        assert_eq!(split::<3>("é,,ü", ','), (3, ["é", "", "ü"]));
+        assert_eq!(split::<2>("a§b", '§'), (2, ["a", "b"]));
         assert_eq!(split_ws::<2>("  a  b c "), (3, ["a", "b"]));
         assert_eq!(devno("8,16"), Some((8, 16)));
         assert_eq!(devno("8;16"), None);

@@ -68,11 +68,13 @@ impl LineParser for Fiu {
         let len = scaled(size, 512).ok_or_else(|| ctx.error("a size in 512 B sectors below 2^55", shown(size)))?;
         let op = parse_op(op).ok_or_else(|| ctx.error("R or W", shown(op)))?;
         let digest = hex128(md5).ok_or_else(|| ctx.error("an md5 of 32 hex digits", shown(md5)))?;
-        let (Some(major), Some(minor)) = (uint(major), uint(minor)) else {
+        if uint(major).is_none() || uint(minor).is_none() {
             return Err(ctx.error("a device number: major minor", shown(&format!("{major} {minor}"))));
-        };
+        }
         self.name.clear();
-        let _ = write!(self.name, "{major},{minor}");
+        self.name.push_str(major);
+        self.name.push(',');
+        self.name.push_str(minor);
         let volume = volumes.id(&self.name);
         Ok(Some(Request { time_ns, volume, op, offset, len, digest: (digest != 0).then_some(digest) }))
     }

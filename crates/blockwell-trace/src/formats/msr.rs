@@ -68,13 +68,15 @@ impl LineParser for Msr {
         if host.is_empty() {
             return Err(ctx.error("a Hostname", shown(f[1])));
         }
-        let disk = uint(f[2]).ok_or_else(|| ctx.error("a DiskNumber (unsigned integer)", shown(f[2])))?;
+        uint(f[2]).ok_or_else(|| ctx.error("a DiskNumber (unsigned integer)", shown(f[2])))?;
         let op = parse_op(f[3]).ok_or_else(|| ctx.error("a Type of Read or Write", shown(f[3])))?;
         let offset = uint(f[4]).ok_or_else(|| ctx.error("an Offset in bytes", shown(f[4])))?;
         let len = uint(f[5]).ok_or_else(|| ctx.error("a Size in bytes", shown(f[5])))?;
         let origin = *self.origin.get_or_insert(ticks);
         self.name.clear();
-        let _ = write!(self.name, "{host}_{disk}");
+        self.name.push_str(host);
+        self.name.push('_');
+        self.name.push_str(f[2].trim());
         let volume = volumes.id(&self.name);
         Ok(Some(Request { time_ns: ticks.saturating_sub(origin) * 100, volume, op, offset, len, digest: None }))
     }

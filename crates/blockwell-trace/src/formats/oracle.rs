@@ -48,11 +48,14 @@ const CHUNK: usize = 4096;
 pub fn open(input: Input, opts: &ReaderOptions) -> Result<Box<dyn TraceReader>, TraceError> {
     Ok(Box::new(Oracle {
         input,
-        unit: opts.object_size(),
+        dec: Decoder {
+            unit: opts.object_size(),
+            max_block: u64::MAX / opts.object_size(),
+            vol_ids: vec![u32::MAX; 1 << (64 - BLOCK_BITS)],
+            names: Vec::new(),
+        },
         skip_limit: opts.skip_bad_lines,
         bad: BadLines::default(),
-        vol_ids: vec![u32::MAX; 1 << (64 - BLOCK_BITS)],
-        names: Vec::new(),
         records: 0,
         carry: [0; RECORD],
         carry_len: 0,
@@ -66,12 +69,9 @@ pub fn open(input: Input, opts: &ReaderOptions) -> Result<Box<dyn TraceReader>, 
 
 struct Oracle {
     input: Input,
-    unit: u64,
+    dec: Decoder,
     skip_limit: u64,
     bad: BadLines,
-    /// Dense volume id by raw volume number (`u32::MAX`: not seen yet).
-    vol_ids: Vec<u32>,
-    names: Vec<String>,
     /// Records decoded so far (including skipped ones).
     records: u64,
     /// A record split across two buffer fills.
@@ -85,43 +85,66 @@ struct Oracle {
     last_next: Option<u64>,
 }
 
-/// Decodes record `index` (0-based).
-#[inline]
-fn decode(
-    rec: &[u8],
-    index: u64,
+/// Record decoding state: the object size and the volume numbering.
+struct Decoder {
     unit: u64,
-    vol_ids: &mut [u32],
-    names: &mut Vec<String>,
-    file: &std::path::Path,
-) -> Result<(Request, u64), TraceError> {
-    let mut b = [0u8; RECORD];
-    b.copy_from_slice(&rec[..RECORD]);
-    let time = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-    let id = u64::from_le_bytes([b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11]]);
-    let next = i64::from_le_bytes([b[16], b[17], b[18], b[19], b[20], b[21], b[22], b[23]]);
-    let raw_vol = (id >> BLOCK_BITS) as usize;
-    let block = id & ((1 << BLOCK_BITS) - 1);
-    let Some(offset) = block.checked_mul(unit) else {
-        return Err(TraceError::Parse {
+    /// The largest block whose byte offset fits in 64 bits.
+    max_block: u64,
+    /// Dense volume id by raw volume number (`u32::MAX`: not seen yet).
+    vol_ids: Vec<u32>,
+    names: Vec<String>,
+}
+
+impl Decoder {
+    /// Decodes one record into a request and its next-access index; `Err(block)` for a block whose byte
+    /// offset overflows.
+    #[inline(always)]
+    fn decode(&mut self, rec: &[u8]) -> Result<(Request, u64), u64> {
+        let mut b = [0u8; RECORD];
+        b.copy_from_slice(&rec[..RECORD]);
+        let time = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        let id = u64::from_le_bytes([b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11]]);
+        let next = i64::from_le_bytes([b[16], b[17], b[18], b[19], b[20], b[21], b[22], b[23]]);
+        let raw_vol = (id >> BLOCK_BITS) as usize;
+        let block = id & ((1 << BLOCK_BITS) - 1);
+        if block > self.max_block {
+            return Err(block);
+        }
+        let volume = match self.vol_ids.get(raw_vol) {
+            Some(&v) if v != u32::MAX => v,
+            _ => self.new_volume(raw_vol),
+        };
+        let next = if next <= 0 || next == i64::MAX { NEVER } else { next as u64 - 1 };
+        let r = Request {
+            time_ns: time as u64 * 1_000_000_000,
+            volume,
+            op: Op::Read,
+            offset: block * self.unit,
+            len: self.unit,
+            digest: None,
+        };
+        Ok((r, next))
+    }
+
+    #[cold]
+    fn new_volume(&mut self, raw_vol: usize) -> u32 {
+        let v = self.names.len() as u32;
+        if let Some(slot) = self.vol_ids.get_mut(raw_vol) {
+            *slot = v;
+        }
+        self.names.push(raw_vol.to_string());
+        v
+    }
+
+    /// The error for record `index` (0-based) naming a block too large.
+    fn overflow(&self, file: &std::path::Path, index: u64, block: u64) -> TraceError {
+        TraceError::Parse {
             file: file.to_path_buf(),
             line: index + 1,
-            expected: format!("a block whose byte offset at {unit} B fits in 64 bits"),
+            expected: format!("a block whose byte offset at {} B fits in 64 bits", self.unit),
             found: format!("block {block}"),
-        });
-    };
-    let volume = match vol_ids[raw_vol] {
-        u32::MAX => {
-            let v = names.len() as u32;
-            vol_ids[raw_vol] = v;
-            names.push(raw_vol.to_string());
-            v
         }
-        v => v,
-    };
-    let next = if next <= 0 || next == i64::MAX { NEVER } else { next as u64 - 1 };
-    let r = Request { time_ns: time as u64 * 1_000_000_000, volume, op: Op::Read, offset, len: unit, digest: None };
-    Ok((r, next))
+    }
 }
 
 impl Oracle {
@@ -164,30 +187,32 @@ impl Oracle {
                 self.carry_len += take;
                 if self.carry_len == RECORD {
                     self.carry_len = 0;
-                    results[0] =
-                        Some(decode(&self.carry, self.records, self.unit, &mut self.vol_ids, &mut self.names, file));
+                    let carry = self.carry;
+                    results[0] = Some(self.dec.decode(&carry).map_err(|b| self.dec.overflow(file, self.records, b)));
                     self.records += 1;
                 }
                 take
             } else {
                 let n = (buf.len() / RECORD).min(target - out.len());
                 let mut done = 0;
+                out.reserve(n);
+                next.reserve(n);
                 for rec in buf[..n * RECORD].chunks_exact(RECORD) {
-                    let res = decode(rec, self.records, self.unit, &mut self.vol_ids, &mut self.names, file);
-                    self.records += 1;
                     done += 1;
-                    match res {
+                    match self.dec.decode(rec) {
                         Ok((r, nx)) => {
                             out.push(r);
                             next.push(nx);
                         }
-                        Err(e) => {
-                            // Rare (a block number too large for the object size): judged after the borrow.
-                            results[1] = Some(Err(e));
+                        Err(block) => {
+                            // Rare: judged after the buffer's borrow ends.
+                            let index = self.records + done as u64 - 1;
+                            results[1] = Some(Err(self.dec.overflow(file, index, block)));
                             break;
                         }
                     }
                 }
+                self.records += done as u64;
                 done * RECORD
             };
             self.input.reader.consume(consumed);
@@ -248,7 +273,7 @@ impl TraceReader for Oracle {
     }
 
     fn volumes(&self) -> &[String] {
-        &self.names
+        &self.dec.names
     }
 
     fn skipped(&self) -> &BadLines {
