@@ -4,6 +4,14 @@
 //! [`formats`]. A reader yields [`Request`]s in byte units and never holds the whole trace in memory; `.gz`
 //! and `.zst` files are decompressed transparently. A malformed line is an error naming the place,
 //! `file:line: expected …, found …`, unless [`ReaderOptions::skip_bad_lines`] allows skipping it.
+//!
+//! - [`open`] a trace (format given, or detected by [`formats::detect`] from the name or first line), then pull
+//!   [`TraceReader::next_request`] or [`TraceReader::read_batch`]. Volumes are numbered densely by first
+//!   appearance; [`TraceReader::volumes`] keeps their names.
+//! - Formats that record the future (oracleGeneral) also give each request's next-access index
+//!   ([`TraceReader::next_access`], [`TraceReader::read_batch_next`]), for OPT without a second pass.
+//! - [`create`] a writer of any format; see [`mod@write`] for what each format can hold.
+//! - A text format is a [`LineParser`] run by [`LineTrace`], which owns line numbering and the skip budget.
 
 use blockwell_core::Op;
 use std::fmt;

@@ -64,6 +64,7 @@ pub fn open(input: Input, opts: &ReaderOptions) -> Result<Box<dyn TraceReader>, 
         pending_next: Vec::new(),
         pos: 0,
         last_next: None,
+        scratch: Vec::new(),
     }))
 }
 
@@ -83,6 +84,8 @@ struct Oracle {
     pending_next: Vec<u64>,
     pos: usize,
     last_next: Option<u64>,
+    /// next-access indexes `read_batch` does not return (kept to reuse the allocation).
+    scratch: Vec<u64>,
 }
 
 /// Record decoding state: the object size and the volume numbering.
@@ -251,8 +254,10 @@ impl TraceReader for Oracle {
     }
 
     fn read_batch(&mut self, buf: &mut Vec<Request>, max: usize) -> Result<usize, TraceError> {
-        let mut next = Vec::new();
-        self.read_batch_next(buf, &mut next, max)
+        let mut next = std::mem::take(&mut self.scratch);
+        let r = self.read_batch_next(buf, &mut next, max);
+        self.scratch = next;
+        r
     }
 
     fn read_batch_next(
