@@ -124,3 +124,38 @@ fn mapping_parser_does_not_panic() {
         let _ = CsvMapping::parse(&s);
     }
 }
+
+#[test]
+fn writers_do_not_panic_on_extreme_requests() {
+    use blockwell_core::Op;
+    use blockwell_trace::{create, Request, WriterOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let values =
+        [0, 1, 511, 512, 4095, u32::MAX as u64, (1 << 48) - 1, 1 << 48, u64::MAX / 512, u64::MAX - 1, u64::MAX];
+    let mut rng = Rng(3);
+    for &f in Format::ALL {
+        for object_size in [None, Some(1), Some(0), Some(u64::MAX)] {
+            let p = dir.path().join(format!("w.{}", f.name()));
+            let opts = WriterOptions { object_size, volumes: vec!["a,b".into(), "".into(), "x_y_1".into()] };
+            let mut w = create(&p, f, &opts).unwrap();
+            for _ in 0..60 {
+                let mut pick = || values[rng.below(values.len() as u64) as usize];
+                let (time_ns, offset, len, v, o) = (pick(), pick(), pick(), pick(), pick());
+                let r = Request {
+                    time_ns,
+                    volume: [0, 1, 2, 3, u32::MAX][(v % 5) as usize],
+                    op: if o % 2 == 0 { Op::Read } else { Op::Write },
+                    offset,
+                    len: len % 4096,
+                    digest: Some(u128::MAX),
+                };
+                let _ = w.write(&r);
+            }
+            let _ = w.finish();
+            // Whatever was written reads back without panicking.
+            if let Ok(mut r) = open(&p, Some(f), &ReaderOptions { skip_bad_lines: u64::MAX, ..Default::default() }) {
+                let _ = common::drain(&mut *r);
+            }
+        }
+    }
+}

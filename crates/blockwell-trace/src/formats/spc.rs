@@ -80,7 +80,7 @@ pub fn create(out: Output, opts: &WriterOptions) -> Result<Box<dyn TraceWriter>,
     let opts = opts.clone();
     TextWriter::boxed(out, None, move |r: &Request, line: &mut String| {
         let lba = r.offset / 512;
-        let len = r.len + r.offset % 512;
+        let len = r.len.saturating_add(r.offset % 512);
         let op = if r.op == Op::Write { 'w' } else { 'r' };
         let _ = write!(line, "{},{lba},{len},{op},", numeric_volume(&opts, r.volume));
         push_seconds(line, r.time_ns);

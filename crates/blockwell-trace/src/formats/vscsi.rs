@@ -77,7 +77,7 @@ pub fn create(out: Output, _opts: &WriterOptions) -> Result<Box<dyn TraceWriter>
     TextWriter::boxed(out, Some(HEADER), move |r: &Request, line: &mut String| {
         single_volume(r, "vscsi")?;
         let op = if r.op == Op::Write { "2a" } else { "28" };
-        let len = r.len + r.offset % 512;
+        let len = r.len.saturating_add(r.offset % 512);
         let _ = write!(line, "1,{},{op},{len},{}", r.time_ns / 1000, r.offset / 512);
         Ok(())
     })
