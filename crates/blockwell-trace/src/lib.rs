@@ -4,6 +4,14 @@
 //! [`formats`]. A reader yields [`Request`]s in byte units and never holds the whole trace in memory; `.gz`
 //! and `.zst` files are decompressed transparently. A malformed line is an error naming the place,
 //! `file:line: expected …, found …`, unless [`ReaderOptions::skip_bad_lines`] allows skipping it.
+//!
+//! - [`open`] a trace (format given, or detected by [`formats::detect`] from the name or first line), then pull
+//!   [`TraceReader::next_request`] or [`TraceReader::read_batch`]. Volumes are numbered densely by first
+//!   appearance; [`TraceReader::volumes`] keeps their names.
+//! - Formats that record the future (oracleGeneral) also give each request's next-access index
+//!   ([`TraceReader::next_access`], [`TraceReader::read_batch_next`]), for OPT without a second pass.
+//! - [`create`] a writer of any format; see [`mod@write`] for what each format can hold.
+//! - A text format is a [`LineParser`] run by [`LineTrace`], which owns line numbering and the skip budget.
 
 use blockwell_core::Op;
 use std::fmt;
@@ -12,11 +20,11 @@ use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 pub mod formats;
+pub mod parse;
+pub mod write;
 
 pub use formats::Format;
-pub use write::{create, TraceWriter, WriterOptions};
-
-pub mod write;
+pub use write::{create, Output, TraceWriter, WriterOptions};
 
 /// One I/O request of a trace, in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -51,6 +59,9 @@ pub enum TraceError {
     BadFormatName(String),
     #[error("{}: {message}", file.display())]
     Invalid { file: PathBuf, message: String },
+    /// A malformed `--csv-columns` mapping, naming the key (see [`formats::csv::CsvMapping::parse`]).
+    #[error("csv mapping key '{key}': expected {expected}, found {found}")]
+    BadMapping { key: String, expected: String, found: String },
 }
 
 /// Reader settings.
@@ -67,7 +78,7 @@ pub struct ReaderOptions {
 
 impl ReaderOptions {
     pub fn object_size(&self) -> u64 {
-        self.object_size.unwrap_or(4096)
+        self.object_size.unwrap_or(4096).max(1)
     }
 }
 
@@ -96,7 +107,44 @@ pub trait TraceReader: Send {
 
     /// Compressed bytes consumed so far (for progress bars).
     fn bytes_read(&self) -> u64;
+
+    /// Whether the format records the future: [`TraceReader::next_access`] is meaningful (oracleGeneral).
+    fn has_next_access(&self) -> bool {
+        false
+    }
+
+    /// For the request last returned by [`TraceReader::next_request`]: the 0-based index, in this trace, of the
+    /// next request to the same object, or `None` when there is none (or the format does not record it; see
+    /// [`TraceReader::has_next_access`]). Used by OPT/Belady without a second pass.
+    fn next_access(&self) -> Option<u64> {
+        None
+    }
+
+    /// Like [`TraceReader::read_batch`], also filling `next` (cleared first) with each request's
+    /// [`TraceReader::next_access`], [`NEVER`] for none.
+    fn read_batch_next(
+        &mut self,
+        buf: &mut Vec<Request>,
+        next: &mut Vec<u64>,
+        max: usize,
+    ) -> Result<usize, TraceError> {
+        buf.clear();
+        next.clear();
+        while buf.len() < max {
+            match self.next_request()? {
+                Some(r) => {
+                    buf.push(r);
+                    next.push(self.next_access().unwrap_or(NEVER));
+                }
+                None => break,
+            }
+        }
+        Ok(buf.len())
+    }
 }
+
+/// The next-access index of a request that is never requested again (see [`TraceReader::read_batch_next`]).
+pub const NEVER: u64 = u64::MAX;
 
 /// Malformed lines skipped under `--skip-bad-lines`.
 #[derive(Clone, Debug, Default)]
@@ -135,17 +183,43 @@ impl BadLines {
 pub struct VolumeMap {
     names: Vec<String>,
     index: std::collections::HashMap<String, u32>,
+    /// The id returned last: traces mostly repeat the previous volume, which skips the hash lookup.
+    last: Option<u32>,
 }
 
 impl VolumeMap {
     pub fn id(&mut self, name: &str) -> u32 {
-        if let Some(&i) = self.index.get(name) {
-            return i;
+        if let Some(l) = self.last {
+            if self.names[l as usize] == name {
+                return l;
+            }
         }
-        let i = self.names.len() as u32;
-        self.names.push(name.to_string());
-        self.index.insert(name.to_string(), i);
+        let i = match self.index.get(name) {
+            Some(&i) => i,
+            None => {
+                let i = self.names.len() as u32;
+                self.names.push(name.to_string());
+                self.index.insert(name.to_string(), i);
+                i
+            }
+        };
+        self.last = Some(i);
         i
+    }
+
+    /// A map holding the single volume `"0"` (formats without volumes).
+    pub fn single() -> Self {
+        let mut m = VolumeMap::default();
+        m.id("0");
+        m
+    }
+
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
     }
 
     pub fn names(&self) -> &[String] {
@@ -213,12 +287,45 @@ pub fn open_input(path: &Path) -> Result<Input, TraceError> {
 }
 
 /// Opens a trace, detecting the format from the file name or first line when `format` is `None`.
+///
+/// An empty file (after decompression) whose format cannot be detected opens as a reader of zero requests, so
+/// that callers report "empty trace" rather than "unknown format".
 pub fn open(path: &Path, format: Option<Format>, opts: &ReaderOptions) -> Result<Box<dyn TraceReader>, TraceError> {
     let format = match format {
         Some(f) => f,
-        None => formats::detect(path)?,
+        None => match formats::detect(path) {
+            Ok(f) => f,
+            Err(e @ TraceError::UnknownFormat { .. }) => {
+                let mut input = open_input(path)?;
+                let empty =
+                    input.reader.fill_buf().map_err(|source| TraceError::Io { file: path.into(), source })?.is_empty();
+                return if empty { Ok(Box::new(Empty::default())) } else { Err(e) };
+            }
+            Err(e) => return Err(e),
+        },
     };
     formats::open_format(format, open_input(path)?, opts)
+}
+
+/// The reader of an empty trace.
+#[derive(Default)]
+struct Empty {
+    bad: BadLines,
+}
+
+impl TraceReader for Empty {
+    fn next_request(&mut self) -> Result<Option<Request>, TraceError> {
+        Ok(None)
+    }
+    fn volumes(&self) -> &[String] {
+        &[]
+    }
+    fn skipped(&self) -> &BadLines {
+        &self.bad
+    }
+    fn bytes_read(&self) -> u64 {
+        0
+    }
 }
 
 /// Where a line reader is, for error messages.
@@ -249,8 +356,13 @@ impl LineCtx {
     }
 }
 
+/// Longest line a text reader accepts: anything longer is binary data or the wrong format, and is not
+/// buffered (the reader stays streaming whatever the input).
+pub const MAX_LINE: usize = 64 * 1024;
+
 /// Shared machinery of line-oriented formats: reads lines, counts them, and applies the skip-bad-lines
-/// budget. Use as:
+/// budget. Lines that are not UTF-8 or longer than [`MAX_LINE`] are malformed lines (through the same budget).
+/// Most formats use it through [`LineTrace`]; by hand:
 ///
 /// ```ignore
 /// while let Some((line, ctx)) = self.lines.next_line()? {
@@ -259,16 +371,51 @@ impl LineCtx {
 /// ```
 pub struct LineReader {
     input: Input,
-    buf: String,
+    buf: Vec<u8>,
     ctx: LineCtx,
     skip_limit: u64,
     bad: BadLines,
 }
 
+/// Appends the next line (with its newline) to `out`, reading at most up to the newline. Returns the bytes
+/// consumed and whether the line was longer than `max` (then `out` is left empty and the rest of the line is
+/// consumed without being stored).
+fn read_line_bounded(r: &mut dyn BufRead, out: &mut Vec<u8>, max: usize) -> io::Result<(usize, bool)> {
+    let mut total = 0;
+    let mut too_long = false;
+    loop {
+        let avail = match r.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if avail.is_empty() {
+            return Ok((total, too_long));
+        }
+        let (chunk, done) = match avail.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (avail.len(), false),
+        };
+        if !too_long {
+            if out.len() + chunk > max + 2 {
+                too_long = true;
+                out.clear();
+            } else {
+                out.extend_from_slice(&avail[..chunk]);
+            }
+        }
+        r.consume(chunk);
+        total += chunk;
+        if done {
+            return Ok((total, too_long));
+        }
+    }
+}
+
 impl LineReader {
     pub fn new(input: Input, opts: &ReaderOptions) -> Self {
         let ctx = LineCtx { file: input.path.clone(), line: 0 };
-        LineReader { input, buf: String::new(), ctx, skip_limit: opts.skip_bad_lines, bad: BadLines::default() }
+        LineReader { input, buf: Vec::new(), ctx, skip_limit: opts.skip_bad_lines, bad: BadLines::default() }
     }
 
     pub fn path(&self) -> &Path {
@@ -281,26 +428,30 @@ impl LineReader {
     }
 
     /// The next raw line (without its newline) and its context, or `None` at the end. Blank lines are
-    /// returned too.
+    /// returned too; lines that are not text are counted against the skip budget and passed over, or fail.
     pub fn next_line(&mut self) -> Result<Option<(&str, &LineCtx)>, TraceError> {
-        self.buf.clear();
-        let n = match self.input.reader.read_line(&mut self.buf) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                return Err(TraceError::Parse {
-                    file: self.ctx.file.clone(),
-                    line: self.ctx.line + 1,
-                    expected: "UTF-8 text".into(),
-                    found: "binary data (wrong --format?)".into(),
-                })
+        loop {
+            self.buf.clear();
+            let (n, too_long) = read_line_bounded(&mut *self.input.reader, &mut self.buf, MAX_LINE)
+                .map_err(|source| TraceError::Io { file: self.ctx.file.clone(), source })?;
+            if n == 0 {
+                return Ok(None);
             }
-            Err(source) => return Err(TraceError::Io { file: self.ctx.file.clone(), source }),
-        };
-        if n == 0 {
-            return Ok(None);
+            self.ctx.line += 1;
+            let err = if too_long {
+                self.ctx.error(
+                    format!("a line of at most {MAX_LINE} bytes"),
+                    "a longer line (binary data? wrong --format?)",
+                )
+            } else if std::str::from_utf8(&self.buf).is_err() {
+                self.ctx.error("UTF-8 text", "binary data (wrong --format?)")
+            } else {
+                break;
+            };
+            self.bad.absorb(err, self.skip_limit)?;
         }
-        self.ctx.line += 1;
-        Ok(Some((self.buf.trim_end_matches(['\n', '\r']), &self.ctx)))
+        let text = std::str::from_utf8(&self.buf).unwrap_or_default();
+        Ok(Some((text.trim_end_matches(['\n', '\r']), &self.ctx)))
     }
 
     /// A parse error at the current line.
@@ -322,19 +473,80 @@ impl LineReader {
     }
 }
 
-/// Shows a field for an error message, shortened.
+/// The per-line part of a text format: [`LineTrace`] does the rest (reading, line numbers, skip budget,
+/// volume names).
+pub trait LineParser: Send {
+    /// Parses one line (without its newline): `Ok(Some(request))`, `Ok(None)` for a line that carries no
+    /// request (blank, header, comment, an event that is not an I/O), or a parse error built with `ctx`.
+    fn parse(&mut self, line: &str, ctx: &LineCtx, volumes: &mut VolumeMap) -> Result<Option<Request>, TraceError>;
+}
+
+/// A [`TraceReader`] over a [`LineParser`]: every text format routes its malformed lines through the one
+/// skip-bad-lines budget here.
+pub struct LineTrace<P> {
+    lines: LineReader,
+    volumes: VolumeMap,
+    parser: P,
+}
+
+impl<P: LineParser + 'static> LineTrace<P> {
+    /// A reader with volumes named by the parser as it meets them.
+    pub fn boxed(input: Input, opts: &ReaderOptions, parser: P) -> Box<dyn TraceReader> {
+        Box::new(LineTrace { lines: LineReader::new(input, opts), volumes: VolumeMap::default(), parser })
+    }
+
+    /// A reader of a format without volumes: every request is on volume 0, named `"0"`.
+    pub fn boxed_single(input: Input, opts: &ReaderOptions, parser: P) -> Box<dyn TraceReader> {
+        Box::new(LineTrace { lines: LineReader::new(input, opts), volumes: VolumeMap::single(), parser })
+    }
+}
+
+impl<P: LineParser> TraceReader for LineTrace<P> {
+    fn next_request(&mut self) -> Result<Option<Request>, TraceError> {
+        loop {
+            let Some((line, ctx)) = self.lines.next_line()? else { return Ok(None) };
+            match self.parser.parse(line, ctx, &mut self.volumes) {
+                Ok(Some(r)) => return Ok(Some(r)),
+                Ok(None) => {}
+                Err(e) => self.lines.skip_or_fail(e)?,
+            }
+        }
+    }
+
+    fn volumes(&self) -> &[String] {
+        self.volumes.names()
+    }
+
+    fn skipped(&self) -> &BadLines {
+        self.lines.bad()
+    }
+
+    fn bytes_read(&self) -> u64 {
+        self.lines.bytes_read()
+    }
+}
+
+/// Shows a field for an error message: quoted, shortened, control characters escaped.
 pub fn shown(s: &str) -> String {
     let s = s.trim();
     if s.is_empty() {
         return "an empty field".into();
     }
-    if s.len() > 40 {
-        let mut end = 40;
-        while !s.is_char_boundary(end) {
-            end -= 1;
+    let mut end = s.len().min(40);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut body = String::with_capacity(end);
+    for c in s[..end].chars() {
+        if c.is_control() {
+            body.extend(c.escape_debug());
+        } else {
+            body.push(c);
         }
-        format!("'{}…'", &s[..end])
+    }
+    if end < s.len() {
+        format!("'{body}…'")
     } else {
-        format!("'{s}'")
+        format!("'{body}'")
     }
 }

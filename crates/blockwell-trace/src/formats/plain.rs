@@ -1,46 +1,61 @@
-//! Plain text: one object id per line (libCacheSim's `PLAIN_TXT_TRACE`). Each id is a block number at
-//! `--object-size` bytes (default 4096); every request is a read of one object. One volume.
+//! Plain text: one object id per line (libCacheSim's `PLAIN_TXT_TRACE`).
+//!
+//! ```text
+//! 42
+//! ```
+//!
+//! Each id is a block number at `--object-size` bytes ([`ReaderOptions::object_size`], default 4096): the request
+//! is a read of `offset` = id × object_size, `len` = object_size, on volume 0 at time 0, no digest. Blank lines
+//! and `#` comments are passed over. Not detected (a lone number says too little): pass `--format plain`.
+//!
+//! The writer writes one line per block the request touches at `object_size` bytes (a zero-length request: the
+//! block holding its offset); time and op are lost; it refuses volumes other than 0.
 
-use crate::{shown, Input, LineReader, ReaderOptions, Request, TraceError, TraceReader};
+use crate::parse::uint;
+use crate::write::{blocks, single_volume, Output, TextWriter};
+use crate::{shown, Input, LineCtx, LineParser, LineTrace, ReaderOptions, Request, TraceError, TraceReader};
+use crate::{TraceWriter, VolumeMap, WriterOptions};
+use std::fmt::Write as _;
 
 pub fn open(input: Input, opts: &ReaderOptions) -> Result<Box<dyn TraceReader>, TraceError> {
-    Ok(Box::new(Plain { lines: LineReader::new(input, opts), unit: opts.object_size(), volumes: vec!["0".into()] }))
+    Ok(LineTrace::boxed_single(input, opts, Plain { unit: opts.object_size().max(1) }))
 }
 
 struct Plain {
-    lines: LineReader,
     unit: u64,
-    volumes: Vec<String>,
 }
 
-impl TraceReader for Plain {
-    fn next_request(&mut self) -> Result<Option<Request>, TraceError> {
-        loop {
-            let unit = self.unit;
-            let Some((line, ctx)) = self.lines.next_line()? else { return Ok(None) };
-            let t = line.trim();
-            if t.is_empty() || t.starts_with('#') {
-                continue;
-            }
-            match t.parse::<u64>().ok().and_then(|id| id.checked_mul(unit)) {
-                Some(offset) => return Ok(Some(Request { offset, len: unit, ..Default::default() })),
-                None => {
-                    let e = ctx.error("an object id (unsigned integer)", shown(t));
-                    self.lines.skip_or_fail(e)?
-                }
-            }
+impl LineParser for Plain {
+    fn parse(&mut self, line: &str, ctx: &LineCtx, _: &mut VolumeMap) -> Result<Option<Request>, TraceError> {
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('#') {
+            return Ok(None);
+        }
+        match uint(t).and_then(|id| id.checked_mul(self.unit)) {
+            Some(offset) => Ok(Some(Request { offset, len: self.unit, ..Default::default() })),
+            None => Err(ctx.error("an object id (unsigned integer, times the object size below 2^64)", shown(t))),
         }
     }
+}
 
-    fn volumes(&self) -> &[String] {
-        &self.volumes
-    }
+pub fn sniff_line(_line: &str) -> bool {
+    false
+}
 
-    fn skipped(&self) -> &crate::BadLines {
-        self.lines.bad()
-    }
+pub fn sniff_name(_name: &str) -> bool {
+    false
+}
 
-    fn bytes_read(&self) -> u64 {
-        self.lines.bytes_read()
-    }
+pub fn create(out: Output, opts: &WriterOptions) -> Result<Box<dyn TraceWriter>, TraceError> {
+    let unit = opts.object_size();
+    TextWriter::boxed(out, None, move |r: &Request, line: &mut String| {
+        single_volume(r, "plain")?;
+        for (i, b) in blocks(r, unit).enumerate() {
+            if i > 0 {
+                line.push('\n');
+            }
+            let _ = write!(line, "{b}");
+        }
+        Ok(())
+    })
 }

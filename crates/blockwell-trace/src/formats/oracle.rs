@@ -1,0 +1,402 @@
+//! libCacheSim oracleGeneral: a binary trace of fixed 24-byte little-endian records, often zstd-compressed.
+//!
+//! ```text
+//! offset 0   u32 time               seconds
+//! offset 4   u64 obj_id             a packed block key: volume = obj_id >> 48, block = obj_id & (2^48 - 1)
+//! offset 12  u32 obj_size           bytes (ignored: the block size is --object-size)
+//! offset 16  i64 next_access_vtime  1-based number of the next request to the same object; -1 (or i64::MAX) for none
+//! ```
+//!
+//! | field | → [`Request`] |
+//! |---|---|
+//! | time | `time_ns` = time × 10^9 |
+//! | obj_id | `volume`: the number `obj_id >> 48` (named by its decimal value, numbered by first appearance); `offset` = block × object_size |
+//! | obj_size | ignored; `len` = object_size ([`ReaderOptions::object_size`], default 4096) |
+//! | next_access_vtime | [`TraceReader::next_access`]: the 0-based index of the next request to the same block (`vtime − 1`) |
+//!
+//! Every request is a read (the format has no op); no digest. Each record is one request, so request `i` is
+//! record `i` and `next_access` indexes requests. The next_access_vtime convention (1-based, -1 for none) is
+//! that of libCacheSim's `traceConv`.
+//!
+//! A file whose length is not a multiple of 24 ends in a truncated record: an error
+//! `file:N: expected a 24-byte record (record N at byte offset B), found K bytes`, where N is the 1-based record
+//! number (the "line" of [`TraceError::Parse`]). Records are decoded in bulk straight from the decompressor's
+//! buffer (no per-record allocation). Detected by a file name containing `oracleGeneral` or ending `.oracle`.
+//!
+//! The writer writes one record per block each request touches at `object_size` bytes (a zero-length request:
+//! the block holding its offset), with `obj_id` the packed key of (volume, block), `obj_size` = object_size and
+//! time in seconds. next_access_vtime needs the future, so the writer keeps each record's key (8 bytes) and the
+//! time stamps (8+4 bytes per change of second) in memory until [`TraceWriter::finish`], then computes it in one
+//! reverse pass over a hash map of the distinct blocks (8 more bytes per record, about 24 per block) and writes
+//! the file.
+
+use crate::write::{blocks, Output};
+use crate::{BadLines, Input, ReaderOptions, Request, TraceError, TraceReader, TraceWriter, WriterOptions, NEVER};
+use blockwell_core::{BlockKey, Op};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Bytes per record.
+pub const RECORD: usize = 24;
+/// Bits of the block number in a packed object id.
+const BLOCK_BITS: u32 = 48;
+/// Requests decoded ahead for `next_request`.
+const CHUNK: usize = 4096;
+
+pub fn open(input: Input, opts: &ReaderOptions) -> Result<Box<dyn TraceReader>, TraceError> {
+    Ok(Box::new(Oracle {
+        input,
+        dec: Decoder {
+            unit: opts.object_size(),
+            max_block: u64::MAX / opts.object_size(),
+            vol_ids: vec![u32::MAX; 1 << (64 - BLOCK_BITS)],
+            names: Vec::new(),
+        },
+        skip_limit: opts.skip_bad_lines,
+        bad: BadLines::default(),
+        records: 0,
+        carry: [0; RECORD],
+        carry_len: 0,
+        done: false,
+        pending: Vec::new(),
+        pending_next: Vec::new(),
+        pos: 0,
+        last_next: None,
+        scratch: Vec::new(),
+    }))
+}
+
+struct Oracle {
+    input: Input,
+    dec: Decoder,
+    skip_limit: u64,
+    bad: BadLines,
+    /// Records decoded so far (including skipped ones).
+    records: u64,
+    /// A record split across two buffer fills.
+    carry: [u8; RECORD],
+    carry_len: usize,
+    done: bool,
+    /// Decoded ahead for `next_request`.
+    pending: Vec<Request>,
+    pending_next: Vec<u64>,
+    pos: usize,
+    last_next: Option<u64>,
+    /// next-access indexes `read_batch` does not return (kept to reuse the allocation).
+    scratch: Vec<u64>,
+}
+
+/// Record decoding state: the object size and the volume numbering.
+struct Decoder {
+    unit: u64,
+    /// The largest block whose byte offset fits in 64 bits.
+    max_block: u64,
+    /// Dense volume id by raw volume number (`u32::MAX`: not seen yet).
+    vol_ids: Vec<u32>,
+    names: Vec<String>,
+}
+
+impl Decoder {
+    /// Decodes one record into a request and its next-access index; `Err(block)` for a block whose byte
+    /// offset overflows.
+    #[inline(always)]
+    fn decode(&mut self, rec: &[u8]) -> Result<(Request, u64), u64> {
+        let mut b = [0u8; RECORD];
+        b.copy_from_slice(&rec[..RECORD]);
+        let time = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        let id = u64::from_le_bytes([b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11]]);
+        let next = i64::from_le_bytes([b[16], b[17], b[18], b[19], b[20], b[21], b[22], b[23]]);
+        let raw_vol = (id >> BLOCK_BITS) as usize;
+        let block = id & ((1 << BLOCK_BITS) - 1);
+        if block > self.max_block {
+            return Err(block);
+        }
+        let volume = match self.vol_ids.get(raw_vol) {
+            Some(&v) if v != u32::MAX => v,
+            _ => self.new_volume(raw_vol),
+        };
+        let next = if next <= 0 || next == i64::MAX { NEVER } else { next as u64 - 1 };
+        let r = Request {
+            time_ns: time as u64 * 1_000_000_000,
+            volume,
+            op: Op::Read,
+            offset: block * self.unit,
+            len: self.unit,
+            digest: None,
+        };
+        Ok((r, next))
+    }
+
+    #[cold]
+    fn new_volume(&mut self, raw_vol: usize) -> u32 {
+        let v = self.names.len() as u32;
+        if let Some(slot) = self.vol_ids.get_mut(raw_vol) {
+            *slot = v;
+        }
+        self.names.push(raw_vol.to_string());
+        v
+    }
+
+    /// The error for record `index` (0-based) naming a block too large.
+    fn overflow(&self, file: &std::path::Path, index: u64, block: u64) -> TraceError {
+        TraceError::Parse {
+            file: file.to_path_buf(),
+            line: index + 1,
+            expected: format!("a block whose byte offset at {} B fits in 64 bits", self.unit),
+            found: format!("block {block}"),
+        }
+    }
+}
+
+impl Oracle {
+    /// Decodes up to `max` more requests into `out` and `next`; fewer only at the end of the file.
+    fn fill(&mut self, out: &mut Vec<Request>, next: &mut Vec<u64>, max: usize) -> Result<(), TraceError> {
+        let target = out.len() + max;
+        let file = &self.input.path;
+        while out.len() < target && !self.done {
+            let buf = match self.input.reader.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(source) => return Err(TraceError::Io { file: file.clone(), source }),
+            };
+            if buf.is_empty() {
+                self.done = true;
+                if self.carry_len > 0 {
+                    let e = TraceError::Parse {
+                        file: file.clone(),
+                        line: self.records + 1,
+                        expected: format!(
+                            "a {RECORD}-byte record (record {} at byte offset {})",
+                            self.records + 1,
+                            self.records * RECORD as u64
+                        ),
+                        found: match self.carry_len {
+                            1 => "1 byte".into(),
+                            k => format!("{k} bytes"),
+                        },
+                    };
+                    self.carry_len = 0;
+                    self.bad.absorb(e, self.skip_limit)?;
+                }
+                break;
+            }
+            let mut results = [None, None];
+            let consumed = if self.carry_len > 0 || buf.len() < RECORD {
+                // Stitch a record across fills.
+                let take = (RECORD - self.carry_len).min(buf.len());
+                self.carry[self.carry_len..self.carry_len + take].copy_from_slice(&buf[..take]);
+                self.carry_len += take;
+                if self.carry_len == RECORD {
+                    self.carry_len = 0;
+                    let carry = self.carry;
+                    results[0] = Some(self.dec.decode(&carry).map_err(|b| self.dec.overflow(file, self.records, b)));
+                    self.records += 1;
+                }
+                take
+            } else {
+                let n = (buf.len() / RECORD).min(target - out.len());
+                let mut done = 0;
+                out.reserve(n);
+                next.reserve(n);
+                for rec in buf[..n * RECORD].chunks_exact(RECORD) {
+                    done += 1;
+                    match self.dec.decode(rec) {
+                        Ok((r, nx)) => {
+                            out.push(r);
+                            next.push(nx);
+                        }
+                        Err(block) => {
+                            // Rare: judged after the buffer's borrow ends.
+                            let index = self.records + done as u64 - 1;
+                            results[1] = Some(Err(self.dec.overflow(file, index, block)));
+                            break;
+                        }
+                    }
+                }
+                self.records += done as u64;
+                done * RECORD
+            };
+            self.input.reader.consume(consumed);
+            for res in results.into_iter().flatten() {
+                match res {
+                    Ok((r, nx)) => {
+                        out.push(r);
+                        next.push(nx);
+                    }
+                    Err(e) => self.bad.absorb(e, self.skip_limit)?,
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl TraceReader for Oracle {
+    fn next_request(&mut self) -> Result<Option<Request>, TraceError> {
+        if self.pos == self.pending.len() {
+            let (mut p, mut n) = (std::mem::take(&mut self.pending), std::mem::take(&mut self.pending_next));
+            p.clear();
+            n.clear();
+            let r = self.fill(&mut p, &mut n, CHUNK);
+            (self.pending, self.pending_next, self.pos) = (p, n, 0);
+            r?;
+        }
+        match self.pending.get(self.pos) {
+            Some(&r) => {
+                self.last_next = self.pending_next.get(self.pos).copied().filter(|&n| n != NEVER);
+                self.pos += 1;
+                Ok(Some(r))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn read_batch(&mut self, buf: &mut Vec<Request>, max: usize) -> Result<usize, TraceError> {
+        let mut next = std::mem::take(&mut self.scratch);
+        let r = self.read_batch_next(buf, &mut next, max);
+        self.scratch = next;
+        r
+    }
+
+    fn read_batch_next(
+        &mut self,
+        buf: &mut Vec<Request>,
+        next: &mut Vec<u64>,
+        max: usize,
+    ) -> Result<usize, TraceError> {
+        buf.clear();
+        next.clear();
+        let ahead = (self.pending.len() - self.pos).min(max);
+        buf.extend_from_slice(&self.pending[self.pos..self.pos + ahead]);
+        next.extend_from_slice(&self.pending_next[self.pos..self.pos + ahead]);
+        self.pos += ahead;
+        self.fill(buf, next, max - ahead)?;
+        self.last_next = next.last().copied().filter(|&n| n != NEVER);
+        Ok(buf.len())
+    }
+
+    fn volumes(&self) -> &[String] {
+        &self.dec.names
+    }
+
+    fn skipped(&self) -> &BadLines {
+        &self.bad
+    }
+
+    fn bytes_read(&self) -> u64 {
+        self.input.bytes_read()
+    }
+
+    fn has_next_access(&self) -> bool {
+        true
+    }
+
+    fn next_access(&self) -> Option<u64> {
+        self.last_next
+    }
+}
+
+pub fn sniff_line(_line: &str) -> bool {
+    false
+}
+
+pub fn sniff_name(name: &str) -> bool {
+    name.contains("oraclegeneral") || name.ends_with(".oracle")
+}
+
+/// A multiplicative hash for the writer's map of block keys (keys are well spread; SipHash is not needed).
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_u64(&mut self, k: u64) {
+        self.0 = (k ^ (k >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9) ^ (k >> 32);
+    }
+}
+
+pub fn create(out: Output, opts: &WriterOptions) -> Result<Box<dyn TraceWriter>, TraceError> {
+    let path = out.path().to_path_buf();
+    Ok(Box::new(OracleWriter { out, path, unit: opts.object_size(), keys: Vec::new(), times: Vec::new() }))
+}
+
+struct OracleWriter {
+    out: Output,
+    path: PathBuf,
+    unit: u64,
+    /// The packed key of every record, in order.
+    keys: Vec<u64>,
+    /// (first record index, seconds) at each change of time stamp.
+    times: Vec<(u64, u32)>,
+}
+
+impl OracleWriter {
+    fn invalid(&self, message: String) -> TraceError {
+        TraceError::Invalid { file: self.path.clone(), message }
+    }
+}
+
+impl TraceWriter for OracleWriter {
+    fn write(&mut self, r: &Request) -> Result<(), TraceError> {
+        let secs = u32::try_from(r.time_ns / 1_000_000_000)
+            .map_err(|_| self.invalid(format!("time {} ns does not fit the format's 32-bit seconds", r.time_ns)))?;
+        if self.times.last().map_or(true, |&(_, t)| t != secs) {
+            self.times.push((self.keys.len() as u64, secs));
+        }
+        for b in blocks(r, self.unit) {
+            let key = BlockKey::new(r.volume, b).ok_or_else(|| {
+                self.invalid(format!(
+                    "volume {} block {b} does not fit a packed object id (volume < 2^16, block < 2^48)",
+                    r.volume
+                ))
+            })?;
+            self.keys.push(key.raw());
+        }
+        Ok(())
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<(), TraceError> {
+        let obj_size = u32::try_from(self.unit)
+            .map_err(|_| self.invalid(format!("object size {} does not fit the format's 32 bits", self.unit)))?;
+        // Reverse pass: the next record (1-based) with the same key, or -1.
+        let mut next = vec![-1i64; self.keys.len()];
+        let mut seen: HashMap<u64, u64, BuildHasherDefault<KeyHasher>> = HashMap::default();
+        for (i, &k) in self.keys.iter().enumerate().rev() {
+            if let Some(j) = seen.insert(k, i as u64) {
+                next[i] = j as i64 + 1;
+            }
+        }
+        drop(seen);
+        let mut buf = Vec::with_capacity(RECORD * 4096);
+        let mut times = self.times.iter().peekable();
+        let mut secs = 0u32;
+        for (i, (&k, &nx)) in self.keys.iter().zip(&next).enumerate() {
+            while let Some(&&(at, t)) = times.peek() {
+                if at > i as u64 {
+                    break;
+                }
+                secs = t;
+                times.next();
+            }
+            buf.extend_from_slice(&secs.to_le_bytes());
+            buf.extend_from_slice(&k.to_le_bytes());
+            buf.extend_from_slice(&obj_size.to_le_bytes());
+            buf.extend_from_slice(&nx.to_le_bytes());
+            if buf.len() >= RECORD * 4096 {
+                self.out.write_all(&buf).map_err(|e| self.out.io_error(e))?;
+                buf.clear();
+            }
+        }
+        self.out.write_all(&buf).map_err(|e| self.out.io_error(e))?;
+        self.out.finish()
+    }
+}

@@ -1,0 +1,59 @@
+//! Reader throughput, for `cargo test --release -p blockwell-trace --test throughput -- --ignored --nocapture`.
+
+mod common;
+
+use blockwell_trace::{open, ReaderOptions};
+use std::time::Instant;
+
+#[test]
+#[ignore = "a measurement: run in release with --ignored --nocapture"]
+fn oracle_records_per_second() {
+    let n = 5_000_000u64;
+    let mut bytes = Vec::with_capacity(n as usize * 24);
+    let mut rng = common::Rng(1);
+    for i in 0..n {
+        bytes.extend_from_slice(&((i / 1000) as u32).to_le_bytes());
+        bytes.extend_from_slice(&(((rng.below(4)) << 48) | rng.below(1 << 20)).to_le_bytes());
+        bytes.extend_from_slice(&4096u32.to_le_bytes());
+        bytes.extend_from_slice(&(-1i64).to_le_bytes());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (name, data) in [("t.oracleGeneral", bytes.clone()), ("t.oracleGeneral.zst", common::zstd(&bytes))] {
+        let p = common::write_file(dir.path(), name, &data);
+        let t = Instant::now();
+        let mut r = open(&p, None, &ReaderOptions::default()).unwrap();
+        let (mut buf, mut next, mut count) = (Vec::new(), Vec::new(), 0u64);
+        while r.read_batch_next(&mut buf, &mut next, 1 << 14).unwrap() > 0 {
+            count += buf.len() as u64;
+        }
+        let batch = count as f64 / t.elapsed().as_secs_f64() / 1e6;
+        let t = Instant::now();
+        let mut r = open(&p, None, &ReaderOptions::default()).unwrap();
+        let mut one = 0u64;
+        while r.next_request().unwrap().is_some() {
+            one += 1;
+        }
+        let single = one as f64 / t.elapsed().as_secs_f64() / 1e6;
+        assert_eq!((count, one), (n, n));
+        println!("{name}: {batch:.0} M records/s in batches, {single:.0} M records/s one at a time");
+    }
+}
+
+#[test]
+#[ignore = "a measurement: run in release with --ignored --nocapture"]
+fn text_lines_per_second() {
+    let n = 2_000_000u64;
+    let text: String = (0..n)
+        .map(|i| format!("128166372003061629,hm,{},Read,{},4096,24095\n", i % 3, (i * 7919) % (1 << 30) * 512))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let p = common::write_file(dir.path(), "t.csv", text.as_bytes());
+    let t = Instant::now();
+    let mut r = open(&p, None, &ReaderOptions::default()).unwrap();
+    let mut count = 0u64;
+    while r.next_request().unwrap().is_some() {
+        count += 1;
+    }
+    assert_eq!(count, n);
+    println!("msr: {:.1} M lines/s", n as f64 / t.elapsed().as_secs_f64() / 1e6);
+}
