@@ -14,6 +14,7 @@ use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{Map, Value};
 use std::fmt::Debug;
 
+pub mod lirs;
 pub mod lru;
 
 /// One demand access or prefetch candidate as a policy sees it.
@@ -254,6 +255,7 @@ macro_rules! registry {
 
 registry! {
     Lru => lru::Lru, "lru", [], "least recently used";
+    Lirs => lirs::Lirs, "lirs", [], "low inter-reference recency set (Jiang & Zhang 2002)";
 }
 
 fn normalize(s: &str) -> String {
