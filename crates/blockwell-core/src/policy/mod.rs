@@ -16,6 +16,7 @@ use std::fmt::Debug;
 
 pub mod lirs;
 pub mod lru;
+pub mod lruk;
 
 /// One demand access or prefetch candidate as a policy sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -256,6 +257,7 @@ macro_rules! registry {
 registry! {
     Lru => lru::Lru, "lru", [], "least recently used";
     Lirs => lirs::Lirs, "lirs", [], "low inter-reference recency set (Jiang & Zhang 2002)";
+    LruK => lruk::LruK, "lru-k", ["lruk", "lru2"], "evict the oldest K-th most recent reference (O'Neil et al. 1993)";
 }
 
 fn normalize(s: &str) -> String {
