@@ -1006,6 +1006,11 @@ mod tests {
     }
 
     #[test]
+    fn entry_sizes_match_the_module_docs() {
+        assert_eq!(std::mem::size_of::<Node>(), 24);
+    }
+
+    #[test]
     fn config_is_checked() {
         use crate::policy::{PolicyError, PolicySpec};
         assert!(matches!(PolicySpec::parse("lirs(hir_ratio=1.5)"), Err(PolicyError::Invalid { .. })));

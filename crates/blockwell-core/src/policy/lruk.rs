@@ -790,6 +790,12 @@ mod tests {
     }
 
     #[test]
+    fn entry_sizes_match_the_module_docs() {
+        assert_eq!(std::mem::size_of::<Node>(), 24);
+        assert_eq!(std::mem::size_of::<HeapEntry>(), 16);
+    }
+
+    #[test]
     fn config_is_checked() {
         use crate::policy::{PolicyError, PolicySpec};
         assert!(matches!(PolicySpec::parse("lru-k(k=0)"), Err(PolicyError::Invalid { .. })));
