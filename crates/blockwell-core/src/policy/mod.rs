@@ -15,8 +15,10 @@ use serde_json::{Map, Value};
 use std::fmt::Debug;
 
 pub(crate) mod handle_heap;
+pub mod lirs;
 pub mod lrfu;
 pub mod lru;
+pub mod lruk;
 pub mod mq;
 pub mod opt;
 
@@ -270,6 +272,8 @@ macro_rules! registry {
 
 registry! {
     Lru => lru::Lru, "lru", [], "least recently used";
+    Lirs => lirs::Lirs, "lirs", [], "low inter-reference recency set (Jiang & Zhang 2002)";
+    LruK => lruk::LruK, "lru-k", ["lruk", "lru2"], "evict the oldest K-th most recent reference (O'Neil et al. 1993)";
     Lrfu => lrfu::Lrfu, "lrfu", [], "least recently/frequently used: combined recency and frequency, decaying by lambda";
     Mq => mq::Mq, "mq", [], "multi-queue: LRU queues by frequency, demotion after a lifetime, frequency history";
     Opt => opt::Opt, "opt", ["belady"], "Belady's optimal offline policy: evict the block used farthest in the future";
@@ -369,10 +373,15 @@ impl PolicySpec {
                 message: "this policy takes no parameters".into(),
             });
         }
-        // Round-trip through the typed config to check types, then the policy's own checks on the values.
-        self.kind.visit_value(v.clone(), CheckVisitor).and_then(|checked| checked).map_err(|message| {
-            PolicyError::BadParams { policy: self.kind.name().into(), params: format!("{:?}", self.overrides), message }
-        })?;
+        // Round-trip through the typed config to check types, then the policy's own value checks.
+        self.kind
+            .visit_value(v.clone(), CheckVisitor)
+            .map_err(|message| PolicyError::BadParams {
+                policy: self.kind.name().into(),
+                params: format!("{:?}", self.overrides),
+                message,
+            })?
+            .map_err(|message| PolicyError::Invalid { policy: self.kind.name().into(), message })?;
         Ok(v)
     }
 
