@@ -102,5 +102,7 @@ fn bad_input_gives_one_clear_line_and_exit_2() {
     assert!(util::fails(&["sim", "--trace", &good, "--block-size", "3000"]).contains("--block-size"));
     assert!(util::fails(&["sim", "--trace", &good, "--preset", "x"]).contains("--preset"));
     assert!(util::fails(&["sim", "--trace", &good, "--format", "x"]).contains("unknown trace format 'x'"));
-    assert!(util::fails(&["sim", "--trace", &good, "--reads-only", "--volumes", "nope"]).contains("left after the filters"));
+    assert!(
+        util::fails(&["sim", "--trace", &good, "--reads-only", "--volumes", "nope"]).contains("left after the filters")
+    );
 }

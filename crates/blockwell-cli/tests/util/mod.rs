@@ -18,12 +18,7 @@ pub fn run(args: &[&str]) -> Output {
 /// Runs `blockwell` and asserts success; returns stdout.
 pub fn ok(args: &[&str]) -> String {
     let o = run(args);
-    assert!(
-        o.status.success(),
-        "blockwell {args:?} failed ({:?}):\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "blockwell {args:?} failed ({:?}):\n{}", o.status, String::from_utf8_lossy(&o.stderr));
     String::from_utf8(o.stdout).expect("utf-8 stdout")
 }
 
