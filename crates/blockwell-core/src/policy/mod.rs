@@ -106,6 +106,13 @@ pub trait Policy: Send + 'static {
         Self::Config::default()
     }
 
+    /// Rejects parameter values that deserialize but make no sense (e.g. a ratio outside its range).
+    /// Called by [`PolicySpec::config`], so a bad value fails when the spec is parsed, not mid-run.
+    fn check_config(c: &Self::Config) -> Result<(), String> {
+        let _ = c;
+        Ok(())
+    }
+
     /// A policy holding at most `capacity` (>= 1) blocks.
     fn new(capacity: usize, config: &Self::Config) -> Self
     where
@@ -145,6 +152,9 @@ pub trait Policy: Send + 'static {
 pub trait DynPolicy: Send {
     fn capacity(&self) -> usize;
     fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     fn contains(&self, key: BlockKey) -> bool;
     fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome;
     fn prefetch(&mut self, group: &[Access], out: &mut Vec<Evicted>) -> usize;
@@ -340,11 +350,9 @@ impl PolicySpec {
                 message: "this policy takes no parameters".into(),
             });
         }
-        // Round-trip through the typed config to check types.
-        self.kind.visit_value(v.clone(), CheckVisitor).map_err(|message| PolicyError::BadParams {
-            policy: self.kind.name().into(),
-            params: format!("{:?}", self.overrides),
-            message,
+        // Round-trip through the typed config to check types, then the policy's own range checks.
+        self.kind.visit_value(v.clone(), CheckVisitor).and_then(|checked| checked).map_err(|message| {
+            PolicyError::BadParams { policy: self.kind.name().into(), params: format!("{:?}", self.overrides), message }
         })?;
         Ok(v)
     }
@@ -377,8 +385,10 @@ impl PolicySpec {
 
 struct CheckVisitor;
 impl PolicyVisitor for CheckVisitor {
-    type Output = ();
-    fn visit<P: Policy>(self, _config: P::Config) {}
+    type Output = Result<(), String>;
+    fn visit<P: Policy>(self, config: P::Config) -> Result<(), String> {
+        P::check_config(&config)
+    }
 }
 
 /// Parses a comma-separated list of specs, keeping commas inside parentheses: `lru,lru-k(k=3,crp=5),arc`.
