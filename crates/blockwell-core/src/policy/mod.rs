@@ -14,7 +14,10 @@ use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{Map, Value};
 use std::fmt::Debug;
 
+pub mod arc;
+pub mod car;
 pub mod lru;
+pub mod twoq;
 
 /// One demand access or prefetch candidate as a policy sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -254,6 +257,9 @@ macro_rules! registry {
 
 registry! {
     Lru => lru::Lru, "lru", [], "least recently used";
+    Arc => arc::Arc, "arc", [], "adaptive replacement cache (Megiddo & Modha, FAST'03)";
+    Car => car::Car, "car", [], "CLOCK with adaptive replacement (Bansal & Modha, FAST'04)";
+    TwoQ => twoq::TwoQ, "2q", ["twoq", "two-q"], "2Q: FIFO A1in, ghost A1out, LRU Am (Johnson & Shasha, VLDB'94)";
 }
 
 fn normalize(s: &str) -> String {
