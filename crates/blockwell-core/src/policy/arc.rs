@@ -602,6 +602,72 @@ mod tests {
         ]
     }
 
+    /// The paper's pseudocode with libCacheSim's choices, on plain vectors (index 0 = MRU), O(n) per step.
+    struct Model {
+        c: usize,
+        p: f64,
+        l: [Vec<u64>; 4], // T1, T2, B1, B2
+    }
+
+    impl Model {
+        fn pos(&self, i: usize, x: u64) -> Option<usize> {
+            self.l[i].iter().position(|&y| y == x)
+        }
+        fn replace(&mut self, in_b2: bool) {
+            let t1 = self.l[0].len() as f64;
+            if (t1 > 0.0 && (t1 > self.p || (t1 == self.p && in_b2))) || self.l[1].is_empty() {
+                let y = self.l[0].pop().unwrap();
+                self.l[2].insert(0, y);
+            } else {
+                let y = self.l[1].pop().unwrap();
+                self.l[3].insert(0, y);
+            }
+        }
+        fn access(&mut self, x: u64) -> bool {
+            for i in 0..2 {
+                if let Some(j) = self.pos(i, x) {
+                    self.l[i].remove(j);
+                    self.l[1].insert(0, x);
+                    return true;
+                }
+            }
+            let full = self.l[0].len() + self.l[1].len() == self.c;
+            let (b1, b2) = (self.l[2].len() as f64, self.l[3].len() as f64);
+            if let Some(j) = self.pos(2, x) {
+                self.p = (self.p + (b2 / b1).max(1.0)).min(self.c as f64);
+                self.l[2].remove(j);
+                if full {
+                    self.replace(false);
+                }
+                self.l[1].insert(0, x);
+            } else if let Some(j) = self.pos(3, x) {
+                self.p = (self.p - (b1 / b2).max(1.0)).max(0.0);
+                self.l[3].remove(j);
+                if full {
+                    self.replace(true);
+                }
+                self.l[1].insert(0, x);
+            } else {
+                if full {
+                    if self.l[0].len() + self.l[2].len() == self.c {
+                        if self.l[2].pop().is_some() {
+                            self.replace(false);
+                        } else {
+                            self.l[0].pop();
+                        }
+                    } else {
+                        if self.l.iter().map(Vec::len).sum::<usize>() == 2 * self.c {
+                            self.l[3].pop();
+                        }
+                        self.replace(false);
+                    }
+                }
+                self.l[0].insert(0, x);
+            }
+            false
+        }
+    }
+
     proptest! {
         #[test]
         fn invariants_hold(cap in 1usize..9, ops in proptest::collection::vec(op(), 1..300)) {
@@ -633,6 +699,19 @@ mod tests {
                 p.validate().map_err(TestCaseError::fail)?;
                 prop_assert!(p.len() <= cap);
             }
+        }
+
+        #[test]
+        fn agrees_with_a_naive_model(cap in 1usize..10, trace in proptest::collection::vec(0u64..30, 1..400)) {
+            let mut p = new(cap);
+            let mut m = Model { c: cap, p: 0.0, l: Default::default() };
+            let mut out = Vec::new();
+            for (i, &b) in trace.iter().enumerate() {
+                let hit = p.access(Access::new(k(b)), &mut out).is_hit();
+                prop_assert_eq!(hit, m.access(b), "access {} to {}", i, b);
+                prop_assert_eq!(p.p(), m.p);
+            }
+            prop_assert_eq!(p.lists(), m.l.clone().map(|v| keys(&v)));
         }
     }
 }

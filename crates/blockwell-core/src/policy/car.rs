@@ -559,6 +559,63 @@ mod tests {
         ]
     }
 
+    /// Figure 2 of the paper on plain vectors, O(n) per step. Clocks: index 0 = head (the hand), last = tail;
+    /// ghosts: index 0 = LRU, last = MRU.
+    struct Model {
+        c: usize,
+        p: f64,
+        t: [Vec<(u64, bool)>; 2],
+        b: [Vec<u64>; 2],
+    }
+
+    impl Model {
+        fn replace(&mut self) {
+            loop {
+                let i = if self.t[0].len() as f64 >= self.p.max(1.0) { 0 } else { 1 };
+                let (x, r) = self.t[i].remove(0);
+                if r {
+                    self.t[1].push((x, false));
+                } else {
+                    self.b[i].push(x);
+                    return;
+                }
+            }
+        }
+        fn access(&mut self, x: u64) -> bool {
+            for t in &mut self.t {
+                if let Some(e) = t.iter_mut().find(|e| e.0 == x) {
+                    e.1 = true;
+                    return true;
+                }
+            }
+            let in_b = [self.b[0].contains(&x), self.b[1].contains(&x)];
+            let ghost = in_b[0] || in_b[1];
+            if self.t[0].len() + self.t[1].len() == self.c {
+                self.replace();
+                let total = self.t[0].len() + self.t[1].len() + self.b[0].len() + self.b[1].len();
+                if !ghost && self.t[0].len() + self.b[0].len() == self.c {
+                    self.b[0].remove(0);
+                } else if total == 2 * self.c && !ghost {
+                    self.b[1].remove(0);
+                }
+            }
+            let (b1, b2) = (self.b[0].len() as f64, self.b[1].len() as f64);
+            if !ghost {
+                self.t[0].push((x, false));
+            } else {
+                if in_b[0] {
+                    self.p = (self.p + (b2 / b1).max(1.0)).min(self.c as f64);
+                } else {
+                    self.p = (self.p - (b1 / b2).max(1.0)).max(0.0);
+                }
+                let i = if in_b[0] { 0 } else { 1 };
+                self.b[i].retain(|&y| y != x);
+                self.t[1].push((x, false));
+            }
+            false
+        }
+    }
+
     proptest! {
         #[test]
         fn invariants_hold(cap in 1usize..9, ops in proptest::collection::vec(op(), 1..300)) {
@@ -589,6 +646,27 @@ mod tests {
                 }
                 p.validate().map_err(TestCaseError::fail)?;
                 prop_assert!(p.len() <= cap);
+            }
+        }
+
+        #[test]
+        fn agrees_with_a_naive_model(cap in 1usize..10, trace in proptest::collection::vec(0u64..30, 1..400)) {
+            let mut p = new(cap);
+            let mut m = Model { c: cap, p: 0.0, t: Default::default(), b: Default::default() };
+            let mut out = Vec::new();
+            for (i, &b) in trace.iter().enumerate() {
+                let hit = p.access(Access::new(k(b)), &mut out).is_hit();
+                prop_assert_eq!(hit, m.access(b), "access {} to {}", i, b);
+                prop_assert_eq!(p.p(), m.p);
+            }
+            let (clocks, ghosts) = p.lists();
+            for i in 0..2 {
+                let mut t: Vec<(u64, bool)> = clocks[i].iter().map(|&(x, r)| (x.block(), r)).collect();
+                t.reverse();
+                prop_assert_eq!(&t, &m.t[i]);
+                let mut g: Vec<u64> = ghosts[i].iter().map(|x| x.block()).collect();
+                g.reverse();
+                prop_assert_eq!(&g, &m.b[i]);
             }
         }
     }

@@ -549,6 +549,55 @@ mod tests {
         ]
     }
 
+    /// The paper's full 2Q with libCacheSim's sizes, on plain vectors (index 0 = newest), O(n) per step.
+    struct Model {
+        c: usize,
+        kin: usize,
+        kout: usize,
+        q: [Vec<u64>; 3], // A1in, Am, A1out
+    }
+
+    impl Model {
+        fn reclaim(&mut self) {
+            if self.q[0].len() + self.q[1].len() < self.c {
+                return;
+            }
+            if self.q[0].len() > self.kin {
+                let y = self.q[0].pop().unwrap();
+                if self.kout > 0 {
+                    if self.q[2].len() == self.kout {
+                        self.q[2].pop();
+                    }
+                    self.q[2].insert(0, y);
+                }
+            } else {
+                self.q[1].pop();
+            }
+        }
+        fn access(&mut self, x: u64) -> bool {
+            if self.q[0].contains(&x) {
+                return true;
+            }
+            if let Some(j) = self.q[1].iter().position(|&y| y == x) {
+                self.q[1].remove(j);
+                self.q[1].insert(0, x);
+                return true;
+            }
+            if self.kin == 0 {
+                return false;
+            }
+            if let Some(j) = self.q[2].iter().position(|&y| y == x) {
+                self.q[2].remove(j);
+                self.reclaim();
+                self.q[1].insert(0, x);
+            } else {
+                self.reclaim();
+                self.q[0].insert(0, x);
+            }
+            false
+        }
+    }
+
     proptest! {
         #[test]
         fn invariants_hold(
@@ -584,6 +633,24 @@ mod tests {
                 p.validate().map_err(TestCaseError::fail)?;
                 prop_assert!(p.len() <= cap);
             }
+        }
+
+        #[test]
+        fn agrees_with_a_naive_model(
+            cap in 1usize..12,
+            a_in in 0.05f64..0.95,
+            a_out in 0.0f64..2.0,
+            trace in proptest::collection::vec(0u64..30, 1..400),
+        ) {
+            let mut p = TwoQ::new(cap, &TwoQConfig { a_in_ratio: a_in, a_out_ratio: a_out });
+            let (kin, kout) = p.sizes();
+            let mut m = Model { c: cap, kin, kout, q: Default::default() };
+            let mut out = Vec::new();
+            for (i, &b) in trace.iter().enumerate() {
+                let hit = p.access(Access::new(k(b)), &mut out).is_hit();
+                prop_assert_eq!(hit, m.access(b), "access {} to {}", i, b);
+            }
+            prop_assert_eq!(p.queues(), m.q.clone().map(|v| keys(&v)));
         }
     }
 }
