@@ -31,14 +31,17 @@
 //!   Likewise the directory trimming of case IV is done whenever the lists are at their bounds, and REPLACE only
 //!   when the cache is full, so removals never break |T1|+|B1| ≤ c or total ≤ 2c.
 //!
-//! **Metadata.** One arena entry per resident block *and* per ghost key: 20 bytes (the 8-byte key stored as two
-//! `u32` so the entry has 4-byte alignment, two 31-bit links plus the prefetch flag, one state byte: list and
-//! "came from a ghost list"), plus the handle index, 4 bytes + 1 tag byte per bucket at a load factor between 7/16
-//! and 7/8 (≈ 6–11 bytes per entry): 26–32 bytes per cached block and the same per ghost key. With the directory
-//! full (c resident + c ghost entries) that is 52–64 bytes per cached block.
+//! **Metadata.** One arena entry per resident block *and* per ghost key: 20 bytes (the 8-byte key stored as two `u32`
+//! so the entry has 4-byte alignment, two 31-bit links plus the prefetch flag, one state byte: list and "came from a
+//! ghost list"), plus the handle index at 5 bytes a bucket (4-byte handle, 1 control byte). Every miss removes and
+//! inserts keys, and under such churn hashbrown keeps at least twice as many slots as entries (we size it so from the
+//! start), i.e. 16/7 to 32/7 buckets per entry after power-of-two rounding: ≈ 11–23 bytes per entry. In all ≈ 31–43
+//! bytes per cached block and the same per ghost key; with the directory full (c blocks + c ghost keys) ≈ 63–86 bytes
+//! per cached block. Measured on the CloudPhysics trace at c = 26921: `heap_bytes()` / c = 64.3 (LRU: 28.2).
 //!
-//! **Cost.** O(1) per access, prefetched block, eviction and removal; no allocation once the arena and index have
-//! grown to 2c entries (a ghost hit reuses the ghost's arena slot and index entry).
+//! **Cost.** O(1) per access, prefetched block, eviction and removal. No allocation per access: the arena and the
+//! index are sized for the full directory (2c entries) up front, and a ghost hit reuses the ghost's arena slot and
+//! index entry.
 
 use super::{Access, Evicted, Outcome, Policy};
 use crate::arena::{Arena, Handle, KeyIndex, Keyed, Linked, Links, List};
@@ -246,11 +249,13 @@ impl Policy for Arc {
     fn new(capacity: usize, _config: &ArcConfig) -> Self {
         assert!(capacity >= 1, "capacity must be at least one block");
         let directory = capacity.saturating_mul(2);
+        // Every miss removes and inserts keys, and hashbrown rehashes in place only while at most half full
+        // (else it grows), so under churn the index settles at twice its entries: size it so from the start.
         Arc {
             capacity,
             p: 0.0,
             arena: Arena::with_capacity(directory),
-            index: KeyIndex::with_capacity(directory),
+            index: KeyIndex::with_capacity(directory.saturating_mul(2)),
             t1: List::new(),
             t2: List::new(),
             b1: List::new(),

@@ -35,13 +35,16 @@
 //! the cache has a free slot). Without [`Policy::remove`] that cap never binds (once the cache has filled, |A1in| ≥
 //! Kin, so |Am| ≤ c − Kin whenever a block enters Am), so we follow the paper instead: a free slot is always used.
 //!
-//! **Metadata.** One arena entry per resident block and per A1out key: 20 bytes (the 8-byte key stored as two
-//! `u32` so the entry has 4-byte alignment, two 31-bit links plus the prefetch flag, one state byte naming the
-//! queue), plus the handle index, 4 bytes + 1 tag byte per bucket at a load factor between 7/16 and 7/8 (≈ 6–11
-//! bytes per entry): 26–32 bytes per cached block and the same per ghost key (Kout = c/2 by default).
+//! **Metadata.** One arena entry per resident block and per A1out key: 20 bytes (the 8-byte key stored as two `u32` so
+//! the entry has 4-byte alignment, two 31-bit links plus the prefetch flag, one state byte naming the queue), plus the
+//! handle index at 5 bytes a bucket (4-byte handle, 1 control byte). Every miss removes and inserts keys, and under
+//! such churn hashbrown keeps at least twice as many slots as entries (we size it so from the start), i.e. 16/7 to 32/7
+//! buckets per entry after power-of-two rounding: ≈ 11–23 bytes per entry. In all ≈ 31–43 bytes per cached block and
+//! the same per ghost key; with A1out full (Kout = c/2 by default) ≈ 47–64 bytes per cached block. Measured on the
+//! CloudPhysics trace at c = 26921: `heap_bytes()` / c = 54.3.
 //!
-//! **Cost.** O(1) per access, prefetched block, eviction and removal; no allocation once the arena and index have
-//! grown to c + Kout entries (an A1out hit reuses the ghost's arena slot and index entry).
+//! **Cost.** O(1) per access, prefetched block, eviction and removal. No allocation per access: the arena and the
+//! index are sized for c + Kout entries up front, and an A1out hit reuses the ghost's arena slot and index entry.
 
 use super::{Access, Evicted, Outcome, Policy, Preset};
 use crate::arena::{Arena, Handle, KeyIndex, Keyed, Linked, Links, List};
@@ -227,12 +230,14 @@ impl Policy for TwoQ {
         let kin = scaled(capacity, config.a_in_ratio).min(capacity);
         let kout = scaled(capacity, config.a_out_ratio);
         let entries = capacity.saturating_add(kout);
+        // Every miss removes and inserts keys, and hashbrown rehashes in place only while at most half full
+        // (else it grows), so under churn the index settles at twice its entries: size it so from the start.
         TwoQ {
             capacity,
             kin,
             kout,
             arena: Arena::with_capacity(entries),
-            index: KeyIndex::with_capacity(entries),
+            index: KeyIndex::with_capacity(entries.saturating_mul(2)),
             a1in: List::new(),
             am: List::new(),
             a1out: List::new(),
