@@ -14,6 +14,8 @@ use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{Map, Value};
 use std::fmt::Debug;
 
+pub mod arc;
+pub mod car;
 pub(crate) mod handle_heap;
 pub mod lirs;
 pub mod lrfu;
@@ -21,6 +23,7 @@ pub mod lru;
 pub mod lruk;
 pub mod mq;
 pub mod opt;
+pub mod twoq;
 
 /// One demand access or prefetch candidate as a policy sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -277,6 +280,9 @@ registry! {
     Lrfu => lrfu::Lrfu, "lrfu", [], "least recently/frequently used: combined recency and frequency, decaying by lambda";
     Mq => mq::Mq, "mq", [], "multi-queue: LRU queues by frequency, demotion after a lifetime, frequency history";
     Opt => opt::Opt, "opt", ["belady"], "Belady's optimal offline policy: evict the block used farthest in the future";
+    Arc => arc::Arc, "arc", [], "adaptive replacement cache (Megiddo & Modha, FAST'03)";
+    Car => car::Car, "car", [], "CLOCK with adaptive replacement (Bansal & Modha, FAST'04)";
+    TwoQ => twoq::TwoQ, "2q", ["twoq", "two-q"], "2Q: FIFO A1in, ghost A1out, LRU Am (Johnson & Shasha, VLDB'94)";
 }
 
 fn normalize(s: &str) -> String {

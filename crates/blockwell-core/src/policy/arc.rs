@@ -1,0 +1,722 @@
+//! ARC: adaptive replacement cache.
+//!
+//! **Paper.** N. Megiddo and D. S. Modha, "ARC: A Self-Tuning, Low Overhead Replacement Cache", 2nd USENIX
+//! Conference on File and Storage Technologies (FAST '03), San Francisco, March 2003, pp. 115–130. Two LRU lists
+//! of resident blocks, T1 (seen once recently) and T2 (seen at least twice), each followed by a ghost list of
+//! evicted keys, B1 and B2; a target size `p` for T1 grows on a hit in B1 and shrinks on a hit in B2.
+//!
+//! **Prefetch adaptation (seed `001_*` §4, "ARC").** A prefetched block goes to the MRU end of T1, flagged *not
+//! yet accessed*. Its first demand access clears the flag and keeps it in T1 (it moves to T1's MRU end, as a demand
+//! miss would have put it there): the prefetch is not counted as a reference, so the block reaches T2 only on its
+//! second demand access. A prefetched block whose key is in B1 or B2 goes to T1, not T2: the ghost entry is
+//! consumed, `p` is **not** adapted (a prefetch is not a demand reference and says nothing about whether recency or
+//! frequency is winning), and the block is marked as coming from a ghost list, so that its first demand access
+//! moves it to T2 ("if the block is prefetched correctly, it will be moved to the second queue upon the subsequent
+//! on-demand access"). A prefetched block evicted before any demand access is discarded, never put into B1.
+//! Room for a prefetched block is made exactly as for a demand miss that is in no list (case IV).
+//!
+//! **Parameters.** None; the ghost lists hold up to `c` keys in all (|T1|+|B1| ≤ c, total ≤ 2c), which is both
+//! standard ARC and seed `001_*` Table 4 ("ghost cache = cache size"). Every preset is the same and matches
+//! libcachesim 0.3.5's `ARC` exactly (miss ratios equal on every trace and size we compared). Where libCacheSim
+//! and the paper leave room, we follow libCacheSim:
+//! - `p` is a float and δ = max(|B2|/|B1|, 1) (resp. max(|B1|/|B2|, 1)) is a real quotient; `p` is adapted
+//!   before REPLACE, and |B1| (resp. |B2|) still counts the key that hit.
+//! - REPLACE takes T1's LRU block if T1 is non-empty and (|T1| > p or (|T1| = p and the key hit in B2)), **or if T2
+//!   is empty** (the paper would pick T2's LRU block, which does not exist, when |T1| = p = c).
+//! - Case IV: if |T1| + |B1| ≥ c, drop B1's LRU key and REPLACE when B1 is non-empty, else evict T1's LRU block
+//!   without a ghost; otherwise drop B2's LRU key if the directory holds 2c keys, then REPLACE. The victim is
+//!   chosen before the missed block is inserted.
+//! - A ghost hit evicts (REPLACE) only when the cache is full. Without [`Policy::remove`] the cache is always full
+//!   once ghosts exist, so this is the paper's behaviour; after a removal the freed slot is used instead.
+//!   Likewise the directory trimming of case IV is done whenever the lists are at their bounds, and REPLACE only
+//!   when the cache is full, so removals never break |T1|+|B1| ≤ c or total ≤ 2c.
+//!
+//! **Metadata.** One arena entry per resident block *and* per ghost key: 20 bytes (the 8-byte key stored as two `u32`
+//! so the entry has 4-byte alignment, two 31-bit links plus the prefetch flag, one state byte: list and "came from a
+//! ghost list"), plus the handle index at 5 bytes a bucket (4-byte handle, 1 control byte). Every miss removes and
+//! inserts keys, and under such churn hashbrown keeps at least twice as many slots as entries (we size it so from the
+//! start), i.e. 16/7 to 32/7 buckets per entry after power-of-two rounding: ≈ 11–23 bytes per entry. In all ≈ 31–43
+//! bytes per cached block and the same per ghost key; with the directory full (c blocks + c ghost keys) ≈ 63–86 bytes
+//! per cached block. Measured on the CloudPhysics trace at c = 26921: `heap_bytes()` / c = 64.3 (LRU: 28.2).
+//!
+//! **Cost.** O(1) per access, prefetched block, eviction and removal. No allocation per access: the arena and the
+//! index are sized for the full directory (2c entries) up front, and a ghost hit reuses the ghost's arena slot and
+//! index entry.
+
+use super::{Access, Evicted, Outcome, Policy};
+use crate::arena::{Arena, Handle, KeyIndex, Keyed, Linked, Links, List};
+use crate::key::BlockKey;
+use serde::{Deserialize, Serialize};
+
+/// ARC has no parameters (the ghost lists are bounded by the cache size, as in the paper).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ArcConfig {}
+
+/// Which list an entry is on (the low two bits of [`Node::state`]).
+const T1: u8 = 0;
+const T2: u8 = 1;
+const B1: u8 = 2;
+const B2: u8 = 3;
+const LIST_MASK: u8 = 0b11;
+/// A prefetched, not yet accessed T1 block whose key was in B1 or B2: its first demand access moves it to T2.
+const FROM_GHOST: u8 = 0b100;
+
+#[derive(Clone, Debug)]
+struct Node {
+    /// The key's raw `u64` split in two so that the entry is 4-byte aligned (20 bytes instead of 24).
+    key: [u32; 2],
+    /// The flag bit is "prefetched, not yet accessed" (only ever set on T1 blocks).
+    links: Links,
+    state: u8,
+}
+
+impl Node {
+    #[inline]
+    fn new(key: BlockKey, state: u8) -> Self {
+        let raw = key.raw();
+        Node { key: [raw as u32, (raw >> 32) as u32], links: Links::default(), state }
+    }
+    #[inline]
+    fn list(&self) -> u8 {
+        self.state & LIST_MASK
+    }
+}
+
+impl Linked for Node {
+    #[inline]
+    fn links(&self) -> &Links {
+        &self.links
+    }
+    #[inline]
+    fn links_mut(&mut self) -> &mut Links {
+        &mut self.links
+    }
+}
+
+impl Keyed for Node {
+    #[inline]
+    fn key(&self) -> BlockKey {
+        BlockKey::from_raw(u64::from(self.key[0]) | (u64::from(self.key[1]) << 32))
+    }
+}
+
+/// The ARC policy. Every list's front is its MRU end.
+#[derive(Clone, Debug)]
+pub struct Arc {
+    capacity: usize,
+    /// Target size of T1, in blocks, 0 ≤ p ≤ c.
+    p: f64,
+    arena: Arena<Node>,
+    /// Resident and ghost entries alike.
+    index: KeyIndex,
+    t1: List,
+    t2: List,
+    b1: List,
+    b2: List,
+}
+
+impl Arc {
+    /// List `id` and the arena, borrowed together.
+    #[inline]
+    fn list_mut(&mut self, id: u8) -> (&mut List, &mut Arena<Node>) {
+        let list = match id {
+            T1 => &mut self.t1,
+            T2 => &mut self.t2,
+            B1 => &mut self.b1,
+            _ => &mut self.b2,
+        };
+        (list, &mut self.arena)
+    }
+
+    #[inline]
+    fn resident(&self) -> usize {
+        self.t1.len() + self.t2.len()
+    }
+
+    /// Drops the LRU key of a ghost list (B1 or B2) from the directory.
+    #[inline]
+    fn drop_ghost_lru(&mut self, id: u8) {
+        let (list, arena) = self.list_mut(id);
+        if let Some(h) = list.pop_back(arena) {
+            let key = self.arena[h].key();
+            self.index.remove(&self.arena, key);
+            self.arena.free(h);
+        }
+    }
+
+    /// Forgets a resident block entirely (no ghost), reporting it.
+    #[inline]
+    fn discard(&mut self, h: Handle, out: &mut Vec<Evicted>) {
+        let key = self.arena[h].key();
+        let unused_prefetch = self.arena[h].links.flag();
+        self.index.remove(&self.arena, key);
+        self.arena.free(h);
+        out.push(Evicted { key, unused_prefetch });
+    }
+
+    /// The paper's REPLACE: evicts the LRU block of T1 (to B1) or of T2 (to B2). A prefetched block that was never
+    /// accessed is discarded instead of becoming a ghost.
+    #[inline]
+    fn replace(&mut self, hit_in_b2: bool, out: &mut Vec<Evicted>) {
+        let t1 = self.t1.len() as f64;
+        let from_t1 = (!self.t1.is_empty() && (t1 > self.p || (t1 == self.p && hit_in_b2))) || self.t2.is_empty();
+        if from_t1 {
+            let Some(h) = self.t1.pop_back(&mut self.arena) else { return };
+            if self.arena[h].links.flag() {
+                self.discard(h, out);
+            } else {
+                let n = &mut self.arena[h];
+                n.state = B1;
+                out.push(Evicted { key: n.key(), unused_prefetch: false });
+                self.b1.push_front(&mut self.arena, h);
+            }
+        } else if let Some(h) = self.t2.pop_back(&mut self.arena) {
+            let n = &mut self.arena[h];
+            n.state = B2;
+            out.push(Evicted { key: n.key(), unused_prefetch: false });
+            self.b2.push_front(&mut self.arena, h);
+        }
+    }
+
+    /// Case IV of the paper: makes room for a block that is in none of the four lists and will go to T1.
+    #[inline]
+    fn make_room_for_t1(&mut self, out: &mut Vec<Evicted>) {
+        let c = self.capacity;
+        let full = self.resident() >= c;
+        if self.t1.len() + self.b1.len() >= c {
+            if !self.b1.is_empty() {
+                self.drop_ghost_lru(B1);
+                if full {
+                    self.replace(false, out);
+                }
+            } else if let Some(h) = self.t1.pop_back(&mut self.arena) {
+                // |T1| = c: the LRU block of T1 leaves without a ghost.
+                self.discard(h, out);
+            }
+        } else {
+            if self.resident() + self.b1.len() + self.b2.len() >= 2 * c && !self.b2.is_empty() {
+                self.drop_ghost_lru(B2);
+            }
+            if full {
+                self.replace(false, out);
+            }
+        }
+    }
+
+    /// Puts `h` (on no list) at T1's MRU end.
+    #[inline]
+    fn push_t1(&mut self, h: Handle, prefetched: bool, from_ghost: bool) {
+        let n = &mut self.arena[h];
+        n.state = if from_ghost { T1 | FROM_GHOST } else { T1 };
+        n.links.set_flag(prefetched);
+        self.t1.push_front(&mut self.arena, h);
+    }
+
+    /// A demand access to a key found in B1 (`in_b2 == false`) or B2: adapt `p`, make room, move it to T2.
+    #[inline]
+    fn ghost_hit(&mut self, h: Handle, in_b2: bool, out: &mut Vec<Evicted>) {
+        let (b1, b2) = (self.b1.len() as f64, self.b2.len() as f64);
+        if in_b2 {
+            self.p = (self.p - (b1 / b2).max(1.0)).max(0.0);
+            self.b2.remove(&mut self.arena, h);
+        } else {
+            self.p = (self.p + (b2 / b1).max(1.0)).min(self.capacity as f64);
+            self.b1.remove(&mut self.arena, h);
+        }
+        if self.resident() >= self.capacity {
+            self.replace(in_b2, out);
+        }
+        self.arena[h].state = T2;
+        self.t2.push_front(&mut self.arena, h);
+    }
+
+    /// Target size of T1 (for tests and reports).
+    pub fn p(&self) -> f64 {
+        self.p
+    }
+
+    /// Keys of T1, T2, B1 and B2, each from MRU to LRU (for tests and debugging).
+    pub fn lists(&self) -> [Vec<BlockKey>; 4] {
+        let keys = |l: &List| l.iter(&self.arena).map(|h| self.arena[h].key()).collect();
+        [keys(&self.t1), keys(&self.t2), keys(&self.b1), keys(&self.b2)]
+    }
+}
+
+impl Policy for Arc {
+    type Config = ArcConfig;
+
+    fn new(capacity: usize, _config: &ArcConfig) -> Self {
+        assert!(capacity >= 1, "capacity must be at least one block");
+        let directory = capacity.saturating_mul(2);
+        // Every miss removes and inserts keys, and hashbrown rehashes in place only while at most half full
+        // (else it grows), so under churn the index settles at twice its entries: size it so from the start.
+        Arc {
+            capacity,
+            p: 0.0,
+            arena: Arena::with_capacity(directory),
+            index: KeyIndex::with_capacity(directory.saturating_mul(2)),
+            t1: List::new(),
+            t2: List::new(),
+            b1: List::new(),
+            b2: List::new(),
+        }
+    }
+
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    fn len(&self) -> usize {
+        self.resident()
+    }
+
+    fn contains(&self, key: BlockKey) -> bool {
+        self.index.get(&self.arena, key).is_some_and(|h| self.arena[h].list() <= T2)
+    }
+
+    #[inline]
+    fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome {
+        let Some(h) = self.index.get(&self.arena, access.key) else {
+            self.make_room_for_t1(out);
+            let h = self.arena.alloc(Node::new(access.key, T1));
+            self.index.insert(&self.arena, h);
+            self.push_t1(h, false, false);
+            return Outcome::Miss;
+        };
+        let n = &self.arena[h];
+        match n.list() {
+            T1 if n.links.flag() => {
+                // First demand access to a prefetched block: its first reference.
+                let from_ghost = n.state & FROM_GHOST != 0;
+                self.t1.remove(&mut self.arena, h);
+                let n = &mut self.arena[h];
+                n.links.set_flag(false);
+                if from_ghost {
+                    n.state = T2;
+                    self.t2.push_front(&mut self.arena, h);
+                } else {
+                    n.state = T1;
+                    self.t1.push_front(&mut self.arena, h);
+                }
+                Outcome::PrefetchHit
+            }
+            T1 => {
+                self.t1.remove(&mut self.arena, h);
+                self.arena[h].state = T2;
+                self.t2.push_front(&mut self.arena, h);
+                Outcome::Hit
+            }
+            T2 => {
+                self.t2.move_to_front(&mut self.arena, h);
+                Outcome::Hit
+            }
+            B1 => {
+                self.ghost_hit(h, false, out);
+                Outcome::Miss
+            }
+            _ => {
+                self.ghost_hit(h, true, out);
+                Outcome::Miss
+            }
+        }
+    }
+
+    fn prefetch(&mut self, group: &[Access], out: &mut Vec<Evicted>) -> usize {
+        let mut n = 0;
+        for a in group {
+            match self.index.get(&self.arena, a.key) {
+                Some(h) => {
+                    let list = self.arena[h].list();
+                    if list <= T2 {
+                        continue; // resident: a prefetch is not a reference
+                    }
+                    // In B1 or B2: consume the ghost (no adaptation of p), bring the block into T1.
+                    let (l, arena) = self.list_mut(list);
+                    l.remove(arena, h);
+                    self.make_room_for_t1(out);
+                    self.push_t1(h, true, true);
+                }
+                None => {
+                    self.make_room_for_t1(out);
+                    let h = self.arena.alloc(Node::new(a.key, T1));
+                    self.index.insert(&self.arena, h);
+                    self.push_t1(h, true, false);
+                }
+            }
+            n += 1;
+        }
+        n
+    }
+
+    fn remove(&mut self, key: BlockKey) -> bool {
+        let Some(h) = self.index.get(&self.arena, key) else { return false };
+        let list = self.arena[h].list();
+        if list > T2 {
+            return false; // ghost history is kept
+        }
+        let (l, arena) = self.list_mut(list);
+        l.remove(arena, h);
+        self.index.remove(&self.arena, key);
+        self.arena.free(h);
+        true
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let c = self.capacity;
+        let lists = [(T1, &self.t1, "T1"), (T2, &self.t2, "T2"), (B1, &self.b1, "B1"), (B2, &self.b2, "B2")];
+        let mut total = 0;
+        for (id, list, name) in lists {
+            list.check(&self.arena).map_err(|e| format!("{name}: {e}"))?;
+            total += list.len();
+            for h in list.iter(&self.arena) {
+                let n = &self.arena[h];
+                let key = n.key();
+                if n.list() != id {
+                    return Err(format!("key {key} on {name} but its state says list {}", n.list()));
+                }
+                if id != T1 && (n.links.flag() || n.state & FROM_GHOST != 0) {
+                    return Err(format!("key {key} on {name} carries a T1-only prefetch mark"));
+                }
+                if n.state & FROM_GHOST != 0 && !n.links.flag() {
+                    return Err(format!("key {key}: came-from-ghost mark without the prefetch flag"));
+                }
+                if self.index.get(&self.arena, key) != Some(h) {
+                    return Err(format!("key {key} on {name} but not indexed to its entry"));
+                }
+            }
+        }
+        let (t1, t2, b1, b2) = (self.t1.len(), self.t2.len(), self.b1.len(), self.b2.len());
+        if t1 + t2 > c {
+            return Err(format!("|T1| + |T2| = {t1} + {t2} > c = {c}"));
+        }
+        if t1 + b1 > c {
+            return Err(format!("|T1| + |B1| = {t1} + {b1} > c = {c}"));
+        }
+        if total > 2 * c {
+            return Err(format!("directory holds {total} > 2c = {} keys", 2 * c));
+        }
+        if !(0.0..=c as f64).contains(&self.p) {
+            return Err(format!("p = {} outside [0, {c}]", self.p));
+        }
+        if self.index.len() != total || self.arena.len() != total {
+            return Err(format!(
+                "lists hold {total} entries, index {}, arena {} (|T1|={t1} |T2|={t2} |B1|={b1} |B2|={b2})",
+                self.index.len(),
+                self.arena.len()
+            ));
+        }
+        Ok(())
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.arena.heap_bytes() + self.index.heap_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn k(b: u64) -> BlockKey {
+        BlockKey::new(0, b).unwrap()
+    }
+    fn keys(v: &[u64]) -> Vec<BlockKey> {
+        v.iter().map(|&b| k(b)).collect()
+    }
+    fn new(c: usize) -> Arc {
+        Arc::new(c, &ArcConfig::default())
+    }
+    /// Demand access; returns the outcome and the evicted keys.
+    fn acc(p: &mut Arc, b: u64) -> (Outcome, Vec<BlockKey>) {
+        let mut out = Vec::new();
+        let o = p.access(Access::new(k(b)), &mut out);
+        p.validate().unwrap();
+        (o, out.iter().map(|e| e.key).collect())
+    }
+    fn pf(p: &mut Arc, bs: &[u64]) -> (usize, Vec<Evicted>) {
+        let mut out = Vec::new();
+        let g: Vec<Access> = bs.iter().map(|&b| Access::new(k(b))).collect();
+        let n = p.prefetch(&g, &mut out);
+        p.validate().unwrap();
+        (n, out)
+    }
+    fn assert_lists(p: &Arc, t1: &[u64], t2: &[u64], b1: &[u64], b2: &[u64]) {
+        assert_eq!(p.lists(), [keys(t1), keys(t2), keys(b1), keys(b2)], "[T1, T2, B1, B2] MRU first");
+    }
+
+    #[test]
+    fn second_access_promotes_to_t2_and_replace_follows_p() {
+        let mut p = new(3);
+        for b in [1, 2, 3] {
+            assert_eq!(acc(&mut p, b), (Outcome::Miss, vec![]));
+        }
+        assert_eq!(acc(&mut p, 1).0, Outcome::Hit);
+        assert_lists(&p, &[3, 2], &[1], &[], &[]);
+        // Case IV.B, cache full, p = 0 < |T1| = 2: REPLACE evicts T1's LRU (2) into B1.
+        assert_eq!(acc(&mut p, 4), (Outcome::Miss, keys(&[2])));
+        assert_lists(&p, &[4, 3], &[1], &[2], &[]);
+        // Ghost hit in B1: p += max(|B2|/|B1|, 1) = 1; |T1| = 2 > 1 so T1's LRU (3) goes to B1; 2 enters T2.
+        assert_eq!(acc(&mut p, 2), (Outcome::Miss, keys(&[3])));
+        assert_eq!(p.p(), 1.0);
+        assert_lists(&p, &[4], &[2, 1], &[3], &[]);
+        // |T1| = 1 = p, not a B2 hit: REPLACE takes T2's LRU (1) into B2.
+        assert_eq!(acc(&mut p, 5), (Outcome::Miss, keys(&[1])));
+        assert_lists(&p, &[5, 4], &[2], &[3], &[1]);
+        // |T1| + |B1| = 3 = c: case IV.A drops B1's LRU (3) and REPLACE evicts T1's LRU (4): |T1| = 2 > p = 1.
+        assert_eq!(acc(&mut p, 6), (Outcome::Miss, keys(&[4])));
+        assert_lists(&p, &[6, 5], &[2], &[4], &[1]);
+        // Ghost hit in B2: p -= max(|B1|/|B2|, 1) = 1 → 0; |T1| = 2 > 0: T1's LRU (5) goes to B1.
+        assert_eq!(acc(&mut p, 1), (Outcome::Miss, keys(&[5])));
+        assert_eq!(p.p(), 0.0);
+        assert_lists(&p, &[6], &[1, 2], &[5, 4], &[]);
+    }
+
+    #[test]
+    fn b1_hit_with_t1_equal_to_p_evicts_from_t2() {
+        let mut p = new(2);
+        acc(&mut p, 1);
+        acc(&mut p, 1); // T2 = [1]
+        acc(&mut p, 2); // T1 = [2]
+                        // |T1| = 1 > p = 0: 2 → B1.
+        assert_eq!(acc(&mut p, 3), (Outcome::Miss, keys(&[2])));
+        // B1 hit: p = 1; |T1| = 1 = p, not in B2: T2's LRU (1) → B2.
+        assert_eq!(acc(&mut p, 2), (Outcome::Miss, keys(&[1])));
+        assert_lists(&p, &[3], &[2], &[], &[1]);
+        // B2 hit: p = max(1 - max(0/1, 1), 0) = 0 first, then |T1| = 1 > 0: T1's LRU (3) → B1.
+        assert_eq!(acc(&mut p, 1), (Outcome::Miss, keys(&[3])));
+        assert_lists(&p, &[], &[1, 2], &[3], &[]);
+    }
+
+    #[test]
+    fn t1_full_without_ghosts_evicts_lru_of_t1_without_ghost() {
+        let mut p = new(2);
+        acc(&mut p, 1);
+        acc(&mut p, 2);
+        // |T1| + |B1| = 2 = c and B1 empty: 1 leaves with no ghost.
+        assert_eq!(acc(&mut p, 3), (Outcome::Miss, keys(&[1])));
+        assert_lists(&p, &[3, 2], &[], &[], &[]);
+        assert_eq!(acc(&mut p, 1).0, Outcome::Miss, "no ghost, so a plain miss");
+    }
+
+    #[test]
+    fn capacity_one() {
+        let mut p = new(1);
+        assert_eq!(acc(&mut p, 1), (Outcome::Miss, vec![]));
+        assert_eq!(acc(&mut p, 1), (Outcome::Hit, vec![]));
+        assert_eq!(acc(&mut p, 2), (Outcome::Miss, keys(&[1]))); // T2 LRU → B2
+        assert_lists(&p, &[2], &[], &[], &[1]);
+        assert_eq!(acc(&mut p, 1), (Outcome::Miss, keys(&[2]))); // B2 hit; T2 empty so T1 → B1
+        assert_lists(&p, &[], &[1], &[2], &[]);
+    }
+
+    #[test]
+    fn prefetched_block_stays_in_t1_on_first_access() {
+        let mut p = new(4);
+        acc(&mut p, 1);
+        assert_eq!(pf(&mut p, &[2, 3, 1]).0, 2, "resident 1 untouched");
+        assert_lists(&p, &[3, 2, 1], &[], &[], &[]);
+        assert_eq!(acc(&mut p, 2).0, Outcome::PrefetchHit);
+        assert_lists(&p, &[2, 3, 1], &[], &[], &[]);
+        assert_eq!(acc(&mut p, 2).0, Outcome::Hit);
+        assert_lists(&p, &[3, 1], &[2], &[], &[]);
+    }
+
+    #[test]
+    fn unaccessed_prefetched_block_leaves_no_ghost() {
+        let mut p = new(2);
+        acc(&mut p, 1);
+        acc(&mut p, 1); // T2 = [1]
+        pf(&mut p, &[2]); // T1 = [2*]
+        let mut out = Vec::new();
+        p.access(Access::new(k(3)), &mut out);
+        assert_eq!(out, vec![Evicted { key: k(2), unused_prefetch: true }]);
+        assert_lists(&p, &[3], &[1], &[], &[]);
+        assert_eq!(acc(&mut p, 2).0, Outcome::Miss);
+        assert_eq!(p.p(), 0.0, "not a ghost hit");
+    }
+
+    #[test]
+    fn prefetched_ghost_goes_to_t1_then_t2_on_demand() {
+        let mut p = new(2);
+        acc(&mut p, 1);
+        acc(&mut p, 1);
+        acc(&mut p, 2);
+        acc(&mut p, 3); // 2 → B1
+        assert_lists(&p, &[3], &[1], &[2], &[]);
+        // Prefetch of 2 (in B1): T1, p unchanged; case IV.B makes room: REPLACE evicts 3 (|T1| = 1 > p = 0).
+        let (n, out) = pf(&mut p, &[2]);
+        assert_eq!(n, 1);
+        assert_eq!(out, vec![Evicted { key: k(3), unused_prefetch: false }]);
+        assert_eq!(p.p(), 0.0);
+        assert_lists(&p, &[2], &[1], &[3], &[]);
+        assert_eq!(acc(&mut p, 2).0, Outcome::PrefetchHit);
+        assert_lists(&p, &[], &[2, 1], &[3], &[]);
+        // And one from B2, evicted unaccessed: discarded, not a ghost again.
+        acc(&mut p, 4); // REPLACE: T1 empty → T2's LRU (1) → B2 ; 4 → T1
+        assert_lists(&p, &[4], &[2], &[3], &[1]);
+        let (_, out) = pf(&mut p, &[1]);
+        assert_eq!(out, vec![Evicted { key: k(4), unused_prefetch: false }]);
+        // Case IV.A: |T1| + |B1| = 2 = c drops B1's LRU (3), then REPLACE evicts 4 into B1.
+        assert_lists(&p, &[1], &[2], &[4], &[]);
+        let mut out = Vec::new();
+        p.access(Access::new(k(5)), &mut out);
+        p.validate().unwrap();
+        assert_eq!(out, vec![Evicted { key: k(1), unused_prefetch: true }]);
+        assert!(!p.lists().iter().flatten().any(|&x| x == k(1)), "no ghost for an unused prefetch");
+    }
+
+    #[test]
+    fn remove_keeps_ghosts_and_bounds() {
+        let mut p = new(2);
+        acc(&mut p, 1);
+        acc(&mut p, 2);
+        acc(&mut p, 2);
+        acc(&mut p, 3); // 1 → B1
+        assert!(p.remove(k(2)));
+        assert!(!p.remove(k(1)), "ghosts are not resident");
+        assert_eq!(p.len(), 1);
+        // Free slot: a B1 hit needs no REPLACE.
+        assert_eq!(acc(&mut p, 1), (Outcome::Miss, vec![]));
+        assert_lists(&p, &[3], &[1], &[], &[]);
+    }
+
+    #[test]
+    fn config_rejects_unknown_fields() {
+        assert!(serde_json::from_str::<ArcConfig>(r#"{"p":1}"#).is_err());
+    }
+
+    #[test]
+    fn entry_is_20_bytes() {
+        assert_eq!(std::mem::size_of::<Node>(), 20, "the module docs state the metadata per entry");
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Access(u64),
+        Prefetch(Vec<u64>),
+        Remove(u64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (0u64..24).prop_map(Op::Access),
+            2 => proptest::collection::vec(0u64..24, 1..5).prop_map(Op::Prefetch),
+            1 => (0u64..24).prop_map(Op::Remove),
+        ]
+    }
+
+    /// The paper's pseudocode with libCacheSim's choices, on plain vectors (index 0 = MRU), O(n) per step.
+    struct Model {
+        c: usize,
+        p: f64,
+        l: [Vec<u64>; 4], // T1, T2, B1, B2
+    }
+
+    impl Model {
+        fn pos(&self, i: usize, x: u64) -> Option<usize> {
+            self.l[i].iter().position(|&y| y == x)
+        }
+        fn replace(&mut self, in_b2: bool) {
+            let t1 = self.l[0].len() as f64;
+            if (t1 > 0.0 && (t1 > self.p || (t1 == self.p && in_b2))) || self.l[1].is_empty() {
+                let y = self.l[0].pop().unwrap();
+                self.l[2].insert(0, y);
+            } else {
+                let y = self.l[1].pop().unwrap();
+                self.l[3].insert(0, y);
+            }
+        }
+        fn access(&mut self, x: u64) -> bool {
+            for i in 0..2 {
+                if let Some(j) = self.pos(i, x) {
+                    self.l[i].remove(j);
+                    self.l[1].insert(0, x);
+                    return true;
+                }
+            }
+            let full = self.l[0].len() + self.l[1].len() == self.c;
+            let (b1, b2) = (self.l[2].len() as f64, self.l[3].len() as f64);
+            if let Some(j) = self.pos(2, x) {
+                self.p = (self.p + (b2 / b1).max(1.0)).min(self.c as f64);
+                self.l[2].remove(j);
+                if full {
+                    self.replace(false);
+                }
+                self.l[1].insert(0, x);
+            } else if let Some(j) = self.pos(3, x) {
+                self.p = (self.p - (b1 / b2).max(1.0)).max(0.0);
+                self.l[3].remove(j);
+                if full {
+                    self.replace(true);
+                }
+                self.l[1].insert(0, x);
+            } else {
+                if full {
+                    if self.l[0].len() + self.l[2].len() == self.c {
+                        if self.l[2].pop().is_some() {
+                            self.replace(false);
+                        } else {
+                            self.l[0].pop();
+                        }
+                    } else {
+                        if self.l.iter().map(Vec::len).sum::<usize>() == 2 * self.c {
+                            self.l[3].pop();
+                        }
+                        self.replace(false);
+                    }
+                }
+                self.l[0].insert(0, x);
+            }
+            false
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn invariants_hold(cap in 1usize..9, ops in proptest::collection::vec(op(), 1..300)) {
+            let mut p = new(cap);
+            let mut out = Vec::new();
+            for o in ops {
+                out.clear();
+                match o {
+                    Op::Access(b) => {
+                        let was = p.contains(k(b));
+                        let r = p.access(Access::new(k(b)), &mut out);
+                        prop_assert_eq!(r.is_hit(), was);
+                        prop_assert!(p.contains(k(b)));
+                        prop_assert!(out.len() <= 1);
+                        for e in &out {
+                            prop_assert!(e.key != k(b) && !p.contains(e.key), "evicted {:?}", e.key);
+                        }
+                    }
+                    Op::Prefetch(bs) => {
+                        let g: Vec<Access> = bs.iter().map(|&b| Access::new(k(b))).collect();
+                        p.prefetch(&g, &mut out);
+                    }
+                    Op::Remove(b) => {
+                        let was = p.contains(k(b));
+                        prop_assert_eq!(p.remove(k(b)), was);
+                        prop_assert!(!p.contains(k(b)));
+                    }
+                }
+                p.validate().map_err(TestCaseError::fail)?;
+                prop_assert!(p.len() <= cap);
+            }
+        }
+
+        #[test]
+        fn agrees_with_a_naive_model(cap in 1usize..10, trace in proptest::collection::vec(0u64..30, 1..400)) {
+            let mut p = new(cap);
+            let mut m = Model { c: cap, p: 0.0, l: Default::default() };
+            let mut out = Vec::new();
+            for (i, &b) in trace.iter().enumerate() {
+                let hit = p.access(Access::new(k(b)), &mut out).is_hit();
+                prop_assert_eq!(hit, m.access(b), "access {} to {}", i, b);
+                prop_assert_eq!(p.p(), m.p);
+            }
+            prop_assert_eq!(p.lists(), m.l.clone().map(|v| keys(&v)));
+        }
+    }
+}
