@@ -575,6 +575,11 @@ impl Mrc {
         (self.total - self.hits(blocks)).max(0.0)
     }
 
+    /// Weighted accesses (the block accesses when exact; the estimate when sampled).
+    pub fn total(&self) -> f64 {
+        self.total
+    }
+
     /// Cold (compulsory) misses.
     pub fn cold_misses(&self) -> f64 {
         self.cold
