@@ -10,9 +10,10 @@
 //! access gets a timestamp; a Fenwick tree over timestamps marks the latest access of each block, and a hash map
 //! holds block → latest timestamp. The distance of a re-access is the number of marks after the block's previous
 //! timestamp. Cost: O(log n) per access. Timestamps are renumbered ("compacted") whenever the tree fills, to a
-//! tree twice the number of live blocks, so memory is O(distinct blocks), not O(trace length): about 16 bytes
-//! per distinct block in the map (at hashbrown's load factor ≈ 20–30), 4–8 bytes of tree per block, and 8 bytes
-//! per histogram bucket.
+//! tree twice the number of live blocks, so memory is O(distinct blocks), not O(trace length): per distinct
+//! block, 17 bytes of map entry (18–36 at hashbrown's load factors), 4–8 bytes of tree, and up to 16 bytes of
+//! histogram and prefix sums (one bucket per possible distance): about 50 bytes (measured: 47 MB of peak RSS
+//! for 10M accesses over 0.9M blocks, reader buffers included).
 //!
 //! **Sampled (SHARDS).** Waldspurger, Park, Garthwaite and Ahmad, "Efficient MRC Construction with SHARDS",
 //! FAST 2015. A block is sampled when `hash(key) mod P < T`, the rate being `R = T/P` (`P = 2^32` here); only

@@ -9,12 +9,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Compute an LRU miss-ratio curve: stack distances give the miss ratio of every cache size in one pass.
-///
-/// Every block a request touches is one access (reads and writes alike unless --reads-only); a block is
-/// (volume, offset / block size). Exact by default (memory ≈ 30 bytes per distinct block); --sample or
-/// --shards-max use SHARDS spatial sampling for traces too big for that.
+/// Options of `blockwell mrc`.
 #[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Every block a request touches is one access (reads and writes alike unless --reads-only); a block is \
+(volume, offset / block size). Stack distances give the miss ratio of every cache size in one pass: exact by \
+default (memory about 50 bytes per distinct block); --sample or --shards-max use SHARDS spatial sampling \
+(Waldspurger et al., FAST'15) for traces too big for that.")]
 pub struct Args {
     #[command(flatten)]
     pub input: TraceArgs,

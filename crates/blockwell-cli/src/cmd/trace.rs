@@ -12,10 +12,27 @@ use std::process::ExitCode;
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
     /// Footprint, request sizes, read/write mix, sequentiality, reuse distances.
+    ///
+    /// One pass: requests and bytes by operation, footprint (distinct blocks), request-size distribution,
+    /// sequentiality (requests starting where the previous request of the same volume ended), LRU reuse (stack)
+    /// distances, time span, and the same per volume.
     Stats(StatsArgs),
     /// Generate a synthetic trace (deterministic: the same options and seed give the same file).
+    ///
+    /// Writes any writable format (--format).
+    ///
+    /// Workloads: uniform (every request-sized slot of the footprint equally likely); zipf (slot popularity ∝
+    /// rank^-alpha, ranks scattered over the footprint unless --no-permute); sequential (runs of --run-length
+    /// consecutive requests from random starts); loop (a cyclic scan of the footprint); scan-hot (a hot set of
+    /// --hot-blocks blocks hit with probability --hot-fraction, else a cyclic scan of the rest).
     Gen(GenArgs),
     /// Convert a trace from any readable format to any writable one.
+    ///
+    /// Goes through the reader and writer APIs (byte-exact requests in between).
+    ///
+    /// The input is read twice: once for the volume names (so formats that name volumes keep them), once to
+    /// write. Units follow the formats: e.g. sector-addressed formats need 512-aligned offsets, object-id formats
+    /// (oracle, plain) use --object-size.
     Convert(ConvertArgs),
 }
 
@@ -30,9 +47,7 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
 // ---------------------------------------------------------------------------------------------------------------
 // stats
 
-/// Summarize a trace in one pass: requests and bytes by operation, footprint (distinct blocks), request-size
-/// distribution, sequentiality (requests starting where the previous request of the same volume ended),
-/// LRU reuse (stack) distances, time span, and the same per volume.
+/// Options of `blockwell trace stats`.
 #[derive(clap::Args, Debug)]
 pub struct StatsArgs {
     #[command(flatten)]
@@ -77,12 +92,7 @@ fn stats(a: StatsArgs) -> anyhow::Result<ExitCode> {
 // ---------------------------------------------------------------------------------------------------------------
 // gen
 
-/// Generate a synthetic block trace and write it in any writable format.
-///
-/// Workloads: uniform (every request-sized slot of the footprint equally likely); zipf (slot popularity ∝
-/// rank^-alpha, ranks scattered over the footprint unless --no-permute); sequential (runs of --run-length
-/// consecutive requests from random starts); loop (a cyclic scan of the footprint); scan-hot (a hot set of
-/// --hot-blocks blocks hit with probability --hot-fraction, else a cyclic scan of the rest).
+/// Options of `blockwell trace gen`.
 #[derive(clap::Args, Debug)]
 pub struct GenArgs {
     /// The workload: uniform, zipf, sequential, loop, scan-hot.
@@ -210,11 +220,7 @@ fn gen(a: GenArgs) -> anyhow::Result<ExitCode> {
 // ---------------------------------------------------------------------------------------------------------------
 // convert
 
-/// Convert a trace between formats through the reader and writer APIs (byte-exact requests in between).
-///
-/// The input is read twice: once for the volume names (so formats that name volumes keep them), once to
-/// write. Units follow the formats: e.g. sector-addressed formats need 512-aligned offsets, object-id formats
-/// (oracle, plain) use --object-size.
+/// Options of `blockwell trace convert`.
 #[derive(clap::Args, Debug)]
 pub struct ConvertArgs {
     #[command(flatten)]
