@@ -1,7 +1,7 @@
 //! Trace summaries: footprint, request sizes, read/write mix, sequentiality, reuse distances, time span.
 //!
 //! One streaming pass. Memory: one hash-map entry per distinct block (the footprint; with reuse distances, the
-//! exact stack-distance structure of [`crate::mrc`], ≈ 50 bytes per block), one counter per distinct request
+//! exact stack-distance structure of [`crate::mrc`], ≈ 40 bytes per block), one counter per distinct request
 //! size, and a few words per volume.
 //!
 //! Definitions:

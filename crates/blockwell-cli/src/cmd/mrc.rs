@@ -14,7 +14,7 @@ use std::process::ExitCode;
 #[command(after_help = "\
 Every block a request touches is one access (reads and writes alike unless --reads-only); a block is \
 (volume, offset / block size). Stack distances give the miss ratio of every cache size in one pass: exact by \
-default (memory about 50 bytes per distinct block); --sample or --shards-max use SHARDS spatial sampling \
+default (memory about 40 bytes per distinct block); --sample or --shards-max use SHARDS spatial sampling \
 (Waldspurger et al., FAST'15) for traces too big for that.")]
 pub struct Args {
     #[command(flatten)]
