@@ -209,6 +209,9 @@ fn bad_input_exits_2_with_one_line() {
     assert!(fails(&["mrc", "--trace", s(&bad), "--sample", "1.5"]).contains("sampling rate 1.5"));
     assert!(fails(&["mrc", "--trace", s(&bad), "--block-size", "1000"]).contains("power of two"));
     assert!(fails(&["mrc", "--trace", s(&bad), "--plot", "x.pdf"]).contains(".png or .svg"));
+    let good = dir.path().join("good.vscsi");
+    std::fs::write(&good, "version,time,op,size,lbn\n1,10,28,4096,8\n").unwrap();
+    assert!(fails(&["mrc", "--trace", s(&good), "--sizes", "100B"]).contains("100 B holds no 4096 B block"));
     let out = dir.path().join("x.vscsi");
     assert!(fails(&["trace", "gen", "zipf", "--write-ratio", "2", "-o", s(&out)]).contains("--write-ratio 2"));
     assert!(fails(&["trace", "gen", "loop", "--request-size", "1000", "-o", s(&out)]).contains("multiple of 512"));

@@ -96,7 +96,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             .map(|s| {
                 let b = s.blocks(block_size, curve.footprint);
                 if b == 0 {
-                    bail!("--sizes: {s:?} holds no {block_size} B block");
+                    let what = match s {
+                        SizeSpec::Bytes(n) => format!("{n} B"),
+                        other => format!("{other:?}"),
+                    };
+                    bail!("--sizes: {what} holds no {block_size} B block");
                 }
                 Ok(b)
             })
