@@ -1,9 +1,330 @@
-//! `blockwell mrc` (being written).
+//! `blockwell mrc`: the LRU miss-ratio curve of a trace in one pass, exact or SHARDS-sampled; a table on
+//! stdout, optionally CSV and a PNG/SVG plot.
+
+use crate::cmd::common::{parse_bytes, parse_sizes, report_skipped, SizeSpec, TraceArgs};
+use anyhow::{bail, Context};
+use blockwell_sim::analysis::human_bytes;
+use blockwell_sim::mrc::{self, Mrc, MrcConfig, MrcPoint, Sampling};
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// Options of `blockwell mrc`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+#[command(after_help = "\
+Every block a request touches is one access (reads and writes alike unless --reads-only); a block is \
+(volume, offset / block size). Stack distances give the miss ratio of every cache size in one pass: exact by \
+default (memory about 40 bytes per distinct block); --sample or --shards-max use SHARDS spatial sampling \
+(Waldspurger et al., FAST'15) for traces too big for that.")]
+pub struct Args {
+    #[command(flatten)]
+    pub input: TraceArgs,
 
-pub fn run(_a: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("mrc is not written yet")
+    /// Cache block size (a power of two from 512 B to 1 MiB).
+    #[arg(long, value_name = "BYTES", default_value = "4096")]
+    pub block_size: String,
+
+    /// Count read requests only; writes neither hit nor update the cache.
+    #[arg(long)]
+    pub reads_only: bool,
+
+    /// SHARDS at a fixed sampling rate R in (0, 1], e.g. 0.01: memory and time shrink by about R.
+    #[arg(long, value_name = "R", conflicts_with = "shards_max")]
+    pub sample: Option<f64>,
+
+    /// Fixed-size SHARDS: track at most N sampled blocks, lowering the rate as the sample overflows.
+    #[arg(long, value_name = "N")]
+    pub shards_max: Option<usize>,
+
+    /// Number of evenly spaced cache sizes in the table, from footprint/N to the footprint.
+    #[arg(long, value_name = "N", default_value_t = 20, conflicts_with = "sizes")]
+    pub points: usize,
+
+    /// Cache sizes for the table instead of --points: comma-separated `1%` (of the footprint), `64MiB`,
+    /// `4096` (bytes) or `2692blocks`.
+    #[arg(long, value_name = "LIST")]
+    pub sizes: Option<String>,
+
+    /// Also write the table as CSV: cache_blocks,cache_bytes,miss_ratio.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+
+    /// Plot the curve (miss ratio against cache size) to FILE.png or FILE.svg.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+}
+
+/// Plot file kinds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PlotKind {
+    Png,
+    Svg,
+}
+
+impl PlotKind {
+    pub fn of(path: &Path) -> anyhow::Result<Self> {
+        match path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase()).as_deref() {
+            Some("png") => Ok(PlotKind::Png),
+            Some("svg") => Ok(PlotKind::Svg),
+            _ => bail!("--plot {}: the file name must end in .png or .svg", path.display()),
+        }
+    }
+}
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    let block_size = parse_bytes(&a.block_size).context("--block-size")?;
+    let sampling = match (a.sample, a.shards_max) {
+        (Some(r), _) => Sampling::Rate(r),
+        (None, Some(n)) => Sampling::MaxBlocks(n),
+        (None, None) => Sampling::Exact,
+    };
+    let config = MrcConfig { block_size, reads_only: a.reads_only, sampling };
+    config.validate()?;
+    let sizes = a.sizes.as_deref().map(parse_sizes).transpose().context("--sizes")?;
+    if a.points == 0 {
+        bail!("--points must be at least 1");
+    }
+    let plot_kind = a.plot.as_deref().map(PlotKind::of).transpose()?;
+
+    let mut reader = a.input.open()?;
+    let curve = mrc::from_reader(reader.as_mut(), config)?;
+    report_skipped(reader.as_ref());
+
+    let blocks: Vec<u64> = match &sizes {
+        Some(list) => list
+            .iter()
+            .map(|s| {
+                let b = s.blocks(block_size, curve.footprint);
+                if b == 0 {
+                    let what = match s {
+                        SizeSpec::Bytes(n) => format!("{n} B"),
+                        other => format!("{other:?}"),
+                    };
+                    bail!("--sizes: {what} holds no {block_size} B block");
+                }
+                Ok(b)
+            })
+            .collect::<anyhow::Result<_>>()?,
+        None => curve.even_sizes(a.points),
+    };
+    let points = curve.curve(&blocks);
+    if !curve.is_exact() && sizes.as_ref().is_some_and(|l| l.iter().any(SizeSpec::needs_footprint)) {
+        eprintln!("blockwell: note: percentages are of the footprint estimated by SHARDS ({} blocks)", curve.footprint);
+    }
+
+    let mut out = std::io::stdout().lock();
+    write_summary(&mut out, &a.input.trace, &curve)?;
+    write_table(&mut out, &curve, &points, &sizes)?;
+    if let Some(path) = &a.csv {
+        write_csv(path, &points).with_context(|| format!("--csv {}", path.display()))?;
+    }
+    if let (Some(path), Some(kind)) = (&a.plot, plot_kind) {
+        let title = format!(
+            "{} — LRU miss ratio{}",
+            a.input.trace.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            sampling_label(&curve)
+        );
+        plot(path, kind, &title, &curve, &points).with_context(|| format!("--plot {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn sampling_label(c: &Mrc) -> String {
+    match c.sampling {
+        Sampling::Exact => String::new(),
+        Sampling::Rate(r) => format!(" (SHARDS, R = {r})"),
+        Sampling::MaxBlocks(n) => format!(" (SHARDS, {n} blocks, R = {:.2e})", c.final_rate),
+    }
+}
+
+fn write_summary(out: &mut impl Write, trace: &Path, c: &Mrc) -> anyhow::Result<()> {
+    let pct = |a: f64, b: f64| if b > 0.0 { 100.0 * a / b } else { 0.0 };
+    writeln!(
+        out,
+        "trace {}: {} requests, {} block accesses of {} B ({})",
+        trace.display(),
+        c.requests,
+        c.accesses,
+        c.block_size,
+        if c.reads_only { "reads only" } else { "reads and writes" }
+    )?;
+    let est = if c.is_exact() { "" } else { "≈ " };
+    writeln!(
+        out,
+        "footprint {est}{} blocks ({}), cold misses {est}{:.0} ({:.2}% of accesses)",
+        c.footprint,
+        human_bytes(c.footprint * c.block_size),
+        c.cold_misses(),
+        pct(c.cold_misses(), c.total())
+    )?;
+    match c.sampling {
+        Sampling::Exact => writeln!(out, "exact LRU stack distances")?,
+        Sampling::Rate(r) => writeln!(
+            out,
+            "SHARDS at rate {r}: {} blocks sampled, {} sampled accesses (estimates below)",
+            c.sampled_blocks, c.sampled_accesses
+        )?,
+        Sampling::MaxBlocks(n) => writeln!(
+            out,
+            "fixed-size SHARDS ({n} blocks): final rate {:.3e}, {} blocks tracked, {} sampled accesses (estimates below)",
+            c.final_rate, c.sampled_blocks, c.sampled_accesses
+        )?,
+    }
+    Ok(())
+}
+
+fn write_table(
+    out: &mut impl Write,
+    c: &Mrc,
+    points: &[MrcPoint],
+    specs: &Option<Vec<SizeSpec>>,
+) -> anyhow::Result<()> {
+    writeln!(out, "{:>14} {:>12} {:>12} {:>10}", "cache_blocks", "cache_bytes", "%footprint", "miss_ratio")?;
+    for (i, p) in points.iter().enumerate() {
+        let of_footprint = if c.footprint > 0 { 100.0 * p.cache_blocks as f64 / c.footprint as f64 } else { 0.0 };
+        let note = match specs.as_ref().and_then(|s| s.get(i)) {
+            Some(SizeSpec::Percent(v)) => format!("  ({v}%)"),
+            _ => String::new(),
+        };
+        writeln!(
+            out,
+            "{:>14} {:>12} {:>11.2}% {:>10.6}{note}",
+            p.cache_blocks,
+            human_bytes(p.cache_bytes),
+            of_footprint,
+            p.miss_ratio
+        )?;
+    }
+    Ok(())
+}
+
+fn write_csv(path: &Path, points: &[MrcPoint]) -> anyhow::Result<()> {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(f, "cache_blocks,cache_bytes,miss_ratio")?;
+    for p in points {
+        writeln!(f, "{},{},{:.6}", p.cache_blocks, p.cache_bytes, p.miss_ratio)?;
+    }
+    f.flush()?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Plotting
+
+/// The font embedded for plot text (see `assets/FONTS.md`).
+static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
+
+fn register_font() -> anyhow::Result<()> {
+    static ONCE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let ok = *ONCE
+        .get_or_init(|| plotters::style::register_font("sans-serif", plotters::style::FontStyle::Normal, FONT).is_ok());
+    if !ok {
+        bail!("the embedded plot font does not load");
+    }
+    Ok(())
+}
+
+/// Plots the curve (densely sampled) with the table's points marked.
+pub fn plot(path: &Path, kind: PlotKind, title: &str, c: &Mrc, marks: &[MrcPoint]) -> anyhow::Result<()> {
+    use plotters::prelude::*;
+    register_font()?;
+    let size = (1000, 640);
+    match kind {
+        PlotKind::Png => draw(BitMapBackend::new(path, size).into_drawing_area(), title, c, marks),
+        PlotKind::Svg => draw(SVGBackend::new(path, size).into_drawing_area(), title, c, marks),
+    }
+}
+
+fn draw<DB: plotters::prelude::DrawingBackend>(
+    root: plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    c: &Mrc,
+    marks: &[MrcPoint],
+) -> anyhow::Result<()> {
+    use plotters::prelude::*;
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing failed: {e:?}");
+    let x_max = marks.iter().map(|p| p.cache_blocks).max().unwrap_or(1).max(c.footprint).max(1);
+    let steps = 500u64;
+    let mut dense: Vec<(u64, f64)> = (0..=steps).map(|i| x_max * i / steps).map(|b| (b, c.miss_ratio(b))).collect();
+    dense.dedup_by_key(|p| p.0);
+    let (lo, hi) = dense
+        .iter()
+        .map(|p| p.1)
+        .chain(marks.iter().map(|p| p.miss_ratio))
+        .fold((1.0f64, 0.0f64), |(lo, hi), y| (lo.min(y), hi.max(y)));
+    let mut y0 = ((lo * 20.0).floor() / 20.0).max(0.0);
+    let y1 = ((hi * 20.0).ceil() / 20.0).clamp(y0 + 0.05, 1.0);
+    if y1 - y0 < 0.05 {
+        y0 = (y1 - 0.05).max(0.0);
+    }
+
+    root.fill(&WHITE).map_err(e)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(20)
+        .x_label_area_size(50)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0u64..x_max, y0..y1)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc(format!("cache size (blocks of {} B)", c.block_size))
+        .y_desc("miss ratio")
+        .x_label_formatter(&|x| short_count(*x))
+        .y_label_formatter(&|y| format!("{y:.2}"))
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 17))
+        .draw()
+        .map_err(e)?;
+    let blue = RGBColor(31, 119, 180);
+    chart
+        .draw_series(LineSeries::new(dense, blue.stroke_width(2)))
+        .map_err(e)?
+        .label(if c.is_exact() { "LRU (exact)" } else { "LRU (SHARDS)" })
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], blue.stroke_width(2)));
+    chart
+        .draw_series(marks.iter().map(|p| Circle::new((p.cache_blocks, p.miss_ratio), 4, blue.filled())))
+        .map_err(e)?;
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 15))
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)?;
+    Ok(())
+}
+
+/// `1500` → `1.5k`, `2000000` → `2M`.
+fn short_count(x: u64) -> String {
+    let f = x as f64;
+    let (v, suffix) = if x >= 1_000_000_000 {
+        (f / 1e9, "G")
+    } else if x >= 1_000_000 {
+        (f / 1e6, "M")
+    } else if x >= 1_000 {
+        (f / 1e3, "k")
+    } else {
+        return x.to_string();
+    };
+    let s = format!("{v:.2}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    format!("{s}{suffix}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_counts_and_plot_kinds() {
+        assert_eq!(short_count(950), "950");
+        assert_eq!(short_count(1500), "1.5k");
+        assert_eq!(short_count(2_000_000), "2M");
+        assert_eq!(PlotKind::of(Path::new("a.PNG")).unwrap(), PlotKind::Png);
+        assert_eq!(PlotKind::of(Path::new("a.svg")).unwrap(), PlotKind::Svg);
+        assert!(PlotKind::of(Path::new("a.pdf")).is_err());
+    }
 }

@@ -1,12 +1,294 @@
-//! `blockwell trace stats|gen|convert` (being written).
+//! `blockwell trace stats|gen|convert`: summarize a trace, generate a synthetic one, convert between formats.
+
+use crate::cmd::common::{parse_bytes, report_skipped, TraceArgs};
+use anyhow::{bail, Context};
+use blockwell_sim::analysis::{self, StatsConfig};
+use blockwell_sim::gen::{GenConfig, Generator, Workload};
+use blockwell_trace::{Format, TraceReader, WriterOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
     /// Footprint, request sizes, read/write mix, sequentiality, reuse distances.
-    Stats,
+    ///
+    /// One pass: requests and bytes by operation, footprint (distinct blocks), request-size distribution,
+    /// sequentiality (requests starting where the previous request of the same volume ended), LRU reuse (stack)
+    /// distances, time span, and the same per volume.
+    Stats(StatsArgs),
+    /// Generate a synthetic trace (deterministic: the same options and seed give the same file).
+    ///
+    /// Writes any writable format (--format).
+    ///
+    /// Workloads: uniform (every request-sized slot of the footprint equally likely); zipf (slot popularity ∝
+    /// rank^-alpha, ranks scattered over the footprint unless --no-permute); sequential (runs of --run-length
+    /// consecutive requests from random starts); loop (a cyclic scan of the footprint); scan-hot (a hot set of
+    /// --hot-blocks blocks hit with probability --hot-fraction, else a cyclic scan of the rest).
+    Gen(GenArgs),
+    /// Convert a trace from any readable format to any writable one.
+    ///
+    /// Goes through the reader and writer APIs (byte-exact requests in between).
+    ///
+    /// The input is read twice: once for the volume names (so formats that name volumes keep them), once to
+    /// write. Units follow the formats: e.g. sector-addressed formats need 512-aligned offsets, object-id formats
+    /// (oracle, plain) use --object-size.
+    Convert(ConvertArgs),
 }
 
-pub fn run(_c: Command) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("trace tools are not written yet")
+pub fn run(c: Command) -> anyhow::Result<ExitCode> {
+    match c {
+        Command::Stats(a) => stats(a),
+        Command::Gen(a) => gen(a),
+        Command::Convert(a) => convert(a),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// stats
+
+/// Options of `blockwell trace stats`.
+#[derive(clap::Args, Debug)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    pub input: TraceArgs,
+
+    /// Block size for the footprint and reuse distances (a power of two from 512 B to 1 MiB).
+    #[arg(long, value_name = "BYTES", default_value = "4096")]
+    pub block_size: String,
+
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Skip reuse distances (saves the stack-distance structure's time and part of its memory).
+    #[arg(long)]
+    pub no_reuse: bool,
+}
+
+fn stats(a: StatsArgs) -> anyhow::Result<ExitCode> {
+    let block_size = parse_bytes(&a.block_size).context("--block-size")?;
+    let config = StatsConfig { block_size, reuse: !a.no_reuse };
+    let mut reader = a.input.open()?;
+    let s = analysis::from_reader(reader.as_mut(), config)?;
+    report_skipped(reader.as_ref());
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        #[derive(serde::Serialize)]
+        struct Out<'a> {
+            trace: String,
+            #[serde(flatten)]
+            stats: &'a analysis::TraceStats,
+        }
+        serde_json::to_writer_pretty(&mut out, &Out { trace: a.input.trace.display().to_string(), stats: &s })?;
+        writeln!(out)?;
+    } else {
+        writeln!(out, "trace             {}", a.input.trace.display())?;
+        write!(out, "{s}")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// gen
+
+/// Options of `blockwell trace gen`.
+#[derive(clap::Args, Debug)]
+pub struct GenArgs {
+    /// The workload: uniform, zipf, sequential, loop, scan-hot.
+    #[arg(value_name = "WORKLOAD", value_parser = parse_workload)]
+    pub workload: Workload,
+
+    /// Where to write the trace (`.gz`/`.zst` compress).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: PathBuf,
+
+    /// Output format (see `blockwell list`).
+    #[arg(long, short = 'f', value_name = "FORMAT", default_value = "vscsi")]
+    pub format: String,
+
+    /// Number of requests (`10M`, `500k` accepted).
+    #[arg(long, value_name = "N", default_value = "1M", value_parser = parse_count)]
+    pub requests: u64,
+
+    /// Footprint per volume, in blocks of --block-size (`1M` accepted).
+    #[arg(long, value_name = "N", default_value = "100k", value_parser = parse_count)]
+    pub blocks: u64,
+
+    /// Block size: the unit of --blocks and of slot alignment.
+    #[arg(long, value_name = "BYTES", default_value = "4096")]
+    pub block_size: String,
+
+    /// Bytes per request (a multiple of 512).
+    #[arg(long, value_name = "BYTES", default_value = "4KiB")]
+    pub request_size: String,
+
+    /// Fraction of requests that are writes.
+    #[arg(long, value_name = "F", default_value_t = 0.0)]
+    pub write_ratio: f64,
+
+    /// Number of volumes; each request picks one uniformly, each has the full footprint.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub volumes: u32,
+
+    /// Zipf exponent (zipf).
+    #[arg(long, value_name = "A", default_value_t = 0.9)]
+    pub alpha: f64,
+
+    /// Zipf: rank 1 is block 0, rank 2 block 1, … instead of ranks scattered over the footprint.
+    #[arg(long)]
+    pub no_permute: bool,
+
+    /// scan-hot: probability that a request goes to the hot set.
+    #[arg(long, value_name = "P", default_value_t = 0.5)]
+    pub hot_fraction: f64,
+
+    /// scan-hot: hot-set size in blocks [default: a tenth of --blocks].
+    #[arg(long, value_name = "N", value_parser = parse_count)]
+    pub hot_blocks: Option<u64>,
+
+    /// sequential: requests per sequential run.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub run_length: u64,
+
+    /// Random seed.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+
+    /// Time between requests, in microseconds.
+    #[arg(long, value_name = "US", default_value_t = 100)]
+    pub interval_us: u64,
+
+    /// Bytes per object id for object-id formats (oracle, plain).
+    #[arg(long, value_name = "BYTES", default_value = "4096")]
+    pub object_size: String,
+}
+
+fn parse_workload(s: &str) -> Result<Workload, String> {
+    Workload::from_name(s).map_err(|e| e.to_string())
+}
+
+/// `1000`, `10k`, `10M`, `1G`, `1_000_000`.
+fn parse_count(s: &str) -> Result<u64, String> {
+    let t = s.trim().replace('_', "");
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1_000),
+        Some((i, 'm' | 'M')) => (&t[..i], 1_000_000),
+        Some((i, 'g' | 'G')) => (&t[..i], 1_000_000_000),
+        _ => (&t[..], 1),
+    };
+    let v: f64 = num.parse().map_err(|_| format!("'{s}': expected a count like 1000, 10k or 10M"))?;
+    let n = v * mult as f64;
+    if !((0.0..1.8e19).contains(&n) && n.fract() == 0.0) {
+        return Err(format!("'{s}': not a whole count"));
+    }
+    Ok(n as u64)
+}
+
+fn gen(a: GenArgs) -> anyhow::Result<ExitCode> {
+    let format = Format::from_name(&a.format).context("--format")?;
+    let cfg = GenConfig {
+        workload: a.workload,
+        requests: a.requests,
+        blocks: a.blocks,
+        block_size: parse_bytes(&a.block_size).context("--block-size")?,
+        request_size: parse_bytes(&a.request_size).context("--request-size")?,
+        write_ratio: a.write_ratio,
+        volumes: a.volumes,
+        alpha: a.alpha,
+        permute: !a.no_permute,
+        hot_fraction: a.hot_fraction,
+        hot_blocks: a.hot_blocks,
+        run_length: a.run_length,
+        seed: a.seed,
+        interval_ns: a.interval_us.saturating_mul(1000),
+    };
+    let object_size = parse_bytes(&a.object_size).context("--object-size")?;
+    let mut g = Generator::new(cfg)?;
+    let opts = WriterOptions { object_size: Some(object_size), volumes: g.volume_names().to_vec() };
+    let mut w = blockwell_trace::create(&a.output, format, &opts)?;
+    let mut n = 0u64;
+    for r in &mut g {
+        w.write(&r)?;
+        n += 1;
+    }
+    w.finish()?;
+    eprintln!("blockwell: wrote {n} {} requests to {} ({})", a.workload.name(), a.output.display(), format.name());
+    Ok(ExitCode::SUCCESS)
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// convert
+
+/// Options of `blockwell trace convert`.
+#[derive(clap::Args, Debug)]
+pub struct ConvertArgs {
+    #[command(flatten)]
+    pub input: TraceArgs,
+
+    /// Output format (see `blockwell list`).
+    #[arg(long, value_name = "FORMAT")]
+    pub to: String,
+
+    /// Where to write (`.gz`/`.zst` compress).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: PathBuf,
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
+}
+
+fn convert(a: ConvertArgs) -> anyhow::Result<ExitCode> {
+    let to = Format::from_name(&a.to).context("--to")?;
+    if same_file(&a.input.trace, &a.output) {
+        bail!("--output {} is the input trace", a.output.display());
+    }
+    // Pass 1: volume names.
+    let volumes = {
+        let mut r = a.input.open()?;
+        let mut buf = Vec::with_capacity(4096);
+        while r.read_batch(&mut buf, 4096)? > 0 {}
+        r.volumes().to_vec()
+    };
+    let object_size = a.input.reader_options()?.object_size();
+    let opts = WriterOptions { object_size: Some(object_size), volumes };
+    let mut r = a.input.open()?;
+    let mut w = blockwell_trace::create(&a.output, to, &opts)?;
+    let n = copy(r.as_mut(), w.as_mut())?;
+    w.finish()?;
+    report_skipped(r.as_ref());
+    eprintln!("blockwell: wrote {n} requests to {} ({})", a.output.display(), to.name());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn copy(r: &mut dyn TraceReader, w: &mut dyn blockwell_trace::TraceWriter) -> anyhow::Result<u64> {
+    let mut buf = Vec::with_capacity(4096);
+    let mut n = 0u64;
+    while r.read_batch(&mut buf, 4096)? > 0 {
+        for q in &buf {
+            w.write(q)?;
+        }
+        n += buf.len() as u64;
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts() {
+        assert_eq!(parse_count("1000").unwrap(), 1000);
+        assert_eq!(parse_count("10k").unwrap(), 10_000);
+        assert_eq!(parse_count("10M").unwrap(), 10_000_000);
+        assert_eq!(parse_count("1.5M").unwrap(), 1_500_000);
+        assert_eq!(parse_count("1_000_000").unwrap(), 1_000_000);
+        assert!(parse_count("ten").is_err());
+        assert!(parse_count("1.5").is_err());
+    }
 }
