@@ -49,6 +49,17 @@ impl TraceArgs {
     }
 }
 
+/// Prints the skipped-lines report of a reader to stderr.
+pub fn report_skipped(r: &dyn TraceReader) {
+    let b = r.skipped();
+    if b.count > 0 {
+        eprintln!("blockwell: skipped {} malformed line(s); first:", b.count);
+        for e in &b.examples {
+            eprintln!("  {e}");
+        }
+    }
+}
+
 /// Parses a byte count: `4096`, `4KiB`, `64MiB`, `1.5GiB`, `10MB` (SI), `512B`.
 pub fn parse_bytes(s: &str) -> anyhow::Result<u64> {
     let t = s.trim();
@@ -103,6 +114,20 @@ impl SizeSpec {
         }
         Ok(SizeSpec::Bytes(parse_bytes(t)?))
     }
+
+    /// Blocks at `block_size`, with `footprint` distinct blocks for percentages (rounded down, at least one
+    /// block: the same rule as `blockwell sim`).
+    pub fn blocks(&self, block_size: u64, footprint: u64) -> u64 {
+        match *self {
+            SizeSpec::Bytes(b) => b / block_size,
+            SizeSpec::Blocks(n) => n,
+            SizeSpec::Percent(p) => blockwell_sim::replay::CacheSize::PercentOfFootprint(p).blocks(footprint),
+        }
+    }
+
+    pub fn needs_footprint(&self) -> bool {
+        matches!(self, SizeSpec::Percent(_))
+    }
 }
 
 /// Parses a comma-separated list of sizes.
@@ -126,5 +151,7 @@ mod tests {
         assert_eq!(SizeSpec::parse("64MiB").unwrap(), SizeSpec::Bytes(64 << 20));
         assert!(SizeSpec::parse("-1%").is_err());
         assert_eq!(parse_sizes("1%,5%,64MiB").unwrap().len(), 3);
+        assert_eq!(SizeSpec::Percent(5.0).blocks(4096, 269_210), 13460, "rounded down, as the reference");
+        assert_eq!(SizeSpec::Percent(0.0001).blocks(4096, 10), 1, "at least one block");
     }
 }
