@@ -16,6 +16,7 @@ use std::fmt::Debug;
 
 pub mod arc;
 pub mod car;
+pub mod fifo;
 pub(crate) mod handle_heap;
 pub mod lirs;
 pub mod lrfu;
@@ -24,6 +25,9 @@ pub mod lruk;
 pub mod mq;
 pub mod opt;
 pub mod twoq;
+
+#[cfg(test)]
+mod proptest_model;
 
 /// One demand access or prefetch candidate as a policy sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -283,6 +287,7 @@ registry! {
     Arc => arc::Arc, "arc", [], "adaptive replacement cache (Megiddo & Modha, FAST'03)";
     Car => car::Car, "car", [], "CLOCK with adaptive replacement (Bansal & Modha, FAST'04)";
     TwoQ => twoq::TwoQ, "2q", ["twoq", "two-q"], "2Q: FIFO A1in, ghost A1out, LRU Am (Johnson & Shasha, VLDB'94)";
+    Fifo => fifo::Fifo, "fifo", [], "first in, first out";
 }
 
 fn normalize(s: &str) -> String {

@@ -1,0 +1,288 @@
+//! FIFO: first in, first out.
+//!
+//! **Paper.** The oldest replacement rule there is; analysed as a paging algorithm by L. A. Belady, "A study of
+//! replacement algorithms for a virtual-storage computer", IBM Systems Journal 5(2):78–101, 1966 (and, for its
+//! anomaly, L. A. Belady, R. A. Nelson and G. S. Shedler, "An anomaly in space-time characteristics of certain
+//! programs running in a paging machine", CACM 12(6):349–353, 1969). Blocks leave in the order they entered;
+//! hits change nothing.
+//!
+//! **Prefetch adaptation (seed `001_*` §4, in its spirit; the seed does not study FIFO).** A prefetched block is
+//! inserted at the newest end "just like regular blocks", flagged *not yet accessed*. Its first demand access
+//! clears the flag and returns [`Outcome::PrefetchHit`]; it does **not** move the block: FIFO orders blocks by
+//! when they entered the cache, and a prefetched block entered when it was prefetched (moving it on first access
+//! would turn FIFO into something that reorders on access). If it reaches the old end with the flag still set, the
+//! eviction is reported with `unused_prefetch: true`. FIFO keeps no history, so there is no ghost list to keep
+//! it out of.
+//!
+//! **Parameters.** None; identical under every preset ([`Preset::Default`](super::Preset::Default),
+//! [`Preset::Libcachesim`](super::Preset::Libcachesim), [`Preset::Seed001`](super::Preset::Seed001)). Matches
+//! libcachesim 0.3.5's `FIFO` exactly: on a miss in a full cache the oldest block is evicted *before* the missed
+//! block is inserted.
+//!
+//! **Metadata.** 16 bytes per cached block in the arena (8-byte key, two 31-bit links, the prefetch flag in the
+//! spare link bit) plus the handle index, 4 bytes + 1 tag byte per bucket at a load factor between 7/16 and 7/8
+//! (≈ 6–11 bytes per block): 22–27 bytes per cached block. No ghost entries.
+//!
+//! **Cost.** O(1) per access, insert and eviction; no allocation once the arena and index have grown to the
+//! capacity (both are sized for it up front).
+
+use super::{Access, Evicted, Outcome, Policy};
+use crate::arena::{Arena, KeyIndex, Keyed, Linked, Links, List};
+use crate::key::BlockKey;
+use serde::{Deserialize, Serialize};
+
+/// FIFO has no parameters.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FifoConfig {}
+
+#[derive(Clone, Debug)]
+struct Node {
+    key: BlockKey,
+    /// Flag bit: prefetched, not yet accessed on demand.
+    links: Links,
+}
+
+impl Linked for Node {
+    #[inline]
+    fn links(&self) -> &Links {
+        &self.links
+    }
+    #[inline]
+    fn links_mut(&mut self) -> &mut Links {
+        &mut self.links
+    }
+}
+
+impl Keyed for Node {
+    #[inline]
+    fn key(&self) -> BlockKey {
+        self.key
+    }
+}
+
+/// The FIFO policy. The list's front is the newest block, its back the next victim.
+#[derive(Clone, Debug)]
+pub struct Fifo {
+    capacity: usize,
+    arena: Arena<Node>,
+    index: KeyIndex,
+    list: List,
+}
+
+impl Fifo {
+    #[inline]
+    fn evict_one(&mut self, out: &mut Vec<Evicted>) {
+        if let Some(h) = self.list.pop_back(&mut self.arena) {
+            let n = &self.arena[h];
+            let ev = Evicted { key: n.key, unused_prefetch: n.links.flag() };
+            self.index.remove(&self.arena, ev.key);
+            self.arena.free(h);
+            out.push(ev);
+        }
+    }
+
+    #[inline]
+    fn insert(&mut self, key: BlockKey, prefetched: bool, out: &mut Vec<Evicted>) {
+        while self.arena.len() >= self.capacity {
+            self.evict_one(out);
+        }
+        let h = self.arena.alloc(Node { key, links: Links::default() });
+        self.arena[h].links.set_flag(prefetched);
+        self.index.insert(&self.arena, h);
+        self.list.push_front(&mut self.arena, h);
+    }
+
+    /// Resident keys from newest to oldest (for tests and debugging).
+    pub fn keys_newest_first(&self) -> Vec<BlockKey> {
+        self.list.iter(&self.arena).map(|h| self.arena[h].key).collect()
+    }
+}
+
+impl Policy for Fifo {
+    type Config = FifoConfig;
+
+    fn new(capacity: usize, _config: &FifoConfig) -> Self {
+        assert!(capacity >= 1, "capacity must be at least one block");
+        Fifo {
+            capacity,
+            arena: Arena::with_capacity(capacity),
+            index: KeyIndex::with_capacity(capacity),
+            list: List::new(),
+        }
+    }
+
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    fn len(&self) -> usize {
+        self.arena.len()
+    }
+
+    fn contains(&self, key: BlockKey) -> bool {
+        self.index.get(&self.arena, key).is_some()
+    }
+
+    #[inline]
+    fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome {
+        match self.index.get(&self.arena, access.key) {
+            Some(h) => {
+                let links = &mut self.arena[h].links;
+                if links.flag() {
+                    links.set_flag(false);
+                    Outcome::PrefetchHit
+                } else {
+                    Outcome::Hit
+                }
+            }
+            None => {
+                self.insert(access.key, false, out);
+                Outcome::Miss
+            }
+        }
+    }
+
+    fn prefetch(&mut self, group: &[Access], out: &mut Vec<Evicted>) -> usize {
+        let mut n = 0;
+        for a in group {
+            if !self.contains(a.key) {
+                self.insert(a.key, true, out);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    fn remove(&mut self, key: BlockKey) -> bool {
+        match self.index.remove(&self.arena, key) {
+            Some(h) => {
+                self.list.remove(&mut self.arena, h);
+                self.arena.free(h);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        self.list.check(&self.arena)?;
+        if self.list.len() != self.arena.len() || self.index.len() != self.arena.len() {
+            return Err(format!(
+                "list {} / index {} / arena {} disagree",
+                self.list.len(),
+                self.index.len(),
+                self.arena.len()
+            ));
+        }
+        if self.arena.len() > self.capacity {
+            return Err(format!("{} blocks over capacity {}", self.arena.len(), self.capacity));
+        }
+        for h in self.list.iter(&self.arena) {
+            if self.index.get(&self.arena, self.arena[h].key) != Some(h) {
+                return Err(format!("key {} on the list but not indexed", self.arena[h].key));
+            }
+        }
+        Ok(())
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.arena.heap_bytes() + self.index.heap_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::proptest_model as model;
+    use super::*;
+    use proptest::prelude::*;
+
+    fn k(b: u64) -> BlockKey {
+        BlockKey::new(0, b).unwrap()
+    }
+    fn acc(p: &mut Fifo, b: u64) -> (Outcome, Vec<Evicted>) {
+        let mut out = Vec::new();
+        let o = p.access(Access::new(k(b)), &mut out);
+        p.validate().unwrap();
+        (o, out)
+    }
+    fn ev(b: u64, unused_prefetch: bool) -> Evicted {
+        Evicted { key: k(b), unused_prefetch }
+    }
+
+    #[test]
+    fn node_is_sixteen_bytes() {
+        assert_eq!(std::mem::size_of::<Node>(), 16);
+    }
+
+    #[test]
+    fn evicts_in_insertion_order_regardless_of_hits() {
+        let mut p = Fifo::new(3, &FifoConfig::default());
+        for b in [1, 2, 3] {
+            assert_eq!(acc(&mut p, b).0, Outcome::Miss);
+        }
+        // Hits on 1 do not save it.
+        assert_eq!(acc(&mut p, 1).0, Outcome::Hit);
+        assert_eq!(acc(&mut p, 1).0, Outcome::Hit);
+        assert_eq!(acc(&mut p, 4), (Outcome::Miss, vec![ev(1, false)]));
+        assert_eq!(acc(&mut p, 1), (Outcome::Miss, vec![ev(2, false)]));
+        assert_eq!(acc(&mut p, 3).0, Outcome::Hit);
+        assert_eq!(acc(&mut p, 5), (Outcome::Miss, vec![ev(3, false)]));
+        assert_eq!(p.keys_newest_first(), vec![k(5), k(1), k(4)]);
+    }
+
+    #[test]
+    fn capacity_one() {
+        let mut p = Fifo::new(1, &FifoConfig::default());
+        assert_eq!(acc(&mut p, 1), (Outcome::Miss, vec![]));
+        assert_eq!(acc(&mut p, 1), (Outcome::Hit, vec![]));
+        assert_eq!(acc(&mut p, 2), (Outcome::Miss, vec![ev(1, false)]));
+    }
+
+    #[test]
+    fn prefetched_blocks_enter_at_the_new_end_flagged_and_keep_their_place() {
+        let mut p = Fifo::new(3, &FifoConfig::default());
+        acc(&mut p, 1);
+        let mut out = Vec::new();
+        assert_eq!(p.prefetch(&[Access::new(k(2)), Access::new(k(3)), Access::new(k(1))], &mut out), 2);
+        assert!(out.is_empty());
+        p.validate().unwrap();
+        assert_eq!(p.keys_newest_first(), vec![k(3), k(2), k(1)], "resident block 1 not touched by prefetch");
+        assert_eq!(acc(&mut p, 2).0, Outcome::PrefetchHit);
+        assert_eq!(acc(&mut p, 2).0, Outcome::Hit);
+        assert_eq!(p.keys_newest_first(), vec![k(3), k(2), k(1)], "first access does not move it");
+        assert_eq!(acc(&mut p, 4), (Outcome::Miss, vec![ev(1, false)]));
+        assert_eq!(acc(&mut p, 5), (Outcome::Miss, vec![ev(2, false)]));
+        assert_eq!(acc(&mut p, 6), (Outcome::Miss, vec![ev(3, true)]), "3 was never accessed");
+    }
+
+    #[test]
+    fn a_prefetch_group_larger_than_the_cache_pushes_itself_out() {
+        let mut p = Fifo::new(2, &FifoConfig::default());
+        let mut out = Vec::new();
+        let g: Vec<_> = (10..14).map(|b| Access::new(k(b))).collect();
+        assert_eq!(p.prefetch(&g, &mut out), 4);
+        assert_eq!(out, vec![ev(10, true), ev(11, true)]);
+        assert_eq!(p.keys_newest_first(), vec![k(13), k(12)]);
+    }
+
+    #[test]
+    fn remove_drops_a_block() {
+        let mut p = Fifo::new(2, &FifoConfig::default());
+        acc(&mut p, 1);
+        acc(&mut p, 2);
+        assert!(p.remove(k(1)));
+        assert!(!p.remove(k(1)));
+        p.validate().unwrap();
+        assert_eq!(p.len(), 1);
+        assert_eq!(acc(&mut p, 3), (Outcome::Miss, vec![]));
+        assert_eq!(acc(&mut p, 1), (Outcome::Miss, vec![ev(2, false)]));
+    }
+
+    proptest! {
+        #[test]
+        fn agrees_with_a_set_model(cap in 1usize..9, ops in prop::collection::vec(model::op(), 1..300)) {
+            model::run(Fifo::new(cap, &FifoConfig::default()), &ops)?;
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! Test-only harness: drives any [`Policy`] with random demand accesses, prefetch groups and removals, calls
+//! `validate()` after every step, and checks it against the simplest model there is: the set of blocks that were
+//! inserted and not yet reported evicted or removed (plus which of them are unused prefetches).
+
+use super::{Access, Evicted, Outcome, Policy};
+use crate::key::BlockKey;
+use proptest::prelude::*;
+use std::collections::HashSet;
+
+/// Keys are drawn from `0..UNIVERSE`.
+pub(crate) const UNIVERSE: u64 = 24;
+
+/// One step of a random run.
+#[derive(Clone, Debug)]
+pub(crate) enum Op {
+    Access(u64),
+    Prefetch(Vec<u64>),
+    Remove(u64),
+}
+
+/// Random steps, mostly demand accesses.
+pub(crate) fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0..UNIVERSE).prop_map(Op::Access),
+        2 => prop::collection::vec(0..UNIVERSE, 1..6).prop_map(Op::Prefetch),
+        1 => (0..UNIVERSE).prop_map(Op::Remove),
+    ]
+}
+
+fn k(b: u64) -> BlockKey {
+    BlockKey::new(0, b).expect("small block number")
+}
+
+/// The model: resident blocks, and the subset that was prefetched and not yet accessed.
+#[derive(Default)]
+struct Model {
+    resident: HashSet<u64>,
+    unused: HashSet<u64>,
+}
+
+impl Model {
+    fn evicted(&mut self, e: &Evicted) -> Result<(), TestCaseError> {
+        let b = e.key.block();
+        prop_assert!(self.resident.remove(&b), "evicted {} was not resident", b);
+        prop_assert_eq!(e.unused_prefetch, self.unused.remove(&b), "unused_prefetch of {}", b);
+        Ok(())
+    }
+}
+
+/// Runs `ops` on `p`, checking every step. A prefetch group is also replayed one block at a time on a clone,
+/// which must end in the same state with the same victims (a group is inserted in order).
+pub(crate) fn run<P: Policy + Clone>(mut p: P, ops: &[Op]) -> Result<(), TestCaseError> {
+    let cap = p.capacity();
+    let mut m = Model::default();
+    let mut out = Vec::new();
+    for o in ops {
+        out.clear();
+        match o {
+            &Op::Access(b) => {
+                let r = p.access(Access::new(k(b)), &mut out);
+                for e in &out {
+                    prop_assert!(e.key != k(b), "the accessed block {} was evicted", b);
+                    m.evicted(e)?;
+                }
+                prop_assert_eq!(r.is_hit(), m.resident.contains(&b), "hit/miss of {}", b);
+                prop_assert_eq!(r == Outcome::PrefetchHit, m.unused.remove(&b), "prefetch hit of {}", b);
+                // Policies here always admit a demand miss.
+                m.resident.insert(b);
+            }
+            Op::Prefetch(bs) => {
+                let group: Vec<_> = bs.iter().map(|&b| Access::new(k(b))).collect();
+                let mut q = p.clone();
+                let n = p.prefetch(&group, &mut out);
+                let mut n1 = 0;
+                let mut out1 = Vec::new();
+                for a in &group {
+                    let b = a.key.block();
+                    let from = out1.len();
+                    let was = m.resident.contains(&b);
+                    let i = q.prefetch(std::slice::from_ref(a), &mut out1);
+                    for e in &out1[from..] {
+                        prop_assert!(e.key != a.key, "the prefetched block {} was evicted at once", b);
+                        m.evicted(e)?;
+                    }
+                    prop_assert_eq!(i == 1, !was, "prefetch of {} inserted {} blocks (resident: {})", b, i, was);
+                    if i == 1 {
+                        m.resident.insert(b);
+                        m.unused.insert(b);
+                    }
+                    n1 += i;
+                    q.validate().map_err(TestCaseError::fail)?;
+                }
+                prop_assert_eq!(n, n1);
+                prop_assert_eq!(&out, &out1);
+                for b in 0..UNIVERSE {
+                    prop_assert_eq!(p.contains(k(b)), q.contains(k(b)), "group vs one at a time: {}", b);
+                }
+            }
+            &Op::Remove(b) => {
+                prop_assert_eq!(p.remove(k(b)), m.resident.remove(&b));
+                m.unused.remove(&b);
+            }
+        }
+        p.validate().map_err(TestCaseError::fail)?;
+        prop_assert!(p.len() <= cap, "{} blocks over capacity {}", p.len(), cap);
+        prop_assert_eq!(p.len(), m.resident.len());
+        for b in 0..UNIVERSE {
+            prop_assert_eq!(p.contains(k(b)), m.resident.contains(&b), "contains({})", b);
+        }
+    }
+    Ok(())
+}
