@@ -16,6 +16,7 @@ use std::fmt::Debug;
 
 pub mod arc;
 pub mod car;
+pub mod clock;
 pub mod fifo;
 pub(crate) mod handle_heap;
 pub mod lirs;
@@ -288,6 +289,7 @@ registry! {
     Car => car::Car, "car", [], "CLOCK with adaptive replacement (Bansal & Modha, FAST'04)";
     TwoQ => twoq::TwoQ, "2q", ["twoq", "two-q"], "2Q: FIFO A1in, ghost A1out, LRU Am (Johnson & Shasha, VLDB'94)";
     Fifo => fifo::Fifo, "fifo", [], "first in, first out";
+    Clock => clock::Clock, "clock", [], "CLOCK (second chance) with an n-bit reference counter";
 }
 
 fn normalize(s: &str) -> String {
