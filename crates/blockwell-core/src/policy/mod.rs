@@ -29,6 +29,7 @@ pub mod twoq;
 
 #[cfg(test)]
 mod proptest_model;
+pub mod sieve;
 
 /// One demand access or prefetch candidate as a policy sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -290,6 +291,7 @@ registry! {
     TwoQ => twoq::TwoQ, "2q", ["twoq", "two-q"], "2Q: FIFO A1in, ghost A1out, LRU Am (Johnson & Shasha, VLDB'94)";
     Fifo => fifo::Fifo, "fifo", [], "first in, first out";
     Clock => clock::Clock, "clock", [], "CLOCK (second chance) with an n-bit reference counter";
+    Sieve => sieve::Sieve, "sieve", [], "SIEVE: FIFO with a visited bit and a hand that stays in place";
 }
 
 fn normalize(s: &str) -> String {
