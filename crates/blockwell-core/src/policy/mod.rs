@@ -25,12 +25,12 @@ pub mod lru;
 pub mod lruk;
 pub mod mq;
 pub mod opt;
+pub mod s3fifo;
+pub mod sieve;
 pub mod twoq;
 
 #[cfg(test)]
 mod proptest_model;
-pub mod s3fifo;
-pub mod sieve;
 
 /// One demand access or prefetch candidate as a policy sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
