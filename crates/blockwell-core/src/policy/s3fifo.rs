@@ -221,21 +221,22 @@ impl S3Fifo {
         }
     }
 
-    /// Makes room for one block and inserts `key` (or re-uses `ghost`, the key's ghost node, already unlinked).
-    /// `to_main`: a demand miss on a ghost key.
+    /// Makes room for one block, then inserts `key`, re-using `ghost`, the key's ghost node (already unlinked
+    /// from the ghost list), if it had one.
     #[inline]
     fn insert(&mut self, key: BlockKey, ghost: Option<Handle>, prefetched: bool, out: &mut Vec<Evicted>) {
         while self.resident() >= self.capacity {
             self.evict(out);
         }
-        let queue = if ghost.is_some() && !prefetched {
-            MAIN
-        } else if !self.has_evicted && self.small.len() >= self.small_cap {
-            MAIN
-        } else {
-            SMALL
+        let tag = match ghost {
+            // A demand miss on a ghost key: the ghost hit sends it to M.
+            Some(_) if !prefetched => MAIN,
+            // A prefetch over a ghost entry: to S, remembered as ghost-born (see the module docs).
+            Some(_) => SMALL | GHOST_BORN,
+            // Warm-up: until the first eviction, a miss that finds S full goes to M.
+            None if !self.has_evicted && self.small.len() >= self.small_cap => MAIN,
+            None => SMALL,
         };
-        let tag = if ghost.is_some() && prefetched { SMALL | GHOST_BORN } else { queue };
         let h = match ghost {
             Some(h) => {
                 let n = &mut self.arena[h];
