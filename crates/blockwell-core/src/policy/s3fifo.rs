@@ -50,7 +50,7 @@
 //! aligns to 4 bytes), two 31-bit links with the prefetch flag in the spare bit, a 1-byte counter (saturating at
 //! 255, exact for every allowed threshold), a 1-byte queue tag (S, M or G, plus the ghost-born bit), 2 bytes of
 //! padding. Plus one shared handle index, 4 bytes + 1 tag byte per bucket at a load factor between 7/16 and 7/8
-//! (≈ 6–11 bytes per entry): 26–32 bytes per cached block and 26–32 bytes per ghost entry (≈ 50–60 bytes per
+//! (5.7–11.4 bytes per entry): 25.7–31.4 bytes per cached block and the same per ghost entry (49–60 bytes per
 //! cached block with the default 0.9 ghost).
 //!
 //! **Cost.** One index lookup per access (resident and ghost keys share the index). O(1) per hit, insert and
@@ -486,6 +486,18 @@ mod tests {
         assert_eq!(std::mem::size_of::<Node>(), 20);
         let key = BlockKey::new(0xfedc, 0xba98_7654_3210).unwrap();
         assert_eq!(Node::new(key, 0).key(), key);
+    }
+
+    #[test]
+    fn metadata_is_as_documented() {
+        for cap in [1_000, 10_000, 100_000, 1 << 20] {
+            let p = s3(cap);
+            let entries = cap + p.ghost_cap;
+            let per_entry = p.heap_bytes() as f64 / entries as f64;
+            assert!((25.7..=31.5).contains(&per_entry), "{per_entry} bytes per entry at {cap}");
+            let per_block = p.heap_bytes() as f64 / cap as f64;
+            assert!((48.8..=59.9).contains(&per_block), "{per_block} bytes per cached block at {cap}");
+        }
     }
 
     #[test]

@@ -25,7 +25,7 @@
 //! **Metadata.** 20 bytes per cached block in the arena: the 8-byte key (stored as two `u32` so the entry
 //! aligns to 4 bytes), two 31-bit links with the prefetch flag in the spare bit, the visited bit in a byte,
 //! 3 bytes of padding. Plus the handle index, 4 bytes + 1 tag byte per bucket at a load factor between 7/16 and
-//! 7/8 (≈ 6–11 bytes per block): 26–32 bytes per cached block. No ghost entries.
+//! 7/8 (5.7–11.4 bytes per block): 25.7–31.4 bytes per cached block. No ghost entries.
 //!
 //! **Cost.** O(1) per hit and insert. An eviction is O(1) amortized: each step of the hand either evicts or
 //! clears a visited bit, and only a hit sets one; a single eviction can walk the whole cache (n + 1 steps).
@@ -272,6 +272,14 @@ mod tests {
         assert_eq!(std::mem::size_of::<Node>(), 20);
         let key = BlockKey::new(0xfedc, 0xba98_7654_3210).unwrap();
         assert_eq!(Node::new(key).key(), key);
+    }
+
+    #[test]
+    fn metadata_is_as_documented() {
+        for cap in [1_000, 10_000, 100_000, 1 << 20] {
+            let per_block = sieve(cap).heap_bytes() as f64 / cap as f64;
+            assert!((25.7..=31.5).contains(&per_block), "{per_block} bytes per block at {cap}");
+        }
     }
 
     #[test]
