@@ -49,7 +49,12 @@ impl Model {
 
 /// Runs `ops` on `p`, checking every step. A prefetch group is also replayed one block at a time on a clone,
 /// which must end in the same state with the same victims (a group is inserted in order).
-pub(crate) fn run<P: Policy + Clone>(mut p: P, ops: &[Op]) -> Result<(), TestCaseError> {
+pub(crate) fn run<P: Policy + Clone>(p: P, ops: &[Op]) -> Result<(), TestCaseError> {
+    run_with(p, ops, false)
+}
+
+/// [`run`] for a policy that may decline to admit a block (`may_decline`): a declined block evicts nothing.
+pub(crate) fn run_with<P: Policy + Clone>(mut p: P, ops: &[Op], may_decline: bool) -> Result<(), TestCaseError> {
     let cap = p.capacity();
     let mut m = Model::default();
     let mut out = Vec::new();
@@ -64,8 +69,12 @@ pub(crate) fn run<P: Policy + Clone>(mut p: P, ops: &[Op]) -> Result<(), TestCas
                 }
                 prop_assert_eq!(r.is_hit(), m.resident.contains(&b), "hit/miss of {}", b);
                 prop_assert_eq!(r == Outcome::PrefetchHit, m.unused.remove(&b), "prefetch hit of {}", b);
-                // Policies here always admit a demand miss.
-                m.resident.insert(b);
+                if p.contains(k(b)) {
+                    m.resident.insert(b);
+                } else {
+                    prop_assert!(may_decline, "miss on {} not admitted", b);
+                    prop_assert!(r == Outcome::Miss && out.is_empty(), "declined {} but evicted {:?}", b, out);
+                }
             }
             Op::Prefetch(bs) => {
                 let group: Vec<_> = bs.iter().map(|&b| Access::new(k(b))).collect();
@@ -82,7 +91,15 @@ pub(crate) fn run<P: Policy + Clone>(mut p: P, ops: &[Op]) -> Result<(), TestCas
                         prop_assert!(e.key != a.key, "the prefetched block {} was evicted at once", b);
                         m.evicted(e)?;
                     }
-                    prop_assert_eq!(i == 1, !was, "prefetch of {} inserted {} blocks (resident: {})", b, i, was);
+                    prop_assert!(
+                        i <= 1 && !(was && i == 1),
+                        "prefetch of {} inserted {} blocks (resident: {})",
+                        b,
+                        i,
+                        was
+                    );
+                    prop_assert_eq!(i == 1, q.contains(a.key) && !was);
+                    prop_assert!(i == 1 || was || may_decline, "prefetch of {} not admitted", b);
                     if i == 1 {
                         m.resident.insert(b);
                         m.unused.insert(b);

@@ -33,18 +33,26 @@
 //!   old ghost entry back).
 //!
 //! **Parameters** ([`S3FifoConfig`]): `small_ratio` in (0, 1], default 0.1; `ghost_ratio` in [0, 1], default 0.9
-//! (0: no ghost); `move_to_main_threshold`, 0..=255, default 2. [`Preset::Default`](super::Preset::Default) and
-//! [`Preset::Libcachesim`](super::Preset::Libcachesim) are libcachesim 0.3.5's `S3FIFO()` defaults
-//! (`small_size_ratio=0.1, ghost_size_ratio=0.9, move_to_main_threshold=2`);
-//! [`Preset::Seed001`](super::Preset::Seed001) sets `ghost_ratio` 1.0 (seed `001_*` §5.1: history equal to the
-//! cache size), the rest as default.
+//! (0: no ghost); `move_to_main_threshold`, 0..=255, default 2; `libcachesim_quirks` (below), default false.
 //!
-//! **Where it differs from libcachesim.** Only at capacities so small that libcachesim's small queue would hold
-//! fewer than 2 blocks or its main queue none (c < 20 at the default ratio): libcachesim aborts when
-//! ⌊c·`small_ratio`⌋ is 0 or the main queue would be empty, and with a 1-block small queue it admits nothing into
-//! it (it refuses objects as large as the small queue, so such a cache never caches a new block). Blockwell gives
-//! S max(1, ⌊c·`small_ratio`⌋) blocks, lets M be empty, and admits normally. Everywhere else the two agree
-//! exactly, including the order of evictions and insertions.
+//! | preset | `small_ratio` | `ghost_ratio` | `move_to_main_threshold` | `libcachesim_quirks` |
+//! |---|---|---|---|---|
+//! | [`Default`](super::Preset::Default) | 0.1 | 0.9 | 2 | false |
+//! | [`Libcachesim`](super::Preset::Libcachesim) | 0.1 | 0.9 | 2 | true |
+//! | [`Seed001`](super::Preset::Seed001) | 0.1 | 1.0 (seed `001_*` §5.1: history equal to the cache size) | 2 | false |
+//!
+//! The default ratios and threshold are libcachesim 0.3.5's `S3FIFO()` defaults (`small_size_ratio=0.1,
+//! ghost_size_ratio=0.9, move_to_main_threshold=2`).
+//!
+//! **Tiny caches, and `libcachesim_quirks`.** The two differ only when ⌊c·`small_ratio`⌋ < 2 (c < 20 at the
+//! default ratio). libcachesim 0.3.5 aborts the process when ⌊c·`small_ratio`⌋ is 0 or the main queue would be
+//! empty (`small_ratio` 1), and with a 1-block small queue it admits nothing (it refuses an object as large as
+//! the small queue, and a block is exactly that large), so the cache stays empty and every access misses.
+//! Blockwell gives S max(1, ⌊c·`small_ratio`⌋) blocks, lets M be empty when S takes everything, and admits
+//! normally. With `libcachesim_quirks` (the `Libcachesim` preset) it instead declines every block whenever
+//! ⌊c·`small_ratio`⌋ ≤ 1, which is what libcachesim computes at 1 and what its admission rule gives at 0 where
+//! it aborts instead. Everywhere else both modes agree with libcachesim exactly, including the order of
+//! evictions and insertions.
 //!
 //! **Metadata.** 20 bytes per arena entry, resident or ghost: the 8-byte key (stored as two `u32` so the entry
 //! aligns to 4 bytes), two 31-bit links with the prefetch flag in the spare bit, a 1-byte counter (saturating at
@@ -73,11 +81,13 @@ pub struct S3FifoConfig {
     pub ghost_ratio: f64,
     /// Hits while in the small FIFO needed to move to the main FIFO instead of being evicted, 0..=255.
     pub move_to_main_threshold: u32,
+    /// Decline every block when ⌊capacity·`small_ratio`⌋ ≤ 1, as libcachesim 0.3.5 does (see the module docs).
+    pub libcachesim_quirks: bool,
 }
 
 impl Default for S3FifoConfig {
     fn default() -> Self {
-        S3FifoConfig { small_ratio: 0.1, ghost_ratio: 0.9, move_to_main_threshold: 2 }
+        S3FifoConfig { small_ratio: 0.1, ghost_ratio: 0.9, move_to_main_threshold: 2, libcachesim_quirks: false }
     }
 }
 
@@ -139,6 +149,8 @@ pub struct S3Fifo {
     main_cap: usize,
     ghost_cap: usize,
     threshold: u8,
+    /// `libcachesim_quirks` with a small queue of at most one block: nothing is ever admitted.
+    admit_nothing: bool,
     /// Has anything been evicted yet (ends the warm-up rule that sends misses to M when S is full)?
     has_evicted: bool,
     arena: Arena<Node>,
@@ -272,7 +284,8 @@ impl Policy for S3Fifo {
 
     fn preset(preset: Preset) -> S3FifoConfig {
         match preset {
-            Preset::Default | Preset::Libcachesim => S3FifoConfig::default(),
+            Preset::Default => S3FifoConfig::default(),
+            Preset::Libcachesim => S3FifoConfig { libcachesim_quirks: true, ..S3FifoConfig::default() },
             Preset::Seed001 => S3FifoConfig { ghost_ratio: 1.0, ..S3FifoConfig::default() },
         }
     }
@@ -302,6 +315,7 @@ impl Policy for S3Fifo {
             main_cap,
             ghost_cap,
             threshold: config.move_to_main_threshold as u8,
+            admit_nothing: config.libcachesim_quirks && ((capacity as f64 * config.small_ratio) as usize) <= 1,
             has_evicted: false,
             arena: Arena::with_capacity(capacity + ghost_cap),
             index: KeyIndex::with_capacity(capacity + ghost_cap),
@@ -346,6 +360,7 @@ impl Policy for S3Fifo {
                 self.insert(access.key, Some(h), false, out);
                 Outcome::Miss
             }
+            None if self.admit_nothing => Outcome::Miss,
             None => {
                 self.insert(access.key, None, false, out);
                 Outcome::Miss
@@ -354,6 +369,9 @@ impl Policy for S3Fifo {
     }
 
     fn prefetch(&mut self, group: &[Access], out: &mut Vec<Evicted>) -> usize {
+        if self.admit_nothing {
+            return 0;
+        }
         let mut n = 0;
         for a in group {
             match self.index.get(&self.arena, a.key) {
@@ -414,6 +432,9 @@ impl Policy for S3Fifo {
         }
         if !self.has_evicted && !self.ghost.is_empty() {
             return Err("ghost entries before any eviction".into());
+        }
+        if self.admit_nothing && !self.arena.is_empty() {
+            return Err(format!("{} entries in a cache that admits nothing", self.arena.len()));
         }
         for (name, list, queue) in
             [("small", &self.small, SMALL), ("main", &self.main, MAIN), ("ghost", &self.ghost, GHOST)]
@@ -508,7 +529,7 @@ mod tests {
         assert_eq!(S3Fifo::sizes(25, &c), (2, 23, 22));
         assert_eq!(S3Fifo::sizes(3, &c), (1, 2, 2));
         assert_eq!(S3Fifo::sizes(1, &c), (1, 0, 0));
-        let all = S3FifoConfig { small_ratio: 1.0, ghost_ratio: 0.0, ..c };
+        let all = S3FifoConfig { small_ratio: 1.0, ghost_ratio: 0.0, ..c.clone() };
         assert_eq!(S3Fifo::sizes(7, &all), (7, 0, 0));
     }
 
@@ -673,7 +694,27 @@ mod tests {
     }
 
     #[test]
-    fn config_is_checked_and_presets_differ_only_in_ghost_size() {
+    fn libcachesim_quirks_decline_everything_with_a_one_block_small_queue() {
+        let quirks = S3FifoConfig { libcachesim_quirks: true, ..S3FifoConfig::default() };
+        for cap in [1, 9, 10, 19] {
+            let mut p = S3Fifo::new(cap, &quirks);
+            for b in [1, 2, 1, 1, 3, 1] {
+                assert_eq!(acc(&mut p, b), (Outcome::Miss, vec![]), "capacity {cap}");
+            }
+            assert_eq!(pf(&mut p, &[7, 8]), (0, vec![]));
+            assert!(p.is_empty());
+        }
+        // From a 2-block small queue on, quirks change nothing.
+        let mut p = S3Fifo::new(20, &quirks);
+        let mut q = s3(20);
+        for b in [1, 2, 3, 1, 1, 4, 5, 6, 2, 7, 8, 1, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 2, 23] {
+            assert_eq!(acc(&mut p, b), acc(&mut q, b));
+        }
+        assert_eq!(queues(&p), queues(&q));
+    }
+
+    #[test]
+    fn config_is_checked_and_presets_differ_only_in_ghost_size_and_quirks() {
         assert!(PolicySpec::parse("s3-fifo(small_ratio=0.25,ghost_ratio=0,move_to_main_threshold=1)").is_ok());
         for bad in [
             "s3fifo(small_ratio=0)",
@@ -685,10 +726,15 @@ mod tests {
             assert!(PolicySpec::parse(bad).is_err(), "{bad}");
         }
         let spec = PolicySpec::new(PolicyKind::S3Fifo);
-        let d = serde_json::json!({"small_ratio": 0.1, "ghost_ratio": 0.9, "move_to_main_threshold": 2});
+        let mut d = serde_json::json!({
+            "small_ratio": 0.1, "ghost_ratio": 0.9, "move_to_main_threshold": 2, "libcachesim_quirks": false
+        });
         assert_eq!(spec.config(Preset::Default).unwrap(), d);
+        let mut s = d.clone();
+        s["ghost_ratio"] = 1.0.into();
+        assert_eq!(spec.config(Preset::Seed001).unwrap(), s);
+        d["libcachesim_quirks"] = true.into();
         assert_eq!(spec.config(Preset::Libcachesim).unwrap(), d);
-        assert_eq!(spec.config(Preset::Seed001).unwrap()["ghost_ratio"], 1.0);
     }
 
     proptest! {
@@ -700,8 +746,22 @@ mod tests {
             threshold in 0u32..4,
             ops in prop::collection::vec(model::op(), 1..300),
         ) {
-            let c = S3FifoConfig { small_ratio: small, ghost_ratio: ghost, move_to_main_threshold: threshold };
+            let c = S3FifoConfig {
+                small_ratio: small,
+                ghost_ratio: ghost,
+                move_to_main_threshold: threshold,
+                libcachesim_quirks: false,
+            };
             model::run(S3Fifo::new(cap, &c), &ops)?;
+        }
+
+        #[test]
+        fn quirks_mode_agrees_with_a_set_model(
+            cap in 1usize..40,
+            ops in prop::collection::vec(model::op(), 1..200),
+        ) {
+            let c = S3FifoConfig { libcachesim_quirks: true, ..S3FifoConfig::default() };
+            model::run_with(S3Fifo::new(cap, &c), &ops, cap < 20)?;
         }
     }
 }
