@@ -293,7 +293,7 @@ registry! {
     Fifo => fifo::Fifo, "fifo", [], "first in, first out";
     Clock => clock::Clock, "clock", [], "CLOCK (second chance) with an n-bit reference counter";
     Sieve => sieve::Sieve, "sieve", [], "SIEVE: FIFO with a visited bit and a hand that stays in place";
-    S3Fifo => s3fifo::S3Fifo, "s3fifo", ["s3-fifo"], "S3-FIFO: small probationary FIFO, main CLOCK-like FIFO, ghost FIFO";
+    S3Fifo => s3fifo::S3Fifo, "s3fifo", ["s3-fifo"], "S3-FIFO: small probation FIFO, main FIFO-reinsertion, ghost";
 }
 
 fn normalize(s: &str) -> String {

@@ -4,8 +4,9 @@
 //! eviction", 29th ACM Symposium on Operating Systems Principles (SOSP '23), 2023. Implemented as libCacheSim's
 //! `S3FIFO` (libcachesim 0.3.5) defines it:
 //!
-//! - Queues: *small* S holds ⌊c·`small_ratio`⌋ blocks, *main* M the other c − |S| (c = capacity), *ghost* G
-//!   remembers up to ⌊c·`ghost_ratio`⌋ keys (none when that is 0). Every block has a frequency counter.
+//! - Queues: *small* S holds ⌊c·`small_ratio`⌋ blocks (at least 1, see *Tiny caches*), *main* M the other
+//!   c − |S| (c = capacity), *ghost* G remembers up to ⌊c·`ghost_ratio`⌋ keys (none when that is 0). Every block
+//!   has a frequency counter.
 //! - Demand hit (in S or M): the counter goes up by one. Nothing moves.
 //! - Demand miss: first, while the cache is full, evict (below); then insert with counter 0 — into M if the key
 //!   was in G (the ghost entry is consumed), otherwise into S, except that until the first eviction ever, a miss
@@ -39,17 +40,17 @@
 //! |---|---|---|---|---|
 //! | [`Default`](super::Preset::Default) | 0.1 | 0.9 | 2 | false |
 //! | [`Libcachesim`](super::Preset::Libcachesim) | 0.1 | 0.9 | 2 | true |
-//! | [`Seed001`](super::Preset::Seed001) | 0.1 | 1.0 (seed `001_*` §5.1: history equal to the cache size) | 2 | false |
+//! | [`Seed001`](super::Preset::Seed001) | 0.1 | 1.0 (history = cache size, seed `001_*` §5.1) | 2 | false |
 //!
 //! The default ratios and threshold are libcachesim 0.3.5's `S3FIFO()` defaults (`small_size_ratio=0.1,
 //! ghost_size_ratio=0.9, move_to_main_threshold=2`).
 //!
-//! **Tiny caches, and `libcachesim_quirks`.** The two differ only when ⌊c·`small_ratio`⌋ < 2 (c < 20 at the
-//! default ratio). libcachesim 0.3.5 aborts the process when ⌊c·`small_ratio`⌋ is 0 or the main queue would be
-//! empty (`small_ratio` 1), and with a 1-block small queue it admits nothing (it refuses an object as large as
-//! the small queue, and a block is exactly that large), so the cache stays empty and every access misses.
-//! Blockwell gives S max(1, ⌊c·`small_ratio`⌋) blocks, lets M be empty when S takes everything, and admits
-//! normally. With `libcachesim_quirks` (the `Libcachesim` preset) it instead declines every block whenever
+//! **Tiny caches, and `libcachesim_quirks`.** Blockwell and libcachesim differ only when ⌊c·`small_ratio`⌋ < 2
+//! (c < 20 at the default ratio). libcachesim 0.3.5 aborts the process when ⌊c·`small_ratio`⌋ is 0 or the main
+//! queue would be empty (`small_ratio` 1), and with a 1-block small queue it admits nothing (it refuses an object
+//! as large as the small queue, and a block is exactly that large), so the cache stays empty and every access
+//! misses. Blockwell gives S max(1, ⌊c·`small_ratio`⌋) blocks, lets M be empty when S takes everything, and
+//! admits normally. With `libcachesim_quirks` (the `Libcachesim` preset) it instead declines every block whenever
 //! ⌊c·`small_ratio`⌋ ≤ 1, which is what libcachesim computes at 1 and what its admission rule gives at 0 where
 //! it aborts instead. Everywhere else both modes agree with libcachesim exactly, including the order of
 //! evictions and insertions.
