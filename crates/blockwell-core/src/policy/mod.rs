@@ -281,19 +281,19 @@ macro_rules! registry {
 }
 
 registry! {
+    Fifo => fifo::Fifo, "fifo", [], "first in, first out";
     Lru => lru::Lru, "lru", [], "least recently used";
-    Lirs => lirs::Lirs, "lirs", [], "low inter-reference recency set (Jiang & Zhang 2002)";
+    Clock => clock::Clock, "clock", [], "CLOCK (second chance) with an n-bit reference counter";
     LruK => lruk::LruK, "lru-k", ["lruk", "lru2"], "evict the oldest K-th most recent reference (O'Neil et al. 1993)";
+    TwoQ => twoq::TwoQ, "2q", ["twoq", "two-q"], "2Q: FIFO A1in, ghost A1out, LRU Am (Johnson & Shasha, VLDB'94)";
+    Lirs => lirs::Lirs, "lirs", [], "low inter-reference recency set (Jiang & Zhang 2002)";
     Lrfu => lrfu::Lrfu, "lrfu", [], "least recently/frequently used: combined recency and frequency, decaying by lambda";
     Mq => mq::Mq, "mq", [], "multi-queue: LRU queues by frequency, demotion after a lifetime, frequency history";
-    Opt => opt::Opt, "opt", ["belady"], "Belady's optimal offline policy: evict the block used farthest in the future";
     Arc => arc::Arc, "arc", [], "adaptive replacement cache (Megiddo & Modha, FAST'03)";
     Car => car::Car, "car", [], "CLOCK with adaptive replacement (Bansal & Modha, FAST'04)";
-    TwoQ => twoq::TwoQ, "2q", ["twoq", "two-q"], "2Q: FIFO A1in, ghost A1out, LRU Am (Johnson & Shasha, VLDB'94)";
-    Fifo => fifo::Fifo, "fifo", [], "first in, first out";
-    Clock => clock::Clock, "clock", [], "CLOCK (second chance) with an n-bit reference counter";
-    Sieve => sieve::Sieve, "sieve", [], "SIEVE: FIFO with a visited bit and a hand that stays in place";
     S3Fifo => s3fifo::S3Fifo, "s3fifo", ["s3-fifo"], "S3-FIFO: small probation FIFO, main FIFO-reinsertion, ghost";
+    Sieve => sieve::Sieve, "sieve", [], "SIEVE: FIFO with a visited bit and a hand that stays in place";
+    Opt => opt::Opt, "opt", ["belady"], "Belady's optimal offline policy: evict the block used farthest in the future";
 }
 
 fn normalize(s: &str) -> String {
