@@ -5,8 +5,9 @@
 //! arena; moving an entry between lists is O(1) and allocates nothing. The [`KeyIndex`] stores only handles
 //! (4 bytes a bucket plus hashbrown's 1-byte tag) and finds keys through the arena.
 //!
-//! [`Links`] keep one spare bit (the top bit of `prev`) for the owner: policies use it as the
-//! "prefetched, not yet accessed" flag of seed 001 §4, so an LRU entry is 16 bytes: key, prev, next.
+//! [`Links`] keep two spare bits (the top bits of `prev` and `next`) for the owner: policies use the first as
+//! the "prefetched, not yet accessed" flag of seed 001 §4 and the second for a per-entry bit of their own
+//! (SIEVE's visited bit), so an LRU or SIEVE entry is 16 bytes: key, prev, next.
 
 use crate::key::BlockKey;
 use hashbrown::HashTable;
@@ -22,7 +23,7 @@ const MASK: u32 = !FLAG;
 /// Largest number of entries an arena can hold (handles use 31 bits).
 pub const MAX_ENTRIES: usize = (MASK - 1) as usize;
 
-/// Intrusive list links, plus one spare flag bit.
+/// Intrusive list links, plus two spare flag bits for the owner.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Links {
     prev: u32,
@@ -37,6 +38,28 @@ impl Links {
     #[inline]
     fn set_prev(&mut self, p: u32) {
         self.prev = (self.prev & FLAG) | p;
+    }
+    #[inline]
+    fn next(&self) -> u32 {
+        self.next & MASK
+    }
+    #[inline]
+    fn set_next(&mut self, n: u32) {
+        self.next = (self.next & FLAG) | n;
+    }
+    /// The owner's second flag bit.
+    #[inline]
+    pub fn flag2(&self) -> bool {
+        self.next & FLAG != 0
+    }
+    /// Sets the owner's second flag bit.
+    #[inline]
+    pub fn set_flag2(&mut self, on: bool) {
+        if on {
+            self.next |= FLAG
+        } else {
+            self.next &= MASK
+        }
     }
     /// The owner's flag bit.
     #[inline]
@@ -103,7 +126,7 @@ impl<T: Linked> Arena<T> {
         if self.free != NIL {
             let h = self.free;
             let slot = &mut self.slots[(h - 1) as usize];
-            self.free = slot.links().next;
+            self.free = slot.links().next();
             *slot = value;
             return Handle::new(h).expect("free handle is non-zero");
         }
@@ -190,7 +213,7 @@ impl List {
     /// The entry after `h` (towards the back).
     #[inline]
     pub fn next_of<T: Linked>(arena: &Arena<T>, h: Handle) -> Option<Handle> {
-        handle(arena[h].links().next)
+        handle(arena[h].links().next())
     }
 
     /// The entry before `h` (towards the front).
@@ -206,7 +229,7 @@ impl List {
         {
             let l = arena[h].links_mut();
             l.set_prev(NIL);
-            l.next = old;
+            l.set_next(old);
         }
         if let Some(o) = handle(old) {
             arena[o].links_mut().set_prev(h.get());
@@ -224,10 +247,10 @@ impl List {
         {
             let l = arena[h].links_mut();
             l.set_prev(old);
-            l.next = NIL;
+            l.set_next(NIL);
         }
         if let Some(o) = handle(old) {
-            arena[o].links_mut().next = h.get();
+            arena[o].links_mut().set_next(h.get());
         } else {
             self.head = h.get();
         }
@@ -244,9 +267,9 @@ impl List {
                 {
                     let l = arena[h].links_mut();
                     l.set_prev(prev);
-                    l.next = at.get();
+                    l.set_next(at.get());
                 }
-                arena[p].links_mut().next = h.get();
+                arena[p].links_mut().set_next(h.get());
                 arena[at].links_mut().set_prev(h.get());
                 self.len += 1;
             }
@@ -258,10 +281,10 @@ impl List {
     pub fn remove<T: Linked>(&mut self, arena: &mut Arena<T>, h: Handle) {
         let (prev, next) = {
             let l = arena[h].links();
-            (l.prev(), l.next)
+            (l.prev(), l.next())
         };
         match handle(prev) {
-            Some(p) => arena[p].links_mut().next = next,
+            Some(p) => arena[p].links_mut().set_next(next),
             None => self.head = next,
         }
         match handle(next) {
@@ -270,7 +293,7 @@ impl List {
         }
         let l = arena[h].links_mut();
         l.set_prev(NIL);
-        l.next = NIL;
+        l.set_next(NIL);
         self.len -= 1;
     }
 
@@ -319,7 +342,7 @@ impl List {
                 return Err(format!("entry {cur}: prev {} but came from {prev}", l.prev()));
             }
             prev = cur;
-            cur = l.next;
+            cur = l.next();
             n += 1;
         }
         if prev != self.tail {
@@ -347,7 +370,7 @@ impl<T: Linked> Iterator for ListIter<'_, T> {
             return None;
         }
         self.left -= 1;
-        self.cur = self.arena[h].links().next;
+        self.cur = self.arena[h].links().next();
         Some(h)
     }
 }
@@ -359,8 +382,13 @@ pub struct KeyIndex {
 }
 
 impl KeyIndex {
+    /// An index for up to `n` live keys under churn (keys removed and inserted all the time) that never has to
+    /// grow. hashbrown removes into tombstones and, when they use up its spare room, rehashes in place only if
+    /// the table is at most half full; otherwise it doubles, briefly holding both tables. Reserving for `2n`
+    /// keeps every rehash in place, so memory is fixed from the start: 4 + 1 bytes per bucket, 16n/7 to 32n/7
+    /// buckets, i.e. 11.4–22.9 bytes per key depending on where `n` falls between powers of two.
     pub fn with_capacity(n: usize) -> Self {
-        KeyIndex { table: HashTable::with_capacity(n) }
+        KeyIndex { table: HashTable::with_capacity(n.saturating_mul(2)) }
     }
 
     #[inline]

@@ -255,7 +255,7 @@ impl Policy for Arc {
             capacity,
             p: 0.0,
             arena: Arena::with_capacity(directory),
-            index: KeyIndex::with_capacity(directory.saturating_mul(2)),
+            index: KeyIndex::with_capacity(directory),
             t1: List::new(),
             t2: List::new(),
             b1: List::new(),

@@ -232,7 +232,7 @@ impl Policy for Car {
             capacity,
             p: 0.0,
             arena: Arena::with_capacity(directory),
-            index: KeyIndex::with_capacity(directory.saturating_mul(2)),
+            index: KeyIndex::with_capacity(directory),
             t1: List::new(),
             t2: List::new(),
             b1: List::new(),

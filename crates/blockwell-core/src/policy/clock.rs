@@ -27,10 +27,11 @@
 //! runs (evicting one block) *before* the missed block is inserted. libcachesim accepts an `init_freq` above
 //! the counter's maximum; Blockwell rejects it.
 //!
-//! **Metadata.** 20 bytes per cached block in the arena: the 8-byte key (stored as two `u32` so the entry
-//! aligns to 4 bytes), two 31-bit links with the prefetch flag in the spare bit, a 1-byte counter, 3 bytes of
-//! padding. Plus the handle index, 4 bytes + 1 tag byte per bucket at a load factor between 7/16 and 7/8
-//! (5.7–11.4 bytes per block): 25.7–31.4 bytes per cached block. No ghost entries.
+//! **Metadata.** 16 bytes per cached block in the arena (8-byte key, two 31-bit links, the prefetch flag in a spare
+//! link bit), 1 byte of counter in a side array indexed by handle, plus the handle index, 4 bytes + 1 tag byte per
+//! bucket, reserved for twice the entries so that churn never makes it grow (`KeyIndex::with_capacity`): 11.4–22.9
+//! bytes per entry depending on where the size falls between powers of two: 28.4–39.9 bytes per cached block. No
+//! ghost entries.
 //!
 //! **Cost.** O(1) per hit and insert. An eviction is O(1) amortized: every step of the hand either evicts or
 //! decrements a counter, and counters only grow by one per hit (or by `init_freq` per insertion), so the hand
@@ -67,19 +68,17 @@ impl ClockConfig {
 
 #[derive(Clone, Debug)]
 struct Node {
-    /// The packed key, low word first (two `u32` keep the node 4-byte aligned: 20 bytes instead of 24).
+    /// The packed key, low word first.
     key: [u32; 2],
     /// Flag bit: prefetched, not yet accessed on demand.
     links: Links,
-    /// Reference counter, 0..=max_freq.
-    freq: u8,
 }
 
 impl Node {
     #[inline]
-    fn new(key: BlockKey, freq: u8) -> Self {
+    fn new(key: BlockKey) -> Self {
         let raw = key.raw();
-        Node { key: [raw as u32, (raw >> 32) as u32], links: Links::default(), freq }
+        Node { key: [raw as u32, (raw >> 32) as u32], links: Links::default() }
     }
 }
 
@@ -108,6 +107,9 @@ pub struct Clock {
     max_freq: u8,
     init_freq: u8,
     arena: Arena<Node>,
+    /// Reference counters, 0..=max_freq, indexed by handle (a side array keeps the arena entry at 16 bytes;
+    /// handles never exceed the capacity, since CLOCK keeps no ghosts).
+    freq: Vec<u8>,
     index: KeyIndex,
     list: List,
 }
@@ -117,9 +119,9 @@ impl Clock {
     #[inline]
     fn evict_one(&mut self, out: &mut Vec<Evicted>) {
         while let Some(h) = self.list.back() {
-            let n = &mut self.arena[h];
-            if n.freq > 0 {
-                n.freq -= 1;
+            let f = &mut self.freq[slot(h)];
+            if *f > 0 {
+                *f -= 1;
                 self.list.move_to_front(&mut self.arena, h);
                 continue;
             }
@@ -139,7 +141,8 @@ impl Clock {
             self.evict_one(out);
         }
         let freq = if prefetched { 0 } else { self.init_freq };
-        let h = self.arena.alloc(Node::new(key, freq));
+        let h = self.arena.alloc(Node::new(key));
+        self.freq[slot(h)] = freq;
         self.arena[h].links.set_flag(prefetched);
         self.index.insert(&self.arena, h);
         self.list.push_front(&mut self.arena, h);
@@ -147,7 +150,7 @@ impl Clock {
 
     /// Resident (key, counter) pairs from the new end to the hand (for tests and debugging).
     pub fn entries_newest_first(&self) -> Vec<(BlockKey, u8)> {
-        self.list.iter(&self.arena).map(|h| (self.arena[h].key(), self.arena[h].freq)).collect()
+        self.list.iter(&self.arena).map(|h| (self.arena[h].key(), self.freq[slot(h)])).collect()
     }
 }
 
@@ -180,6 +183,7 @@ impl Policy for Clock {
             init_freq: config.init_freq as u8,
             arena: Arena::with_capacity(capacity),
             index: KeyIndex::with_capacity(capacity),
+            freq: vec![0; capacity],
             list: List::new(),
         }
     }
@@ -201,13 +205,14 @@ impl Policy for Clock {
         match self.index.get(&self.arena, access.key) {
             Some(h) => {
                 let n = &mut self.arena[h];
+                let f = &mut self.freq[slot(h)];
                 if n.links.flag() {
                     n.links.set_flag(false);
-                    n.freq = self.init_freq;
+                    *f = self.init_freq;
                     Outcome::PrefetchHit
                 } else {
-                    if n.freq < self.max_freq {
-                        n.freq += 1;
+                    if *f < self.max_freq {
+                        *f += 1;
                     }
                     Outcome::Hit
                 }
@@ -262,19 +267,26 @@ impl Policy for Clock {
             if self.index.get(&self.arena, n.key()) != Some(h) {
                 return Err(format!("key {} on the list but not indexed", n.key()));
             }
-            if n.freq > self.max_freq {
-                return Err(format!("key {}: counter {} over max {}", n.key(), n.freq, self.max_freq));
+            let f = self.freq[slot(h)];
+            if f > self.max_freq {
+                return Err(format!("key {}: counter {f} over max {}", n.key(), self.max_freq));
             }
-            if n.links.flag() && n.freq != 0 {
-                return Err(format!("key {}: unaccessed prefetched block with counter {}", n.key(), n.freq));
+            if n.links.flag() && f != 0 {
+                return Err(format!("key {}: unaccessed prefetched block with counter {f}", n.key()));
             }
         }
         Ok(())
     }
 
     fn heap_bytes(&self) -> usize {
-        self.arena.heap_bytes() + self.index.heap_bytes()
+        self.arena.heap_bytes() + self.index.heap_bytes() + self.freq.capacity()
     }
+}
+
+/// The side-array slot of a handle.
+#[inline]
+fn slot(h: crate::arena::Handle) -> usize {
+    (h.get() - 1) as usize
 }
 
 #[cfg(test)]
@@ -304,17 +316,17 @@ mod tests {
     }
 
     #[test]
-    fn node_is_twenty_bytes() {
-        assert_eq!(std::mem::size_of::<Node>(), 20);
+    fn node_is_sixteen_bytes() {
+        assert_eq!(std::mem::size_of::<Node>(), 16);
         let key = BlockKey::new(0xfedc, 0xba98_7654_3210).unwrap();
-        assert_eq!(Node::new(key, 0).key(), key);
+        assert_eq!(Node::new(key).key(), key);
     }
 
     #[test]
     fn metadata_is_as_documented() {
         for cap in [1_000, 10_000, 100_000, 1 << 20] {
             let per_block = clock(cap, 8, 0).heap_bytes() as f64 / cap as f64;
-            assert!((25.7..=31.5).contains(&per_block), "{per_block} bytes per block at {cap}");
+            assert!((28.4..=40.0).contains(&per_block), "{per_block} bytes per block at {cap}");
         }
     }
 

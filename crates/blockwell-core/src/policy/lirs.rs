@@ -58,8 +58,8 @@
 //!
 //! **Metadata.** 24 bytes per entry in the arena (8-byte key; S links; Q links shared with the list of
 //! non-resident entries; the LIR, resident and prefetched flags live in the links' spare bits) plus the handle
-//! index (4 bytes + 1 tag byte per bucket at a load factor between 7/16 and 7/8, ≈ 6–11 bytes per entry):
-//! 30–35 bytes per cached block and the same per non-resident (ghost) entry. With `stack_bound = 2` there are at
+//! index (4 bytes + 1 tag byte per bucket, reserved for twice the entries so that churn never grows it: 11.4–22.9
+//! bytes per entry): 35–47 bytes per cached block and the same per non-resident (ghost) entry. With `stack_bound = 2` there are at
 //! most about `capacity + Lhirs` non-resident entries.
 //!
 //! **Cost.** O(1) amortized per access, prefetch and eviction (one hash lookup; pruning removes each entry at

@@ -11,9 +11,10 @@
 //! **Parameters.** None. Identical under every preset; matches libcachesim's `LRU` exactly (evict the LRU
 //! block before inserting the missed one).
 //!
-//! **Metadata.** 16 bytes per cached block in the arena (8-byte key, two 31-bit links and the prefetch flag)
-//! plus the handle index, 4 bytes + 1 tag byte per bucket at a load factor between 7/16 and 7/8
-//! (≈ 6–11 bytes per block): 22–27 bytes per cached block. No ghost entries.
+//! **Metadata.** 16 bytes per cached block in the arena (8-byte key, two 31-bit links and the prefetch flag) plus
+//! the handle index, 4 bytes + 1 tag byte per bucket, reserved for twice the entries so that churn never makes it
+//! grow (`KeyIndex::with_capacity`): 11.4–22.9 bytes per entry depending on where the size falls between powers of
+//! two: 27.4–38.9 bytes per cached block. No ghost entries.
 //!
 //! **Cost.** O(1) per access, insert and eviction.
 

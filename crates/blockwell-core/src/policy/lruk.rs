@@ -46,9 +46,9 @@
 //!
 //! **Metadata.** 24 bytes per entry in the arena (8-byte key, list links with the prefetch flag, heap
 //! position), `8 × (K + 1)` bytes of times (`LAST`, `HIST(1..K)`) in a side table indexed by handle, 16 bytes
-//! per entry of the priority heap (eligible blocks), and the handle index (4 bytes + 1 tag byte per bucket at
-//! a load factor between 7/16 and 7/8, ≈ 6–11 bytes per entry). For K = 2: 70–75 bytes per cached block,
-//! 54–59 bytes per ghost entry.
+//! per entry of the priority heap (eligible blocks), and the handle index (4 bytes + 1 tag byte per bucket,
+//! reserved for twice the entries so that churn never grows it: 11.4–22.9 bytes per entry). For K = 2: 75–87
+//! bytes per cached block, 59–71 bytes per ghost entry.
 //!
 //! **Cost.** O(log n) per access, prefetch and eviction (an indexed binary min-heap over arena handles keyed
 //! on the priority above; the ineligible list and the ghost list are O(1)). No allocation per access once the

@@ -38,10 +38,10 @@
 //! `Seed001` keeps libcachesim's 10 000 accesses so that the two presets differ only in what the seed states.
 //!
 //! **Metadata.** 32 bytes per entry in the arena (8-byte key, links with the prefetch flag, 8-byte expiry,
-//! 4-byte frequency, 1-byte queue number, padding) plus the handle index (4 bytes + 1 tag byte per bucket at
-//! a load factor between 7/16 and 7/8, ≈ 6–11 bytes per entry): 38–43 bytes per cached block and the same per
-//! `Qout` entry (ghosts share the arena and the index), i.e. with the default `qout_ratio = 4`, 190–215 bytes
-//! per block of capacity when `Qout` is full. Plus 12 bytes per queue.
+//! 4-byte frequency, 1-byte queue number, padding) plus the handle index (4 bytes + 1 tag byte per bucket,
+//! reserved for twice the entries so that churn never grows it: 11.4–22.9 bytes per entry): 43–55 bytes per
+//! cached block and the same per `Qout` entry (ghosts share the arena and the index), i.e. with the default
+//! `qout_ratio = 4`, 215–275 bytes per block of capacity when `Qout` is full. Plus 12 bytes per queue.
 //!
 //! **Cost.** O(m) per demand access (one look at the LRU end of each queue), O(1) per insert and eviction;
 //! no allocation after construction.
@@ -452,9 +452,9 @@ mod tests {
     fn metadata_is_as_documented() {
         // 38-43 bytes per entry; with qout_ratio 4 there are 5 entries per block of capacity.
         let per_block = Mq::new(10_000, &MqConfig::default()).heap_bytes() as f64 / 10_000.0;
-        assert!((190.0..=216.0).contains(&per_block), "{per_block} bytes per block");
+        assert!((215.0..=275.0).contains(&per_block), "{per_block} bytes per block");
         let per_block = Mq::new(10_000, &cfg(4, 10, 0.0)).heap_bytes() as f64 / 10_000.0;
-        assert!((38.0..=43.1).contains(&per_block), "{per_block} bytes per block");
+        assert!((43.0..=55.0).contains(&per_block), "{per_block} bytes per block");
     }
 
     #[test]

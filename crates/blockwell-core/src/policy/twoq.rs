@@ -237,7 +237,7 @@ impl Policy for TwoQ {
             kin,
             kout,
             arena: Arena::with_capacity(entries),
-            index: KeyIndex::with_capacity(entries.saturating_mul(2)),
+            index: KeyIndex::with_capacity(entries),
             a1in: List::new(),
             am: List::new(),
             a1out: List::new(),
