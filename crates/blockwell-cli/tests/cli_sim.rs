@@ -126,3 +126,107 @@ fn demo_ranks_every_policy_on_both_workloads() {
     assert!(out.contains("best online policy"));
     assert_eq!(out, util::ok(&["demo", "--requests", "20000", "--threads", "1"]), "deterministic");
 }
+
+#[test]
+fn truncated_files_are_one_clear_error() {
+    let d = tempfile::tempdir().unwrap();
+    // oracleGeneral: two whole 24-byte records and 5 stray bytes.
+    let mut rec = Vec::new();
+    for (i, id) in [7u64, 8].iter().enumerate() {
+        rec.extend_from_slice(&(i as u32).to_le_bytes());
+        rec.extend_from_slice(&id.to_le_bytes());
+        rec.extend_from_slice(&4096u32.to_le_bytes());
+        rec.extend_from_slice(&(-1i64).to_le_bytes());
+    }
+    rec.extend_from_slice(&[1, 2, 3, 4, 5]);
+    let og = d.path().join("t.oracleGeneral");
+    std::fs::write(&og, &rec).unwrap();
+    let e = util::fails(&["sim", "--trace", og.to_str().unwrap()]);
+    assert!(e.contains("t.oracleGeneral:3: expected a 24-byte record"), "{e}");
+    // A gzip file cut in half.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(SMALL.repeat(200).as_bytes()).unwrap();
+    let bytes = gz.finish().unwrap();
+    let cut = d.path().join("cut.csv.gz");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let e = util::fails(&["sim", "--trace", cut.to_str().unwrap(), "--format", "vscsi"]);
+    assert!(e.contains("cut.csv.gz"), "{e}");
+}
+
+#[test]
+fn volumes_filter_by_name() {
+    let d = tempfile::tempdir().unwrap();
+    // MSR Cambridge lines on two volumes, hm_0 and hm_1.
+    let mut body = String::new();
+    for i in 0..6u64 {
+        let disk = i % 2;
+        body.push_str(&format!("{},hm,{disk},Read,{},4096,100\n", 128166372000000000u64 + i, (i / 2) * 4096));
+    }
+    let t = vscsi(d.path(), "hm.csv", &body);
+    let all: serde_json::Value =
+        serde_json::from_str(&util::ok(&["sim", "-t", &t, "-f", "msr", "-c", "10blocks", "--json"])).unwrap();
+    assert_eq!(all["requests"], 6);
+    assert_eq!(all["results"][0]["stats"]["read"]["block_hits"], 0, "the same offsets on two volumes are two blocks");
+    let one: serde_json::Value = serde_json::from_str(&util::ok(&[
+        "sim",
+        "-t",
+        &t,
+        "-f",
+        "msr",
+        "-c",
+        "10blocks",
+        "--volumes",
+        "hm_1",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(one["requests"], 3);
+}
+
+#[test]
+fn converted_oracle_trace_gives_the_same_block_level_results() {
+    let Some(shared) = util::shared() else { return };
+    let d = tempfile::tempdir().unwrap();
+    let src = shared.join("traces/cloudphysics/cloudPhysicsIO.csv");
+    let og = d.path().join("cp.oracleGeneral.zst");
+    util::ok(&[
+        "trace",
+        "convert",
+        "--trace",
+        src.to_str().unwrap(),
+        "--to",
+        "oracle",
+        "--output",
+        og.to_str().unwrap(),
+    ]);
+    let run = |t: &str| -> Vec<(u64, u64)> {
+        let v: serde_json::Value = serde_json::from_str(&util::ok(&[
+            "sim",
+            "-t",
+            t,
+            "-p",
+            "lru,arc,opt",
+            "-c",
+            "1%,10%",
+            "--preset",
+            "libcachesim",
+            "--json",
+        ]))
+        .unwrap();
+        v["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let s = &r["stats"];
+                let blocks = s["read"]["blocks"].as_u64().unwrap() + s["write"]["blocks"].as_u64().unwrap();
+                let hits = s["read"]["block_hits"].as_u64().unwrap() + s["write"]["block_hits"].as_u64().unwrap();
+                (blocks, hits)
+            })
+            .collect()
+    };
+    let a = run(src.to_str().unwrap());
+    let b = run(og.to_str().unwrap());
+    assert_eq!(a.len(), 6);
+    assert_eq!(a, b, "one oracleGeneral record per 4 KiB block: same block accesses, same hits");
+}
