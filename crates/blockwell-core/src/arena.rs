@@ -83,6 +83,23 @@ pub trait Linked {
     fn links_mut(&mut self) -> &mut Links;
 }
 
+/// Implements [`Linked`] for an entry type whose links are its `links` field.
+macro_rules! linked_by_field {
+    ($t:ty) => {
+        impl $crate::arena::Linked for $t {
+            #[inline]
+            fn links(&self) -> &$crate::arena::Links {
+                &self.links
+            }
+            #[inline]
+            fn links_mut(&mut self) -> &mut $crate::arena::Links {
+                &mut self.links
+            }
+        }
+    };
+}
+pub(crate) use linked_by_field;
+
 /// An entry that has a key, so that a [`KeyIndex`] can find it.
 pub trait Keyed {
     fn key(&self) -> BlockKey;

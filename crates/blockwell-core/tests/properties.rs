@@ -164,12 +164,17 @@ fn run(p: &mut dyn DynPolicy, steps: &[Step]) -> Result<Run, TestCaseError> {
     Ok(r)
 }
 
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256)
+}
+
 fn build(k: PolicyKind, preset: Preset, cap: usize) -> Box<dyn DynPolicy> {
     PolicySpec::new(k).build(preset, cap).unwrap()
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    // 256 cases by default; PROPTEST_CASES=N for a longer hunt.
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn invariants_hold_and_runs_repeat(

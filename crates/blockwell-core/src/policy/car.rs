@@ -42,7 +42,7 @@
 //! no allocation per access (the arena and the index are sized for the full directory, 2c entries, up front).
 
 use super::{Access, Evicted, Outcome, Policy};
-use crate::arena::{Arena, Handle, KeyIndex, Keyed, Linked, Links, List};
+use crate::arena::{Arena, Handle, KeyIndex, Keyed, Links, List};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -83,16 +83,7 @@ impl Node {
     }
 }
 
-impl Linked for Node {
-    #[inline]
-    fn links(&self) -> &Links {
-        &self.links
-    }
-    #[inline]
-    fn links_mut(&mut self) -> &mut Links {
-        &mut self.links
-    }
-}
+crate::arena::linked_by_field!(Node);
 
 impl Keyed for Node {
     #[inline]

@@ -28,7 +28,7 @@
 //! capacity (both are sized for it up front).
 
 use super::{Access, Evicted, Outcome, Policy};
-use crate::arena::{Arena, KeyIndex, Keyed, Linked, Links, List};
+use crate::arena::{Arena, KeyIndex, Keyed, Links, List};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -44,16 +44,7 @@ struct Node {
     links: Links,
 }
 
-impl Linked for Node {
-    #[inline]
-    fn links(&self) -> &Links {
-        &self.links
-    }
-    #[inline]
-    fn links_mut(&mut self) -> &mut Links {
-        &mut self.links
-    }
-}
+crate::arena::linked_by_field!(Node);
 
 impl Keyed for Node {
     #[inline]
@@ -145,14 +136,7 @@ impl Policy for Fifo {
     }
 
     fn prefetch(&mut self, group: &[Access], out: &mut Vec<Evicted>) -> usize {
-        let mut n = 0;
-        for a in group {
-            if !self.contains(a.key) {
-                self.insert(a.key, true, out);
-                n += 1;
-            }
-        }
-        n
+        super::prefetch_missing(self, group, out, |p, key, out| p.insert(key, true, out))
     }
 
     fn remove(&mut self, key: BlockKey) -> bool {

@@ -39,7 +39,7 @@
 
 use super::handle_heap::{HandleHeap, HeapSlot};
 use super::{Access, Evicted, Outcome, Policy};
-use crate::arena::{Arena, KeyIndex, Keyed, Linked, Links};
+use crate::arena::{Arena, KeyIndex, Keyed, Links};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
@@ -71,16 +71,7 @@ struct Node {
     pos: u32,
 }
 
-impl Linked for Node {
-    #[inline]
-    fn links(&self) -> &Links {
-        &self.links
-    }
-    #[inline]
-    fn links_mut(&mut self) -> &mut Links {
-        &mut self.links
-    }
-}
+crate::arena::linked_by_field!(Node);
 
 impl Keyed for Node {
     #[inline]
@@ -218,14 +209,7 @@ impl Policy for Lrfu {
     }
 
     fn prefetch(&mut self, group: &[Access], out: &mut Vec<Evicted>) -> usize {
-        let mut n = 0;
-        for a in group {
-            if !self.contains(a.key) {
-                self.insert(a.key, true, out);
-                n += 1;
-            }
-        }
-        n
+        super::prefetch_missing(self, group, out, |p, key, out| p.insert(key, true, out))
     }
 
     fn remove(&mut self, key: BlockKey) -> bool {

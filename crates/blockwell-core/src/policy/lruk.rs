@@ -55,7 +55,7 @@
 //! tables have grown to their working size.
 
 use super::{Access, Evicted, Outcome, Policy, Preset};
-use crate::arena::{Arena, Handle, KeyIndex, Keyed, Linked, Links, List};
+use crate::arena::{Arena, Handle, KeyIndex, Keyed, Links, List};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -106,16 +106,7 @@ struct Node {
     pos: u32,
 }
 
-impl Linked for Node {
-    #[inline]
-    fn links(&self) -> &Links {
-        &self.links
-    }
-    #[inline]
-    fn links_mut(&mut self) -> &mut Links {
-        &mut self.links
-    }
-}
+crate::arena::linked_by_field!(Node);
 
 impl Keyed for Node {
     #[inline]

@@ -171,6 +171,25 @@ pub trait Policy: Send + 'static {
     fn heap_bytes(&self) -> usize;
 }
 
+/// The common prefetch rule of policies whose prefetched blocks go where a missed block would: insert every
+/// key of the group that is not resident (with `insert(policy, key, out)`, which flags it as prefetched) and
+/// leave resident ones alone. Returns how many were inserted.
+pub(crate) fn prefetch_missing<P: Policy>(
+    p: &mut P,
+    group: &[Access],
+    out: &mut Vec<Evicted>,
+    mut insert: impl FnMut(&mut P, BlockKey, &mut Vec<Evicted>),
+) -> usize {
+    let mut n = 0;
+    for a in group {
+        if !p.contains(a.key) {
+            insert(p, a.key, out);
+            n += 1;
+        }
+    }
+    n
+}
+
 /// Object-safe view of a [`Policy`], for callers that pick the policy at run time (the live server).
 pub trait DynPolicy: Send {
     fn capacity(&self) -> usize;

@@ -47,7 +47,7 @@
 //! no allocation after construction.
 
 use super::{Access, Evicted, Outcome, Policy, Preset};
-use crate::arena::{Arena, Handle, KeyIndex, Keyed, Linked, Links, List, MAX_ENTRIES};
+use crate::arena::{Arena, Handle, KeyIndex, Keyed, Links, List, MAX_ENTRIES};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -87,16 +87,7 @@ struct Node {
     queue: u8,
 }
 
-impl Linked for Node {
-    #[inline]
-    fn links(&self) -> &Links {
-        &self.links
-    }
-    #[inline]
-    fn links_mut(&mut self) -> &mut Links {
-        &mut self.links
-    }
-}
+crate::arena::linked_by_field!(Node);
 
 impl Keyed for Node {
     #[inline]

@@ -41,7 +41,7 @@
 
 use super::handle_heap::{HandleHeap, HeapSlot};
 use super::{Access, Evicted, Outcome, Policy};
-use crate::arena::{Arena, Handle, KeyIndex, Keyed, Linked, Links};
+use crate::arena::{Arena, Handle, KeyIndex, Keyed, Links};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -61,16 +61,7 @@ struct Node {
     pos: u32,
 }
 
-impl Linked for Node {
-    #[inline]
-    fn links(&self) -> &Links {
-        &self.links
-    }
-    #[inline]
-    fn links_mut(&mut self) -> &mut Links {
-        &mut self.links
-    }
-}
+crate::arena::linked_by_field!(Node);
 
 impl Keyed for Node {
     #[inline]

@@ -68,7 +68,7 @@
 //! scan all of S and then M). No allocation once the arena and index have grown to capacity + ghost size.
 
 use super::{Access, Evicted, Outcome, Policy, Preset};
-use crate::arena::{Arena, Handle, KeyIndex, Keyed, Linked, Links, List};
+use crate::arena::{Arena, Handle, KeyIndex, Keyed, Links, List};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -124,16 +124,7 @@ impl Node {
     }
 }
 
-impl Linked for Node {
-    #[inline]
-    fn links(&self) -> &Links {
-        &self.links
-    }
-    #[inline]
-    fn links_mut(&mut self) -> &mut Links {
-        &mut self.links
-    }
-}
+crate::arena::linked_by_field!(Node);
 
 impl Keyed for Node {
     #[inline]

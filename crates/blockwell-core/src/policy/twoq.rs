@@ -23,11 +23,11 @@
 //! | `Libcachesim` | 0.25 | 0.5 | libcachesim 0.3.5 `TwoQ(a_in_size_ratio=0.25, a_out_size_ratio=0.5)` |
 //! | `Seed001` | 0.25 | 1.0 | seed `001_*` Table 4: "A1in = 25% of cache, ghost cache = cache size" |
 //!
-//! Under `Default` and `Libcachesim` miss ratios equal libcachesim's `TwoQ` exactly. Two consequences of matching
-//! it, stated because they surprise:
-//! - When Kin rounds down to 0 (c · a_in_ratio < 1, e.g. c ≤ 3 at 0.25) **nothing is admitted** and every access
-//!   misses: libCacheSim's `TwoQ_can_insert` requires a block to fit in A1in. Use a larger `a_in_ratio` for such
-//!   tiny caches. When Kout rounds down to 0 there is no ghost list (blocks leaving A1in are forgotten).
+//! Under `Default` and `Libcachesim` miss ratios equal libcachesim's `TwoQ` exactly, except in caches so small
+//! that Kin rounds down to 0 (c · a_in_ratio < 1, e.g. c ≤ 3 at 0.25): there libcachesim admits **nothing** (its
+//! `TwoQ_can_insert` requires a block to fit in A1in) and every access misses. `libcachesim_quirks` (on in the
+//! `Libcachesim` preset only) reproduces that; otherwise Kin is at least one block. When Kout rounds down to 0
+//! there is no ghost list (blocks leaving A1in are forgotten). Further consequences of matching it:
 //! - A1in is not capped at Kin: it holds every block until the cache is full, and only then shrinks to Kin as Am
 //!   fills. This is the paper's algorithm too.
 //!
@@ -47,7 +47,7 @@
 //! index are sized for c + Kout entries up front, and an A1out hit reuses the ghost's arena slot and index entry.
 
 use super::{Access, Evicted, Outcome, Policy, Preset};
-use crate::arena::{Arena, Handle, KeyIndex, Keyed, Linked, Links, List};
+use crate::arena::{Arena, Handle, KeyIndex, Keyed, Links, List};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -59,11 +59,15 @@ pub struct TwoQConfig {
     pub a_in_ratio: f64,
     /// Kout / c: how many keys of blocks paged out of A1in are remembered. ≥ 0.
     pub a_out_ratio: f64,
+    /// Round Kin down to 0 when c · a_in_ratio < 1, admitting nothing, as libcachesim 0.3.5 does. Off: Kin is at
+    /// least one block.
+    #[serde(default)]
+    pub libcachesim_quirks: bool,
 }
 
 impl Default for TwoQConfig {
     fn default() -> Self {
-        TwoQConfig { a_in_ratio: 0.25, a_out_ratio: 0.5 }
+        TwoQConfig { a_in_ratio: 0.25, a_out_ratio: 0.5, libcachesim_quirks: false }
     }
 }
 
@@ -89,16 +93,7 @@ impl Node {
     }
 }
 
-impl Linked for Node {
-    #[inline]
-    fn links(&self) -> &Links {
-        &self.links
-    }
-    #[inline]
-    fn links_mut(&mut self) -> &mut Links {
-        &mut self.links
-    }
-}
+crate::arena::linked_by_field!(Node);
 
 impl Keyed for Node {
     #[inline]
@@ -207,8 +202,9 @@ impl Policy for TwoQ {
 
     fn preset(preset: Preset) -> TwoQConfig {
         match preset {
-            Preset::Default | Preset::Libcachesim => TwoQConfig::default(),
-            Preset::Seed001 => TwoQConfig { a_in_ratio: 0.25, a_out_ratio: 1.0 },
+            Preset::Default => TwoQConfig::default(),
+            Preset::Libcachesim => TwoQConfig { libcachesim_quirks: true, ..TwoQConfig::default() },
+            Preset::Seed001 => TwoQConfig { a_in_ratio: 0.25, a_out_ratio: 1.0, libcachesim_quirks: false },
         }
     }
 
@@ -228,6 +224,7 @@ impl Policy for TwoQ {
             panic!("invalid 2Q configuration: {e}");
         }
         let kin = scaled(capacity, config.a_in_ratio).min(capacity);
+        let kin = if config.libcachesim_quirks { kin } else { kin.max(1) };
         let kout = scaled(capacity, config.a_out_ratio);
         let entries = capacity.saturating_add(kout);
         // Every miss removes and inserts keys, and hashbrown rehashes in place only while at most half full
@@ -427,21 +424,25 @@ mod tests {
     }
 
     #[test]
-    fn tiny_cache_admits_nothing_like_libcachesim() {
-        let mut p = new(3);
+    fn tiny_cache_admits_nothing_only_in_libcachesim_quirks_mode() {
+        let mut d = TwoQ::new(3, &TwoQConfig::default());
+        assert_eq!(d.sizes().0, 1, "Kin is at least one block by default");
+        acc(&mut d, 1);
+        assert_eq!(acc(&mut d, 1).0, Outcome::Hit);
+        let mut p = TwoQ::new(3, &TwoQ::preset(Preset::Libcachesim));
         for b in [1, 1, 2, 1] {
             assert_eq!(acc(&mut p, b).0, Outcome::Miss);
         }
         assert_eq!(pf(&mut p, &[5]).0, 0);
         assert_eq!(p.len(), 0);
-        let mut p = TwoQ::new(3, &TwoQConfig { a_in_ratio: 0.34, a_out_ratio: 0.5 });
+        let mut p = TwoQ::new(3, &TwoQConfig { a_in_ratio: 0.34, a_out_ratio: 0.5, ..TwoQConfig::default() });
         acc(&mut p, 1);
         assert_eq!(acc(&mut p, 1).0, Outcome::Hit);
     }
 
     #[test]
     fn no_ghosts_when_kout_is_zero() {
-        let mut p = TwoQ::new(4, &TwoQConfig { a_in_ratio: 0.25, a_out_ratio: 0.0 });
+        let mut p = TwoQ::new(4, &TwoQConfig { a_in_ratio: 0.25, a_out_ratio: 0.0, ..TwoQConfig::default() });
         for b in 1..=5 {
             acc(&mut p, b);
         }
@@ -567,7 +568,7 @@ mod tests {
             if self.q[0].len() + self.q[1].len() < self.c {
                 return;
             }
-            if self.q[0].len() > self.kin {
+            if self.q[0].len() > self.kin || self.q[1].is_empty() {
                 let y = self.q[0].pop().unwrap();
                 if self.kout > 0 {
                     if self.q[2].len() == self.kout {
@@ -609,9 +610,10 @@ mod tests {
             cap in 1usize..12,
             a_in in 0.05f64..0.95,
             a_out in 0.0f64..2.0,
+            quirks in proptest::bool::ANY,
             ops in proptest::collection::vec(op(), 1..300),
         ) {
-            let mut p = TwoQ::new(cap, &TwoQConfig { a_in_ratio: a_in, a_out_ratio: a_out });
+            let mut p = TwoQ::new(cap, &TwoQConfig { a_in_ratio: a_in, a_out_ratio: a_out, libcachesim_quirks: quirks });
             let mut out = Vec::new();
             for o in ops {
                 out.clear();
@@ -645,9 +647,10 @@ mod tests {
             cap in 1usize..12,
             a_in in 0.05f64..0.95,
             a_out in 0.0f64..2.0,
+            quirks in proptest::bool::ANY,
             trace in proptest::collection::vec(0u64..30, 1..400),
         ) {
-            let mut p = TwoQ::new(cap, &TwoQConfig { a_in_ratio: a_in, a_out_ratio: a_out });
+            let mut p = TwoQ::new(cap, &TwoQConfig { a_in_ratio: a_in, a_out_ratio: a_out, libcachesim_quirks: quirks });
             let (kin, kout) = p.sizes();
             let mut m = Model { c: cap, kin, kout, q: Default::default() };
             let mut out = Vec::new();
