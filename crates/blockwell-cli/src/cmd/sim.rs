@@ -123,8 +123,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     // Check the trace opens (and its format is known) before anything else.
     a.trace.open()?;
     let bar = progress_bar(&a.trace.trace);
+    // A pre-pass (footprint for % sizes, next-use times for OPT) reads the trace once more: say which pass.
     let tick = |bytes: u64| {
         if let Some(b) = &bar {
+            if bytes < b.position() {
+                b.set_message("replay");
+            }
             b.set_position(bytes);
         }
     };
@@ -168,10 +172,10 @@ fn progress_bar(path: &std::path::Path) -> Option<indicatif::ProgressBar> {
         return None;
     }
     let len = std::fs::metadata(path).ok()?.len();
-    let b = indicatif::ProgressBar::new(len);
+    let b = indicatif::ProgressBar::new(len).with_message("reading");
     b.set_style(
         indicatif::ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} ({eta})",
+            "{spinner} {msg:7} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} ({eta})",
         )
         .ok()?,
     );
