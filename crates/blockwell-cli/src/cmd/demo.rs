@@ -1,8 +1,8 @@
 //! `blockwell demo`: every policy on two small workloads built into the binary (deterministic generators),
 //! ranked by miss ratio at two cache sizes. The README's first command.
 
-use super::sim::human_bytes;
 use blockwell_core::policy::{PolicyKind, PolicySpec, Preset};
+use blockwell_sim::analysis::human_bytes;
 use blockwell_sim::gen::{GenConfig, Generator, Workload};
 use blockwell_sim::replay::{replay, CacheSize, CacheSpec, ReplayConfig};
 use std::process::ExitCode;

@@ -3,6 +3,7 @@
 use super::common::{parse_bytes, SizeSpec, TraceArgs};
 use anyhow::{bail, Context};
 use blockwell_core::policy::{parse_policy_list, Preset};
+use blockwell_sim::analysis::human_bytes;
 use blockwell_sim::replay::{replay, CacheSize, CacheSpec, ReplayConfig, ReplayHooks, ReplayReport};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -180,22 +181,6 @@ fn progress_bar(path: &std::path::Path) -> Option<indicatif::ProgressBar> {
         .ok()?,
     );
     Some(b)
-}
-
-/// Human-readable size.
-pub fn human_bytes(b: u64) -> String {
-    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i < U.len() - 1 {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", U[i])
-    }
 }
 
 /// The terminal table.
