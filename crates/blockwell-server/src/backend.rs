@@ -1,0 +1,117 @@
+//! The backend trait: what the NBD server serves and what each layer wraps.
+
+use std::io;
+
+/// A block device or anything that acts like one. Methods take `&self` so that many requests can be in
+/// flight at once; implementations synchronize internally.
+///
+/// Offsets and lengths are in bytes and already checked by the caller to lie within `size()`.
+pub trait Backend: Send + Sync {
+    /// Size in bytes.
+    fn size(&self) -> u64;
+
+    /// Fills `buf` from `offset`.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+
+    /// Writes `buf` at `offset`. When `fua` is set, the data must be on stable storage before this returns.
+    fn write_at(&self, buf: &[u8], offset: u64, fua: bool) -> io::Result<()>;
+
+    /// Makes every completed write durable (NBD_CMD_FLUSH: fdatasync on a file).
+    fn flush(&self) -> io::Result<()>;
+
+    /// Discards a range (NBD_CMD_TRIM); reading it afterwards may return anything. A no-op is correct.
+    fn trim(&self, offset: u64, len: u64, fua: bool) -> io::Result<()>;
+
+    /// Writes zeroes over a range (NBD_CMD_WRITE_ZEROES). `may_trim`: the range may be deallocated instead
+    /// (NBD_CMD_FLAG_NO_HOLE clear), as long as it then reads as zeroes.
+    fn write_zeroes(&self, offset: u64, len: u64, may_trim: bool, fua: bool) -> io::Result<()>;
+
+    /// Hint that a range will be read soon (NBD_CMD_CACHE): a cache may prefetch it. A no-op is correct.
+    fn cache(&self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
+
+    /// Writes are refused.
+    fn is_read_only(&self) -> bool {
+        false
+    }
+
+    /// Whether several connections to this backend see each other's completed writes and a FLUSH on one
+    /// connection covers writes completed on all (NBD_FLAG_CAN_MULTI_CONN). True only if that holds.
+    fn can_multi_conn(&self) -> bool {
+        false
+    }
+
+    /// Allocation status of a range, for NBD_CMD_BLOCK_STATUS (`base:allocation`), where the backend knows
+    /// holes: extents (length, flags) covering the start of the range, `flags` bit 0 = hole, bit 1 = reads
+    /// as zeroes. `None`: the backend does not know (the server then does not offer the context).
+    fn block_status(&self, offset: u64, len: u64) -> Option<io::Result<Vec<(u64, u32)>>> {
+        let _ = (offset, len);
+        None
+    }
+}
+
+/// A backend in memory (tests, `nbdkit memory`-like exports).
+pub struct MemBackend {
+    data: std::sync::RwLock<Vec<u8>>,
+    read_only: bool,
+}
+
+impl MemBackend {
+    pub fn new(size: usize) -> Self {
+        MemBackend { data: std::sync::RwLock::new(vec![0; size]), read_only: false }
+    }
+
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+
+    /// A copy of the contents (tests).
+    pub fn snapshot(&self) -> Vec<u8> {
+        self.data.read().expect("lock").clone()
+    }
+}
+
+impl Backend for MemBackend {
+    fn size(&self) -> u64 {
+        self.data.read().expect("lock").len() as u64
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let d = self.data.read().expect("lock");
+        let o = offset as usize;
+        buf.copy_from_slice(&d[o..o + buf.len()]);
+        Ok(())
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64, _fua: bool) -> io::Result<()> {
+        let mut d = self.data.write().expect("lock");
+        let o = offset as usize;
+        d[o..o + buf.len()].copy_from_slice(buf);
+        Ok(())
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn trim(&self, _offset: u64, _len: u64, _fua: bool) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn write_zeroes(&self, offset: u64, len: u64, _may_trim: bool, _fua: bool) -> io::Result<()> {
+        let mut d = self.data.write().expect("lock");
+        d[offset as usize..(offset + len) as usize].fill(0);
+        Ok(())
+    }
+
+    fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn can_multi_conn(&self) -> bool {
+        true
+    }
+}
