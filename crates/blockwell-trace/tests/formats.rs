@@ -201,7 +201,10 @@ fn vscsi_and_plain() {
         read_ok("version,time,op,size,lbn\n1,5633898,2a,512,42932745\n1,5633899,28,4096,8\n", Format::Vscsi);
     assert_eq!(
         rs,
-        vec![req(5_633_898_000, 0, Op::Write, 42932745 * 512, 512), req(5_633_899_000, 0, Op::Read, 4096, 4096)]
+        vec![
+            req(5_633_898_000_000_000, 0, Op::Write, 42932745 * 512, 512),
+            req(5_633_899_000_000_000, 0, Op::Read, 4096, 4096)
+        ]
     );
     assert_eq!(vols, ["0"]);
     assert_eq!(

@@ -52,8 +52,8 @@ fn expected(format: Format, rs: &[Request], object_size: u64) -> Vec<Request> {
         match format {
             Format::Fiu => e.digest = r.digest,
             Format::Msr => e.time_ns = trunc(r.time_ns, 100),
-            Format::Alibaba | Format::Vscsi => e.time_ns = trunc(r.time_ns, 1000),
-            Format::Tencent => e.time_ns = trunc(r.time_ns, 1_000_000_000),
+            Format::Alibaba => e.time_ns = trunc(r.time_ns, 1000),
+            Format::Tencent | Format::Vscsi => e.time_ns = trunc(r.time_ns, 1_000_000_000),
             Format::Spc | Format::Blkparse | Format::BlkparseQ | Format::Csv => {}
             Format::Lis => (e.time_ns, e.op) = (0, Op::Read),
             Format::Plain | Format::Oracle => {

@@ -10,13 +10,13 @@
 //! | field | unit | → [`Request`] |
 //! |---|---|---|
 //! | version | | ignored |
-//! | time | microseconds | `time_ns` = time × 1000 |
+//! | time | seconds (libCacheSim's documentation of the sample: "time is in seconds") | `time_ns` = time × 10⁹ |
 //! | op | SCSI opcode in hex: `28` READ(10), `2a` WRITE(10); also `08`/`0a` (6), `a8`/`aa` (12), `88`/`8a` (16) | `op` |
 //! | size | bytes | `len` |
 //! | lbn | 512 B sectors | `offset` = lbn × 512 |
 //!
 //! One volume (`0`); no digest. `traces/cloudphysics/cloudPhysicsIO.csv` holds 113,872 requests. Detected by
-//! the header. The writer writes the header, `28`/`2a`, time in microseconds, and rounds the offset down to a
+//! the header. The writer writes the header, `28`/`2a`, time in whole seconds, and rounds the offset down to a
 //! sector (extending the length by the rounding); it refuses volumes other than 0.
 
 use crate::parse::{scaled, split, uint};
@@ -56,8 +56,8 @@ impl LineParser for Vscsi {
             return Err(ctx.error("5 comma-separated fields version,time,op,size,lbn", format!("{n} field(s)")));
         }
         let time_ns = uint(f[1])
-            .and_then(|us| us.checked_mul(1000))
-            .ok_or_else(|| ctx.error("a time in microseconds below 2^64 ns", shown(f[1])))?;
+            .and_then(|s| s.checked_mul(1_000_000_000))
+            .ok_or_else(|| ctx.error("a time in seconds below 2^64 ns", shown(f[1])))?;
         let op = parse_op(f[2]).ok_or_else(|| ctx.error("a SCSI opcode in hex (28 read, 2a write)", shown(f[2])))?;
         let len = uint(f[3]).ok_or_else(|| ctx.error("a size in bytes", shown(f[3])))?;
         let offset = scaled(f[4], 512).ok_or_else(|| ctx.error("an lbn in 512 B sectors below 2^55", shown(f[4])))?;
@@ -78,7 +78,7 @@ pub fn create(out: Output, _opts: &WriterOptions) -> Result<Box<dyn TraceWriter>
         single_volume(r, "vscsi")?;
         let op = if r.op == Op::Write { "2a" } else { "28" };
         let len = r.len.saturating_add(r.offset % 512);
-        let _ = write!(line, "1,{},{op},{len},{}", r.time_ns / 1000, r.offset / 512);
+        let _ = write!(line, "1,{},{op},{len},{}", r.time_ns / 1_000_000_000, r.offset / 512);
         Ok(())
     })
 }
