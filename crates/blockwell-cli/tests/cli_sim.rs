@@ -230,3 +230,16 @@ fn converted_oracle_trace_gives_the_same_block_level_results() {
     assert_eq!(a.len(), 6);
     assert_eq!(a, b, "one oracleGeneral record per 4 KiB block: same block accesses, same hits");
 }
+
+#[test]
+fn list_names_every_policy_format_and_preset_parameters() {
+    let out = util::ok(&["list"]);
+    for k in blockwell_core::PolicyKind::ALL {
+        assert!(out.lines().any(|l| l.split_whitespace().next() == Some(k.name())), "{} missing:\n{out}", k.name());
+    }
+    for f in blockwell_trace::Format::ALL {
+        assert!(out.contains(&format!("  {:<10} ", f.name())), "format {} missing", f.name());
+    }
+    // Presets differ where the papers say so: 2Q's ghost is the cache size under seed001.
+    assert!(out.contains(r#"seed001      {"a_in_ratio":0.25,"a_out_ratio":1.0,"libcachesim_quirks":false}"#), "{out}");
+}

@@ -11,9 +11,22 @@ pub mod trace;
 /// `blockwell list`
 pub fn list() -> anyhow::Result<ExitCode> {
     use blockwell_core::policy::{PolicyKind, Preset};
-    println!("policies:");
-    for k in PolicyKind::ALL {
+    use blockwell_core::PolicySpec;
+    println!("policies (parameters under each preset; override as name(key=value,...)):");
+    for &k in PolicyKind::ALL {
         println!("  {:<10} {}", k.name(), k.summary());
+        if !k.aliases().is_empty() {
+            println!("  {:<10}   also: {}", "", k.aliases().join(", "));
+        }
+        let spec = PolicySpec::new(k);
+        let configs: Vec<(Preset, String)> =
+            Preset::ALL.iter().map(|&p| (p, spec.config(p).map(|c| c.to_string()).unwrap_or_default())).collect();
+        if configs.iter().all(|(_, c)| c == "{}") {
+            continue;
+        }
+        for (p, c) in &configs {
+            println!("  {:<10}   {:<12} {c}", "", p.name());
+        }
     }
     println!("presets: {}", Preset::ALL.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "));
     println!("trace formats:");
