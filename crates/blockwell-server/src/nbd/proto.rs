@@ -514,3 +514,250 @@ pub fn fuzz_negotiation(input: &[u8]) {
         let _ = parse_request(input[..REQUEST_LEN].try_into().expect("28 bytes"));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exports() -> Vec<ExportInfo> {
+        vec![
+            ExportInfo {
+                name: "disk".into(),
+                description: "the disk".into(),
+                size: 1 << 20,
+                tflags: TFLAG_HAS_FLAGS | TFLAG_SEND_FLUSH,
+                block_status: true,
+            },
+            ExportInfo {
+                name: "ro".into(),
+                description: String::new(),
+                size: 4096,
+                tflags: TFLAG_HAS_FLAGS | TFLAG_READ_ONLY,
+                block_status: false,
+            },
+        ]
+    }
+
+    fn opt(code: u32, data: &[u8]) -> Vec<u8> {
+        let mut v = IHAVEOPT.to_be_bytes().to_vec();
+        v.extend_from_slice(&code.to_be_bytes());
+        v.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        v.extend_from_slice(data);
+        v
+    }
+
+    fn go_data(name: &str, infos: &[u16]) -> Vec<u8> {
+        let mut v = (name.len() as u32).to_be_bytes().to_vec();
+        v.extend_from_slice(name.as_bytes());
+        v.extend_from_slice(&(infos.len() as u16).to_be_bytes());
+        for i in infos {
+            v.extend_from_slice(&i.to_be_bytes());
+        }
+        v
+    }
+
+    fn meta_data(name: &str, queries: &[&str]) -> Vec<u8> {
+        let mut v = (name.len() as u32).to_be_bytes().to_vec();
+        v.extend_from_slice(name.as_bytes());
+        v.extend_from_slice(&(queries.len() as u32).to_be_bytes());
+        for q in queries {
+            v.extend_from_slice(&(q.len() as u32).to_be_bytes());
+            v.extend_from_slice(q.as_bytes());
+        }
+        v
+    }
+
+    /// Splits server output into option replies (option, type, data).
+    fn replies(mut out: &[u8]) -> Vec<(u32, u32, Vec<u8>)> {
+        let mut v = Vec::new();
+        while !out.is_empty() {
+            assert_eq!(be_u64(out), OPT_REPLY_MAGIC);
+            let len = be_u32(&out[16..]) as usize;
+            v.push((be_u32(&out[8..]), be_u32(&out[12..]), out[20..20 + len].to_vec()));
+            out = &out[20 + len..];
+        }
+        v
+    }
+
+    fn flags(f: u32) -> Vec<u8> {
+        f.to_be_bytes().to_vec()
+    }
+
+    #[test]
+    fn request_header_round_trip_and_bad_magic() {
+        let r = Request { flags: CMD_FLAG_FUA, typ: CMD_WRITE, cookie: 0xdead_beef_0102, offset: 4095, len: 3 };
+        let b = encode_request(&r);
+        assert_eq!(parse_request(&b), Ok(r));
+        let mut bad = b;
+        bad[0] ^= 1;
+        assert!(matches!(parse_request(&bad), Err(ProtocolError::RequestMagic(_))));
+    }
+
+    #[test]
+    fn greeting_is_nbdmagic_ihaveopt_and_flags() {
+        let g = greeting();
+        assert_eq!(&g[..8], b"NBDMAGIC");
+        assert_eq!(&g[8..16], b"IHAVEOPT");
+        assert_eq!(be_u16(&g[16..]), FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES);
+    }
+
+    #[test]
+    fn unknown_option_is_unsupported_then_go_works() {
+        let mut input = flags(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
+        input.extend(opt(0x4242, b"whatever"));
+        input.extend(opt(OPT_GO, &go_data("disk", &[INFO_NAME, INFO_DESCRIPTION, INFO_BLOCK_SIZE])));
+        input.extend_from_slice(b"trailing");
+        let mut out = Vec::new();
+        let (step, neg, used) = negotiate_bytes(&exports(), &input, &mut out).unwrap();
+        assert_eq!(step, Step::Transmit { export: 0 });
+        assert_eq!(neg, Negotiated::default());
+        assert_eq!(used, input.len() - 8);
+        let r = replies(&out);
+        assert_eq!(r[0].0, 0x4242);
+        assert_eq!(r[0].1, REP_ERR_UNSUP);
+        let infos: Vec<u16> = r[1..r.len() - 1]
+            .iter()
+            .map(|(_, t, d)| {
+                assert_eq!(*t, REP_INFO);
+                be_u16(d)
+            })
+            .collect();
+        assert_eq!(infos, [INFO_EXPORT, INFO_NAME, INFO_DESCRIPTION, INFO_BLOCK_SIZE]);
+        let export = &r[1].2;
+        assert_eq!(be_u64(&export[2..]), 1 << 20);
+        assert_eq!(be_u16(&export[10..]), TFLAG_HAS_FLAGS | TFLAG_SEND_FLUSH);
+        assert_eq!(&r[3].2[2..], b"the disk");
+        let bs = &r[4].2;
+        assert_eq!((be_u32(&bs[2..]), be_u32(&bs[6..]), be_u32(&bs[10..])), (1, 4096, 32 << 20));
+        assert_eq!(r.last().unwrap().1, REP_ACK);
+    }
+
+    #[test]
+    fn unknown_export_in_go_is_err_unknown_and_session_continues() {
+        let mut input = flags(FLAG_C_FIXED_NEWSTYLE);
+        input.extend(opt(OPT_INFO, &go_data("nope", &[])));
+        input.extend(opt(OPT_GO, &go_data("", &[])));
+        let mut out = Vec::new();
+        let (step, _, _) = negotiate_bytes(&exports(), &input, &mut out).unwrap();
+        assert_eq!(step, Step::Transmit { export: 0 }, "empty name is the default export");
+        assert_eq!(replies(&out)[0].1, REP_ERR_UNKNOWN);
+    }
+
+    #[test]
+    fn export_name_with_and_without_zeroes() {
+        for (f, extra) in [(FLAG_C_FIXED_NEWSTYLE, 124), (FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES, 0)] {
+            let mut input = flags(f);
+            input.extend(opt(OPT_EXPORT_NAME, b"ro"));
+            let mut out = Vec::new();
+            let (step, _, _) = negotiate_bytes(&exports(), &input, &mut out).unwrap();
+            assert_eq!(step, Step::Transmit { export: 1 });
+            assert_eq!(out.len(), 10 + extra);
+            assert_eq!(be_u64(&out), 4096);
+        }
+        let mut input = flags(0);
+        input.extend(opt(OPT_EXPORT_NAME, b"missing"));
+        let r = negotiate_bytes(&exports(), &input, &mut Vec::new());
+        assert!(matches!(r, Err(ProtocolError::UnknownExport(_))));
+    }
+
+    #[test]
+    fn list_names_every_export_with_description() {
+        let mut input = flags(1);
+        input.extend(opt(OPT_LIST, &[]));
+        input.extend(opt(OPT_ABORT, &[]));
+        let mut out = Vec::new();
+        let (step, _, _) = negotiate_bytes(&exports(), &input, &mut out).unwrap();
+        assert_eq!(step, Step::Close);
+        let r = replies(&out);
+        assert_eq!(r.len(), 4);
+        assert_eq!((r[0].1, &r[0].2[4..]), (REP_SERVER, &b"diskthe disk"[..]));
+        assert_eq!((r[1].1, &r[1].2[4..]), (REP_SERVER, &b"ro"[..]));
+        assert_eq!((r[2].1, r[3].1), (REP_ACK, REP_ACK));
+    }
+
+    #[test]
+    fn bad_magic_bad_flags_oversize_and_truncation_are_errors() {
+        let e = exports();
+        assert!(matches!(negotiate_bytes(&e, &flags(0x80), &mut Vec::new()), Err(ProtocolError::ClientFlags(_))));
+        let mut input = flags(1);
+        input.extend_from_slice(b"GARBAGE!garbage!");
+        assert!(matches!(negotiate_bytes(&e, &input, &mut Vec::new()), Err(ProtocolError::OptionMagic(_))));
+        let mut input = flags(1);
+        input.extend_from_slice(&IHAVEOPT.to_be_bytes());
+        input.extend_from_slice(&OPT_GO.to_be_bytes());
+        input.extend_from_slice(&(MAX_OPTION_LEN + 1).to_be_bytes());
+        assert!(matches!(negotiate_bytes(&e, &input, &mut Vec::new()), Err(ProtocolError::OptionTooBig { .. })));
+        let mut input = flags(1);
+        input.extend(opt(OPT_GO, &go_data("disk", &[])));
+        input.truncate(input.len() - 1);
+        assert_eq!(negotiate_bytes(&e, &input, &mut Vec::new()), Err(ProtocolError::Truncated));
+    }
+
+    #[test]
+    fn malformed_go_is_err_invalid() {
+        let mut input = flags(1);
+        let mut bad = go_data("disk", &[INFO_NAME]);
+        bad.push(0);
+        input.extend(opt(OPT_GO, &bad));
+        input.extend(opt(OPT_GO, &[0, 0, 1, 0]));
+        input.extend(opt(OPT_ABORT, &[]));
+        let mut out = Vec::new();
+        negotiate_bytes(&exports(), &input, &mut out).unwrap();
+        let r = replies(&out);
+        assert_eq!((r[0].1, r[1].1, r[2].1), (REP_ERR_INVALID, REP_ERR_INVALID, REP_ACK));
+    }
+
+    #[test]
+    fn meta_context_only_where_block_status_known_and_after_structured_replies() {
+        let e = exports();
+        let mut input = flags(1);
+        input.extend(opt(OPT_SET_META_CONTEXT, &meta_data("disk", &[BASE_ALLOCATION])));
+        input.extend(opt(OPT_STRUCTURED_REPLY, &[]));
+        input.extend(opt(OPT_LIST_META_CONTEXT, &meta_data("disk", &[])));
+        input.extend(opt(OPT_LIST_META_CONTEXT, &meta_data("ro", &[])));
+        input.extend(opt(OPT_SET_META_CONTEXT, &meta_data("disk", &["qemu:dirty-bitmap:x", BASE_ALLOCATION])));
+        input.extend(opt(OPT_GO, &go_data("disk", &[])));
+        let mut out = Vec::new();
+        let (step, neg, _) = negotiate_bytes(&e, &input, &mut out).unwrap();
+        assert_eq!(step, Step::Transmit { export: 0 });
+        assert_eq!(neg, Negotiated { structured_replies: true, base_allocation: true });
+        let types: Vec<u32> = replies(&out).iter().map(|r| r.1).collect();
+        assert_eq!(
+            types,
+            [
+                REP_ERR_INVALID,
+                REP_ACK,
+                REP_META_CONTEXT,
+                REP_ACK,
+                REP_ACK,
+                REP_META_CONTEXT,
+                REP_ACK,
+                REP_INFO,
+                REP_INFO,
+                REP_ACK
+            ]
+        );
+        // Selected for "disk", then GO on "ro": the context does not carry over.
+        let mut input = flags(1);
+        input.extend(opt(OPT_STRUCTURED_REPLY, &[]));
+        input.extend(opt(OPT_SET_META_CONTEXT, &meta_data("disk", &[BASE_ALLOCATION])));
+        input.extend(opt(OPT_GO, &go_data("ro", &[])));
+        let (_, neg, _) = negotiate_bytes(&e, &input, &mut Vec::new()).unwrap();
+        assert_eq!(neg, Negotiated { structured_replies: true, base_allocation: false });
+    }
+
+    #[test]
+    fn fuzz_entry_survives_prefixes_and_junk() {
+        let mut input = flags(3);
+        input.extend(opt(OPT_STRUCTURED_REPLY, &[]));
+        input.extend(opt(OPT_SET_META_CONTEXT, &meta_data("a", &[BASE_ALLOCATION])));
+        input.extend(opt(OPT_LIST_META_CONTEXT, &[0xff; 12]));
+        input.extend(opt(OPT_GO, &go_data("a", &[0xffff, 1, 2, 3])));
+        for n in 0..input.len() {
+            fuzz_negotiation(&input[..n]);
+            let mut m = input.clone();
+            m[n] ^= 0x5a;
+            fuzz_negotiation(&m);
+        }
+    }
+}
