@@ -6,9 +6,11 @@
 //! In-flight work is bounded by a count and a byte budget ([`Budget`]).
 
 use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
+use std::time::Duration;
 
 use super::proto::{self, *};
 use super::{Export, Stream};
@@ -20,24 +22,67 @@ const WORKERS: usize = 4;
 const MAX_IN_FLIGHT: usize = 16;
 /// Payload bytes in flight per connection (a single request may exceed it when nothing else is in flight).
 const MAX_IN_FLIGHT_BYTES: u64 = 64 << 20;
+/// How often a blocked read looks at the server's stop flag.
+const STOP_POLL: Duration = Duration::from_millis(50);
+/// A reply that cannot be written for this long (the client stopped reading) ends the connection.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Reads exactly `buf`, waking every [`STOP_POLL`] to look at `stop`. Returns `Ok(false)` on a clean end:
+/// EOF before the first byte, or the server stopping while no byte of this message has arrived. A message
+/// cut short (EOF, or stop while it is incomplete) is `UnexpectedEof`.
+fn read_msg(rd: &mut Stream, buf: &mut [u8], stop: &AtomicBool) -> io::Result<bool> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match rd.read(&mut buf[filled..]) {
+            Ok(0) if filled == 0 => return Ok(false),
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => filled += n,
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                if stop.load(Ordering::SeqCst) {
+                    return if filled == 0 { Ok(false) } else { Err(io::ErrorKind::UnexpectedEof.into()) };
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// [`read_msg`] where a clean end is also an error (the middle of a handshake or of a payload).
+fn read_all(rd: &mut Stream, buf: &mut [u8], stop: &AtomicBool) -> io::Result<()> {
+    if read_msg(rd, buf, stop)? || buf.is_empty() {
+        Ok(())
+    } else {
+        Err(io::ErrorKind::UnexpectedEof.into())
+    }
+}
 
 /// Serves one connection to completion. Errors are the client's problem (or a vanished client); they end
 /// this connection only.
-pub(crate) fn serve(stream: Stream, exports: &[Export], infos: &[ExportInfo]) -> io::Result<()> {
+///
+/// When `stop` is set, the connection stops reading at the next message boundary, answers what it has in
+/// flight and returns.
+pub(crate) fn serve(stream: Stream, exports: &[Export], infos: &[ExportInfo], stop: &AtomicBool) -> io::Result<()> {
+    stream.set_timeouts(STOP_POLL, WRITE_TIMEOUT)?;
     let mut rd = stream.try_clone()?;
     let mut wr = stream;
     wr.write_all(&proto::greeting())?;
     let mut n = Negotiation::new(infos);
     let mut flags = [0; 4];
-    rd.read_exact(&mut flags)?;
+    if !read_msg(&mut rd, &mut flags, stop)? {
+        return Ok(());
+    }
     n.client_flags(u32::from_be_bytes(flags)).map_err(invalid)?;
     let mut out = Vec::new();
     let export = loop {
         let mut h = [0; OPTION_HEADER_LEN];
-        rd.read_exact(&mut h)?;
+        if !read_msg(&mut rd, &mut h, stop)? {
+            return Ok(());
+        }
         let (opt, len) = parse_option_header(&h).map_err(invalid)?;
         let mut data = vec![0; len as usize];
-        rd.read_exact(&mut data)?;
+        read_all(&mut rd, &mut data, stop)?;
         out.clear();
         let step = n.option(opt, &data, &mut out).map_err(invalid)?;
         wr.write_all(&out)?;
@@ -49,7 +94,7 @@ pub(crate) fn serve(stream: Stream, exports: &[Export], infos: &[ExportInfo]) ->
     };
     let neg = n.negotiated(export);
     let e = &exports[export];
-    transmission(rd, wr, e.backend.clone(), e.read_only || e.backend.is_read_only(), neg)
+    transmission(rd, wr, e.backend.clone(), e.read_only || e.backend.is_read_only(), neg, stop)
 }
 
 fn invalid(e: ProtocolError) -> io::Error {
@@ -102,6 +147,7 @@ fn transmission(
     backend: Arc<dyn Backend>,
     read_only: bool,
     neg: Negotiated,
+    stop: &AtomicBool,
 ) -> io::Result<()> {
     let ctx = Arc::new(Ctx {
         size: backend.size(),
@@ -119,7 +165,7 @@ fn transmission(
             thread::spawn(move || worker(&ctx, &rx))
         })
         .collect();
-    let result = read_loop(&mut rd, &ctx, |job| tx.send(job).is_ok());
+    let result = read_loop(&mut rd, &ctx, stop, |job| tx.send(job).is_ok());
     drop(tx);
     for w in workers {
         let _ = w.join();
@@ -129,13 +175,11 @@ fn transmission(
 }
 
 /// Reads requests until DISC, EOF or a protocol error; `dispatch` hands a job to the workers.
-fn read_loop(rd: &mut Stream, ctx: &Ctx, mut dispatch: impl FnMut(Job) -> bool) -> io::Result<()> {
+fn read_loop(rd: &mut Stream, ctx: &Ctx, stop: &AtomicBool, mut dispatch: impl FnMut(Job) -> bool) -> io::Result<()> {
     loop {
         let mut h = [0; REQUEST_LEN];
-        match rd.read_exact(&mut h) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
-            Err(e) => return Err(e),
+        if !read_msg(rd, &mut h, stop)? {
+            return Ok(());
         }
         let req = parse_request(&h).map_err(invalid)?;
         if req.typ == CMD_DISC {
@@ -144,9 +188,12 @@ fn read_loop(rd: &mut Stream, ctx: &Ctx, mut dispatch: impl FnMut(Job) -> bool) 
         let payload = if req.typ == CMD_WRITE { u64::from(req.len) } else { 0 };
         if req.typ == CMD_WRITE && req.len > MAX_PAYLOAD {
             // Too large to accept: consume the payload so the stream stays in sync, then refuse.
-            let skipped = io::copy(&mut (&mut *rd).take(payload), &mut io::sink())?;
-            if skipped < payload {
-                return Ok(());
+            let mut left = payload;
+            let mut chunk = vec![0; 1 << 20];
+            while left > 0 {
+                let n = left.min(chunk.len() as u64) as usize;
+                read_all(rd, &mut chunk[..n], stop)?;
+                left -= n as u64;
             }
             ctx.budget.acquire(0);
             if !dispatch(Job { req, data: Vec::new(), charged: 0 }) {
@@ -162,10 +209,10 @@ fn read_loop(rd: &mut Stream, ctx: &Ctx, mut dispatch: impl FnMut(Job) -> bool) 
         let mut data = Vec::new();
         if req.typ == CMD_WRITE {
             data = vec![0; req.len as usize];
-            if let Err(e) = rd.read_exact(&mut data) {
+            if let Err(e) = read_all(rd, &mut data, stop) {
                 // The client vanished mid-payload: nothing of this write is applied.
                 ctx.budget.release(charged);
-                return if e.kind() == io::ErrorKind::UnexpectedEof { Ok(()) } else { Err(e) };
+                return Err(e);
             }
         }
         if !dispatch(Job { req, data, charged }) {
@@ -191,10 +238,11 @@ fn worker(ctx: &Ctx, rx: &Mutex<Receiver<Job>>) {
 /// Maps a backend error to an NBD error value.
 fn errno(e: &io::Error) -> u32 {
     match e.kind() {
-        io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem => EPERM,
+        io::ErrorKind::PermissionDenied => EPERM,
         io::ErrorKind::OutOfMemory => ENOMEM,
-        io::ErrorKind::StorageFull => ENOSPC,
         io::ErrorKind::Unsupported => ENOTSUP,
+        // ENOSPC from a file backend (ErrorKind::StorageFull needs Rust 1.83; MSRV is 1.80).
+        _ if e.raw_os_error() == Some(28) => ENOSPC,
         _ => EIO,
     }
 }
@@ -222,7 +270,7 @@ fn check(ctx: &Ctx, r: &Request) -> Result<(), u32> {
     }
     if r.typ != CMD_FLUSH {
         let end = r.offset.checked_add(u64::from(r.len));
-        if end.is_none_or(|end| end > ctx.size) {
+        if end.map_or(true, |end| end > ctx.size) {
             return Err(if writes { ENOSPC } else { EINVAL });
         }
     }

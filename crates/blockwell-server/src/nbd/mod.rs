@@ -24,7 +24,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
@@ -105,11 +105,17 @@ impl Stream {
         })
     }
 
-    fn shutdown(&self, how: std::net::Shutdown) {
-        let _ = match self {
-            Stream::Tcp(s) => s.shutdown(how),
-            Stream::Unix(s) => s.shutdown(how),
-        };
+    fn set_timeouts(&self, read: Duration, write: Duration) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => {
+                s.set_read_timeout(Some(read))?;
+                s.set_write_timeout(Some(write))
+            }
+            Stream::Unix(s) => {
+                s.set_read_timeout(Some(read))?;
+                s.set_write_timeout(Some(write))
+            }
+        }
     }
 }
 
@@ -267,7 +273,6 @@ impl Server {
     /// [`ServerHandle::shutdown`]).
     pub fn run(self) -> io::Result<()> {
         let infos: Arc<Vec<ExportInfo>> = Arc::new(self.exports.iter().map(Export::info).collect());
-        let live: Arc<Mutex<Vec<(u64, Stream)>>> = Arc::default();
         let mut threads: Vec<JoinHandle<()>> = Vec::new();
         let mut next_id = 0u64;
         while !self.stop.load(Ordering::SeqCst) {
@@ -288,25 +293,19 @@ impl Server {
             threads.retain(|t| !t.is_finished());
             let id = next_id;
             next_id += 1;
-            if let Ok(c) = stream.try_clone() {
-                live.lock().unwrap_or_else(|p| p.into_inner()).push((id, c));
-            }
-            let (exports, infos, live) = (self.exports.clone(), infos.clone(), live.clone());
+            let (exports, infos, stop) = (self.exports.clone(), infos.clone(), self.stop.clone());
             let spawned = thread::Builder::new().name(format!("nbd-conn-{id}")).spawn(move || {
-                if let Err(e) = conn::serve(stream, &exports, &infos) {
+                if let Err(e) = conn::serve(stream, &exports, &infos, &stop) {
                     log(&format!("connection {id} ended: {e}"));
                 }
-                live.lock().unwrap_or_else(|p| p.into_inner()).retain(|(i, _)| *i != id);
             });
             match spawned {
                 Ok(t) => threads.push(t),
                 Err(e) => log(&format!("cannot start a connection thread: {e}")),
             }
         }
-        // Stop reading from every client: each connection finishes and answers what it has in flight.
-        for (_, s) in live.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-            s.shutdown(std::net::Shutdown::Read);
-        }
+        // Each connection sees the stop flag at its next message boundary, answers what it has in flight
+        // and ends.
         for t in threads {
             let _ = t.join();
         }
