@@ -1,1 +1,0 @@
-//! The NBD server (being written).

@@ -1,0 +1,335 @@
+//! Protocol abuse and edge cases over a raw socket, plus Unix sockets, structured replies and
+//! `base:allocation` through real clients.
+
+mod nbd_common;
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use blockwell_server::backend::{Backend, MemBackend};
+use blockwell_server::nbd::proto::*;
+use blockwell_server::nbd::{Export, Server};
+use nbd_common::{run, tool, Fixture};
+
+fn connect(port: u16) -> TcpStream {
+    let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut g = [0; 18];
+    (&s).read_exact(&mut g).unwrap();
+    assert_eq!(g, greeting());
+    s
+}
+
+fn send_opt(mut s: &TcpStream, opt: u32, data: &[u8]) {
+    let mut v = IHAVEOPT.to_be_bytes().to_vec();
+    v.extend_from_slice(&opt.to_be_bytes());
+    v.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    v.extend_from_slice(data);
+    s.write_all(&v).unwrap();
+}
+
+/// Reads one option reply: (option, type, data).
+fn read_opt_reply(mut s: &TcpStream) -> (u32, u32, Vec<u8>) {
+    let mut h = [0; 20];
+    s.read_exact(&mut h).unwrap();
+    assert_eq!(u64::from_be_bytes(h[..8].try_into().unwrap()), OPT_REPLY_MAGIC);
+    let len = u32::from_be_bytes(h[16..].try_into().unwrap()) as usize;
+    let mut d = vec![0; len];
+    s.read_exact(&mut d).unwrap();
+    (u32::from_be_bytes(h[8..12].try_into().unwrap()), u32::from_be_bytes(h[12..16].try_into().unwrap()), d)
+}
+
+/// GO on `name`; returns the export size.
+fn go(s: &TcpStream, name: &str) -> u64 {
+    let mut d = (name.len() as u32).to_be_bytes().to_vec();
+    d.extend_from_slice(name.as_bytes());
+    d.extend_from_slice(&0u16.to_be_bytes());
+    send_opt(s, OPT_GO, &d);
+    let mut size = None;
+    loop {
+        let (opt, typ, d) = read_opt_reply(s);
+        assert_eq!(opt, OPT_GO);
+        match typ {
+            REP_INFO if d[..2] == [0, 0] => size = Some(u64::from_be_bytes(d[2..10].try_into().unwrap())),
+            REP_INFO => {}
+            REP_ACK => return size.unwrap(),
+            t => panic!("GO reply type {t:#x}"),
+        }
+    }
+}
+
+/// Handshake to transmission on `disk` with simple replies.
+fn open(port: u16) -> TcpStream {
+    let s = connect(port);
+    (&s).write_all(&(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes()).unwrap();
+    go(&s, "disk");
+    s
+}
+
+fn request(mut s: &TcpStream, typ: u16, cookie: u64, offset: u64, len: u32, payload: &[u8]) {
+    let h = encode_request(&Request { flags: 0, typ, cookie, offset, len });
+    s.write_all(&h).unwrap();
+    s.write_all(payload).unwrap();
+}
+
+/// Reads a simple reply: (error, cookie).
+fn simple_reply(mut s: &TcpStream) -> (u32, u64) {
+    let mut h = [0; 16];
+    s.read_exact(&mut h).unwrap();
+    assert_eq!(u32::from_be_bytes(h[..4].try_into().unwrap()), SIMPLE_REPLY_MAGIC);
+    (u32::from_be_bytes(h[4..8].try_into().unwrap()), u64::from_be_bytes(h[8..].try_into().unwrap()))
+}
+
+/// True when the server closed the connection (EOF or reset) within the timeout.
+fn closed(mut s: &TcpStream) -> bool {
+    let mut b = [0; 64];
+    loop {
+        match s.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[test]
+fn garbage_client_flags_disconnects() {
+    let f = Fixture::new(1 << 20);
+    let s = connect(f.port);
+    (&s).write_all(b"\xff\xff\xff\xffjunkjunkjunk").unwrap();
+    assert!(closed(&s));
+    open(f.port); // the server is still fine
+}
+
+#[test]
+fn unknown_option_gets_err_unsup_then_go_succeeds() {
+    let f = Fixture::new(1 << 20);
+    let s = connect(f.port);
+    (&s).write_all(&FLAG_C_FIXED_NEWSTYLE.to_be_bytes()).unwrap();
+    send_opt(&s, 0xbeef, b"some data");
+    assert_eq!(read_opt_reply(&s).1, REP_ERR_UNSUP);
+    let mut d = 7u32.to_be_bytes().to_vec();
+    d.extend_from_slice(b"missing\0\0");
+    send_opt(&s, OPT_GO, &d);
+    assert_eq!(read_opt_reply(&s).1, REP_ERR_UNKNOWN);
+    assert_eq!(go(&s, "disk"), 1 << 20);
+    request(&s, CMD_FLUSH, 5, 0, 0, &[]);
+    assert_eq!(simple_reply(&s), (0, 5));
+}
+
+#[test]
+fn read_past_end_is_einval_and_connection_stays_usable() {
+    let f = Fixture::new(1 << 20);
+    let s = open(f.port);
+    request(&s, CMD_READ, 1, (1 << 20) - 10, 20, &[]);
+    assert_eq!(simple_reply(&s), (EINVAL, 1));
+    request(&s, CMD_WRITE, 2, (1 << 20) - 2, 4, &[1, 2, 3, 4]);
+    assert_eq!(simple_reply(&s), (ENOSPC, 2));
+    request(&s, CMD_READ, 3, u64::MAX - 1, 4, &[]);
+    assert_eq!(simple_reply(&s), (EINVAL, 3));
+    request(&s, 99, 4, 0, 0, &[]);
+    assert_eq!(simple_reply(&s), (EINVAL, 4));
+    request(&s, CMD_BLOCK_STATUS, 5, 0, 512, &[]);
+    assert_eq!(simple_reply(&s), (EINVAL, 5), "block status without negotiation");
+    request(&s, CMD_WRITE, 6, 100, 3, b"abc");
+    assert_eq!(simple_reply(&s), (0, 6));
+    request(&s, CMD_READ, 7, 99, 5, &[]);
+    assert_eq!(simple_reply(&s), (0, 7));
+    let mut d = [0; 5];
+    (&s).read_exact(&mut d).unwrap();
+    assert_eq!(&d, b"\0abc\0");
+}
+
+#[test]
+fn oversize_write_is_refused_and_its_payload_consumed() {
+    let f = Fixture::new(64 << 20);
+    let s = open(f.port);
+    let big = vec![0x77; (MAX_PAYLOAD + 1) as usize];
+    request(&s, CMD_WRITE, 1, 0, MAX_PAYLOAD + 1, &big);
+    assert_eq!(simple_reply(&s), (EINVAL, 1));
+    request(&s, CMD_READ, 2, 0, 4, &[]);
+    assert_eq!(simple_reply(&s), (0, 2));
+    let mut d = [9; 4];
+    (&s).read_exact(&mut d).unwrap();
+    assert_eq!(d, [0; 4]);
+}
+
+#[test]
+fn read_only_export_refuses_writes_with_eperm() {
+    let f = Fixture::new(1 << 20);
+    let s = connect(f.port);
+    (&s).write_all(&FLAG_C_FIXED_NEWSTYLE.to_be_bytes()).unwrap();
+    go(&s, "ro");
+    request(&s, CMD_WRITE, 1, 0, 2, b"no");
+    assert_eq!(simple_reply(&s), (EPERM, 1));
+    request(&s, CMD_TRIM, 2, 0, 4096, &[]);
+    assert_eq!(simple_reply(&s), (EPERM, 2));
+}
+
+#[test]
+fn bad_request_magic_disconnects() {
+    let f = Fixture::new(1 << 20);
+    let s = open(f.port);
+    let mut h = encode_request(&Request { flags: 0, typ: CMD_READ, cookie: 1, offset: 0, len: 8 });
+    h[0] = 0;
+    (&s).write_all(&h).unwrap();
+    assert!(closed(&s));
+    open(f.port);
+}
+
+#[test]
+fn client_vanishing_mid_write_leaves_server_and_data_intact() {
+    let mut f = Fixture::new(1 << 20);
+    let s = open(f.port);
+    request(&s, CMD_WRITE, 1, 0, 4096, &[0x55; 4096]);
+    assert_eq!(simple_reply(&s), (0, 1));
+    let h = encode_request(&Request { flags: 0, typ: CMD_WRITE, cookie: 2, offset: 8192, len: 8192 });
+    (&s).write_all(&h).unwrap();
+    (&s).write_all(&[0x66; 4096]).unwrap();
+    drop(s);
+    let s = open(f.port);
+    request(&s, CMD_READ, 3, 0, 4096, &[]);
+    assert_eq!(simple_reply(&s), (0, 3));
+    let mut d = vec![0; 4096];
+    (&s).read_exact(&mut d).unwrap();
+    assert!(d.iter().all(|&b| b == 0x55));
+    request(&s, CMD_DISC, 4, 0, 0, &[]);
+    assert!(closed(&s));
+    f.shutdown();
+    let snap = f.mems[0].snapshot();
+    assert!(snap[..4096].iter().all(|&b| b == 0x55));
+    assert!(snap[4096..].iter().all(|&b| b == 0), "the half-sent write must not be applied");
+}
+
+#[test]
+fn many_requests_in_flight_are_all_answered() {
+    let f = Fixture::new(4 << 20);
+    let s = open(f.port);
+    let writer = s.try_clone().unwrap();
+    // Pipeline 200 writes without reading any reply, then 200 reads.
+    let t = std::thread::spawn(move || {
+        for i in 0..200u64 {
+            request(&writer, CMD_WRITE, i, i * 8192, 8192, &vec![i as u8; 8192]);
+        }
+    });
+    let mut seen: Vec<u64> = (0..200).map(|_| simple_reply(&s)).map(|(e, c)| (assert_eq!(e, 0), c).1).collect();
+    t.join().unwrap();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..200).collect::<Vec<_>>());
+    let snap = f.mems[0].snapshot();
+    for i in 0..200usize {
+        assert!(snap[i * 8192..(i + 1) * 8192].iter().all(|&b| b == i as u8), "block {i}");
+    }
+}
+
+#[test]
+fn shutdown_finishes_in_flight_and_flushes() {
+    struct Counting(MemBackend, std::sync::atomic::AtomicUsize);
+    impl Backend for Counting {
+        fn size(&self) -> u64 {
+            self.0.size()
+        }
+        fn read_at(&self, b: &mut [u8], o: u64) -> io::Result<()> {
+            self.0.read_at(b, o)
+        }
+        fn write_at(&self, b: &[u8], o: u64, fua: bool) -> io::Result<()> {
+            std::thread::sleep(Duration::from_millis(50));
+            self.0.write_at(b, o, fua)
+        }
+        fn flush(&self) -> io::Result<()> {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        }
+        fn trim(&self, o: u64, l: u64, fua: bool) -> io::Result<()> {
+            self.0.trim(o, l, fua)
+        }
+        fn write_zeroes(&self, o: u64, l: u64, t: bool, fua: bool) -> io::Result<()> {
+            self.0.write_zeroes(o, l, t, fua)
+        }
+    }
+    let b = Arc::new(Counting(MemBackend::new(1 << 20), Default::default()));
+    let h = Server::bind_tcp("127.0.0.1:0", vec![Export::new("disk", b.clone())]).unwrap().spawn().unwrap();
+    let s = open(h.local_addr().unwrap().port());
+    for i in 0..4 {
+        request(&s, CMD_WRITE, i, i * 4096, 4096, &[7; 4096]);
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    h.shutdown().unwrap();
+    // Every write that was read before the shutdown was applied and answered.
+    let mut cookies: Vec<u64> = (0..4).map(|_| simple_reply(&s)).map(|(e, c)| (assert_eq!(e, 0), c).1).collect();
+    cookies.sort_unstable();
+    assert_eq!(cookies, [0, 1, 2, 3]);
+    assert!(closed(&s));
+    assert!(b.0.snapshot()[..4 * 4096].iter().all(|&x| x == 7));
+    assert_eq!(b.1.load(std::sync::atomic::Ordering::SeqCst), 1, "flushed once at shutdown");
+}
+
+/// A MemBackend whose second half is a hole (for `base:allocation`).
+struct Holey(MemBackend);
+
+impl Backend for Holey {
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn read_at(&self, b: &mut [u8], o: u64) -> io::Result<()> {
+        self.0.read_at(b, o)
+    }
+    fn write_at(&self, b: &[u8], o: u64, fua: bool) -> io::Result<()> {
+        self.0.write_at(b, o, fua)
+    }
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+    fn trim(&self, _: u64, _: u64, _: bool) -> io::Result<()> {
+        Ok(())
+    }
+    fn write_zeroes(&self, o: u64, l: u64, t: bool, fua: bool) -> io::Result<()> {
+        self.0.write_zeroes(o, l, t, fua)
+    }
+    fn block_status(&self, offset: u64, len: u64) -> Option<io::Result<Vec<(u64, u32)>>> {
+        let half = self.size() / 2;
+        let end = offset + len;
+        let mut v = Vec::new();
+        if offset < half {
+            v.push((half.min(end) - offset, 0));
+        }
+        if end > half {
+            v.push((end - offset.max(half), 3));
+        }
+        Some(Ok(v))
+    }
+}
+
+#[test]
+fn unix_socket_with_structured_replies_and_base_allocation() {
+    let Some(nbdinfo) = tool("nbdinfo") else { return };
+    let Some(qemu_io) = tool("qemu-io") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("nbd.sock");
+    let b = Arc::new(Holey(MemBackend::new(2 << 20)));
+    let h = Server::bind_unix(&sock, vec![Export::new("holey", b.clone())]).unwrap().spawn().unwrap();
+    let uri = format!("nbd+unix:///holey?socket={}", sock.display());
+    let out = run(Command::new(&nbdinfo).args(["--map", &uri]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(&lines[0][..3], ["0", "1048576", "0"], "{text}");
+    assert_eq!(&lines[1][..3], ["1048576", "1048576", "3"], "{text}");
+    // Structured reads (libnbd/qemu negotiate structured replies) work over the Unix socket.
+    let out = run(Command::new(&qemu_io).args(["-f", "raw", &uri]).args([
+        "-c",
+        "write -P 0x42 1000 5000",
+        "-c",
+        "read -P 0x42 1000 5000",
+        "-c",
+        "read -P 0 1M 4k",
+    ]));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("failed"));
+    h.shutdown().unwrap();
+    assert!(!sock.exists(), "socket file removed at shutdown");
+    assert!(b.0.snapshot()[1000..6000].iter().all(|&x| x == 0x42));
+}
