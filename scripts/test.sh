@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need (idempotently) and runs the whole suite.
+#   - Debian: qemu-utils, libnbd-bin, nbdkit, fio (real NBD clients for the server tests).
 #   - Rust: rustfmt and clippy components (the toolchain itself comes with the machine).
 #   - Python: libcachesim 0.3.5 (the peer for the miss-ratio cross-check) and numpy.
 # Runs: cargo fmt --check, cargo clippy -D warnings, cargo test (unit, property, golden and CLI integration
@@ -11,6 +12,18 @@ export CARGO_TERM_COLOR=never
 step() { printf '\n== %s\n' "$*"; }
 
 step "installing test dependencies"
+# Real NBD clients for the server tests: qemu-io/qemu-img (qemu-utils), nbdinfo/nbdcopy (libnbd-bin), nbdkit and fio.
+need_apt=()
+command -v qemu-io >/dev/null 2>&1 || need_apt+=(qemu-utils)
+command -v nbdinfo >/dev/null 2>&1 && command -v nbdcopy >/dev/null 2>&1 || need_apt+=(libnbd-bin)
+command -v nbdkit >/dev/null 2>&1 || need_apt+=(nbdkit)
+command -v fio >/dev/null 2>&1 || need_apt+=(fio)
+if ((${#need_apt[@]})); then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
+fi
 if command -v rustup >/dev/null 2>&1; then
   for c in rustfmt clippy; do
     rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
