@@ -6,4 +6,6 @@
 //! NBD server ([`nbd`]) serves any backend.
 
 pub mod backend;
+pub mod delay;
+pub mod file;
 pub mod nbd;
