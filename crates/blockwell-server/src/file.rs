@@ -57,7 +57,7 @@ pub struct FileBackend {
     regular: bool,
     /// Cleared when `fallocate(PUNCH_HOLE)` reports it is unsupported.
     punch: AtomicBool,
-    /// Serializes read-modify-write cycles of unaligned `O_DIRECT` writes.
+    /// Serializes `O_DIRECT` writes (unaligned ones are read-modify-write cycles of whole units).
     rmw: Mutex<()>,
 }
 
@@ -165,7 +165,9 @@ impl FileBackend {
         let mut bounce = AlignedBuf::new((end - start) as usize);
         let skip = (offset - start) as usize;
         let aligned = skip == 0 && data.len() % DIRECT_ALIGN as usize == 0;
-        let _guard = if aligned { None } else { Some(self.rmw.lock().unwrap_or_else(|e| e.into_inner())) };
+        // Every direct write takes the lock: an aligned write landing between another write's read and write
+        // back of a shared unit would otherwise be undone by it.
+        let _guard = self.rmw.lock().unwrap_or_else(|e| e.into_inner());
         let b = bounce.as_mut();
         if !aligned {
             // Read the partial head and tail units, then patch.

@@ -162,3 +162,24 @@ fn delay_is_at_least_n_times_latency() {
     assert!(LinearServiceTime::preset("HDD").is_some() && DelayConfig::preset("ssd").is_some());
     assert!(LinearServiceTime::preset("floppy").is_none());
 }
+
+#[test]
+fn layers_stack_cache_over_delay_over_file() {
+    use blockwell_server::cache::{CachedBackend, CachedConfig};
+    let f = temp_file(MIB);
+    let file = FileBackend::open(f.path(), FileOptions::default()).unwrap();
+    let slow = DelayBackend::new(file, DelayConfig::preset("ssd").unwrap());
+    let c = CachedBackend::new(slow, CachedConfig::new(64 * 4096)).unwrap();
+    let data = pattern(20_000, 2);
+    c.write_at(&data, 777, true).unwrap();
+    c.flush().unwrap();
+    assert_eq!(&std::fs::read(f.path()).unwrap()[777..20_777], &data[..]);
+    let mut got = vec![0; 20_000];
+    c.read_at(&mut got, 777).unwrap();
+    assert_eq!(got, data);
+    let reads_before = c.inner().stats().reads;
+    c.read_at(&mut got, 777).unwrap();
+    assert_eq!(c.inner().stats().reads, reads_before, "second read served from RAM");
+    assert!(c.can_multi_conn());
+    assert_eq!(c.block_status(0, MIB).unwrap().unwrap().iter().map(|e| e.0).sum::<u64>(), MIB);
+}
