@@ -351,13 +351,13 @@ fn bad_configurations_are_refused_clearly() {
             c.policy = policy.clone();
             c.preset = Preset::Libcachesim;
         });
-        if quirky {
-            let e = e.expect("quirks refused");
-            assert!(matches!(e, CachedError::Quirks { .. }), "{e}");
-            assert!(e.to_string().contains("libcachesim_quirks"), "{e}");
-        } else {
-            assert!(e.is_none(), "{p}: {e:?}");
-        }
+        assert!(quirky, "{p} under the libcachesim preset sets libcachesim_quirks");
+        let e = e.expect("quirks refused");
+        assert!(matches!(e, CachedError::Quirks { .. }), "{e}");
+        assert!(e.to_string().contains("libcachesim_quirks"), "{e}");
+        // The same policy without quirks is accepted.
+        let ok = build(&|c| c.policy = PolicySpec::parse(p).unwrap());
+        assert!(ok.is_none(), "{p}: {ok:?}");
     }
     let e = build(&|c| c.policy = PolicySpec::parse("lirs(libcachesim_quirks=true)").unwrap()).unwrap();
     assert!(e.to_string().contains("libcachesim_quirks"), "{e}");
