@@ -6,4 +6,8 @@
 //! NBD server ([`nbd`]) serves any backend.
 
 pub mod backend;
+pub mod cache;
+pub mod delay;
+pub mod file;
 pub mod nbd;
+pub mod stats;

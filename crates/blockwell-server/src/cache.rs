@@ -1,0 +1,749 @@
+//! [`CachedBackend`]: a RAM block cache over a backend, driven by the same engine as the simulator
+//! ([`BlockCache`] over a policy built from a [`PolicySpec`]).
+//!
+//! The engine decides (hits, missed runs, victims); this layer moves data. Block data lives in block-sized
+//! slots allocated lazily up to the budget; a map from block number to slot is kept in step with the engine
+//! (a victim's slot is freed at once), so the slots allocated never exceed the capacity in blocks.
+//!
+//! ## Concurrency
+//! One mutex guards the engine, the map and the slots; it is never held during backend I/O. A read plans under
+//! the lock (hits are copied out, each missed block the engine admitted is marked *pending* with the request's
+//! token), reads the missed runs from the backend without the lock (one request per run, whole blocks), and
+//! installs a fetched block only if it is still pending with its own token. Every write updates the backend
+//! first, then, under the lock, patches, installs or drops the cached copies; a write that finds a block pending
+//! takes it over (a whole-block write installs its data, a partial one drops the block), so a fetch that
+//! started before the write can never install stale data. Writes to overlapping blocks are serialized by
+//! striped write locks, so that the order of backend writes and of cache updates agree.
+//!
+//! ## Cost
+//! Per cached block: the block's slot, 8 B of slot pointer, about 24 B in the map, plus the policy's metadata
+//! (see each policy's module doc).
+
+use crate::backend::Backend;
+use crate::stats::{Counters, StatsSnapshot};
+use blockwell_core::key::{block_span, MAX_BLOCK};
+use blockwell_core::policy::PolicyError;
+use blockwell_core::{Access, BlockCache, BlockKey, CacheConfig, CacheError, DynPolicy, Op, Plan, PolicySpec, Preset};
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::str::FromStr;
+use std::sync::{Mutex, MutexGuard};
+
+/// Number of striped write locks.
+const STRIPES: usize = 64;
+/// Streams tracked by the sequential cutoff.
+const STREAMS: usize = 16;
+/// Blocks per prefetch group (one backend request) of the CACHE command.
+const PREFETCH_GROUP: usize = 256;
+
+/// What writes do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Write the backend first, then update cached copies (and cache whole written blocks).
+    #[default]
+    WriteThrough,
+    /// Write the backend and drop cached copies.
+    WriteAround,
+    /// Refuse writes (EPERM).
+    ReadOnly,
+}
+
+impl WriteMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            WriteMode::WriteThrough => "write-through",
+            WriteMode::WriteAround => "write-around",
+            WriteMode::ReadOnly => "read-only",
+        }
+    }
+}
+
+impl FromStr for WriteMode {
+    type Err = CachedError;
+    fn from_str(s: &str) -> Result<Self, CachedError> {
+        [WriteMode::WriteThrough, WriteMode::WriteAround, WriteMode::ReadOnly]
+            .into_iter()
+            .find(|m| m.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| CachedError::Mode(s.to_string()))
+    }
+}
+
+/// Which missed blocks enter the cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Admission {
+    /// Every missed block.
+    #[default]
+    Always,
+    /// A block on its N-th miss within a bounded history of recent misses (as many entries as the cache
+    /// has blocks). `n-hit:1` is `always`.
+    NHit(u32),
+}
+
+impl FromStr for Admission {
+    type Err = CachedError;
+    fn from_str(s: &str) -> Result<Self, CachedError> {
+        let t = s.trim().to_ascii_lowercase();
+        if t == "always" {
+            return Ok(Admission::Always);
+        }
+        match t.strip_prefix("n-hit:").map(str::parse::<u32>) {
+            Some(Ok(n)) if n >= 1 => Ok(Admission::NHit(n)),
+            _ => Err(CachedError::Admission(s.to_string())),
+        }
+    }
+}
+
+/// Configuration of a [`CachedBackend`].
+#[derive(Clone, Debug)]
+pub struct CachedConfig {
+    /// Block size in bytes (power of two, 512 B..1 MiB).
+    pub block_size: u64,
+    /// RAM budget in bytes.
+    pub capacity_bytes: u64,
+    pub policy: PolicySpec,
+    pub preset: Preset,
+    pub mode: WriteMode,
+    pub admission: Admission,
+    /// A stream of back-to-back requests reaching this many bytes bypasses the cache (bcache's
+    /// `sequential_cutoff`); 0 turns it off.
+    pub sequential_cutoff: u64,
+}
+
+impl CachedConfig {
+    /// LRU at 4 KiB blocks, write-through, admit always, no sequential cutoff.
+    pub fn new(capacity_bytes: u64) -> Self {
+        CachedConfig {
+            block_size: blockwell_core::cache::DEFAULT_BLOCK_SIZE,
+            capacity_bytes,
+            policy: PolicySpec::new(blockwell_core::PolicyKind::Lru),
+            preset: Preset::Default,
+            mode: WriteMode::default(),
+            admission: Admission::default(),
+            sequential_cutoff: 0,
+        }
+    }
+}
+
+/// Errors building a [`CachedBackend`].
+#[derive(Debug, thiserror::Error)]
+pub enum CachedError {
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error(
+        "policy '{policy}' with preset '{preset}' sets libcachesim_quirks, which may hold more blocks than the \
+         capacity; the live cache refuses it (use another preset or libcachesim_quirks=false)"
+    )]
+    Quirks { policy: String, preset: &'static str },
+    #[error("policy '{0}' needs the future (next-use times) and cannot drive a live cache")]
+    Offline(String),
+    #[error("unknown write mode '{0}' (known: write-through, write-around, read-only)")]
+    Mode(String),
+    #[error("bad admission '{0}' (expected 'always' or 'n-hit:N' with N >= 1)")]
+    Admission(String),
+    #[error("device of {size} B has more blocks of {block_size} B than a block key holds")]
+    DeviceTooLarge { size: u64, block_size: u64 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Entry {
+    /// Resident in the engine, data being fetched by the request holding this token.
+    Pending(u64),
+    /// Resident, data in this slot.
+    Ready(u32),
+}
+
+/// The bounded recent-miss history of `n-hit` admission.
+struct MissHistory {
+    n: u32,
+    cap: usize,
+    seq: u64,
+    counts: HashMap<u64, (u32, u64)>,
+    fifo: VecDeque<(u64, u64)>,
+}
+
+impl MissHistory {
+    /// Records a miss of `block`; true when it is the N-th (the block is then forgotten and admitted).
+    fn admit(&mut self, block: u64) -> bool {
+        self.seq += 1;
+        let seq = self.seq;
+        let e = self.counts.entry(block).or_insert_with(|| {
+            self.fifo.push_back((block, seq));
+            (0, seq)
+        });
+        e.0 += 1;
+        if e.0 >= self.n {
+            self.counts.remove(&block);
+            return true;
+        }
+        while self.counts.len() > self.cap {
+            let Some((b, s)) = self.fifo.pop_front() else { break };
+            if self.counts.get(&b).is_some_and(|e| e.1 == s) {
+                self.counts.remove(&b);
+            }
+        }
+        // Entries of forgotten blocks linger in the FIFO; keep it bounded too.
+        while self.fifo.len() > 2 * self.cap + 1 {
+            let Some((b, s)) = self.fifo.pop_front() else { break };
+            if self.counts.get(&b).is_some_and(|e| e.1 == s) {
+                self.counts.remove(&b);
+            }
+        }
+        false
+    }
+}
+
+/// Per-stream end offsets for the sequential cutoff: (end, sequential bytes, last use).
+#[derive(Default)]
+struct Streams {
+    clock: u64,
+    streams: Vec<(u64, u64, u64)>,
+}
+
+impl Streams {
+    /// Records a request; returns the bytes of the sequential run it extends (its own length included).
+    fn observe(&mut self, offset: u64, len: u64) -> u64 {
+        self.clock += 1;
+        let now = self.clock;
+        if let Some(s) = self.streams.iter_mut().find(|s| s.0 == offset) {
+            s.0 = offset + len;
+            s.1 += len;
+            s.2 = now;
+            return s.1;
+        }
+        let fresh = (offset + len, len, now);
+        if self.streams.len() < STREAMS {
+            self.streams.push(fresh);
+        } else if let Some(oldest) = self.streams.iter_mut().min_by_key(|s| s.2) {
+            *oldest = fresh;
+        }
+        len
+    }
+}
+
+struct State {
+    engine: BlockCache<dyn DynPolicy>,
+    map: HashMap<u64, Entry>,
+    slots: Vec<Box<[u8]>>,
+    free: Vec<u32>,
+    history: Option<MissHistory>,
+    streams: Streams,
+    next_token: u64,
+    plan: Plan,
+}
+
+fn key(block: u64) -> BlockKey {
+    BlockKey::new(0, block).expect("block numbers are checked against the device size at construction")
+}
+
+impl State {
+    fn token(&mut self) -> u64 {
+        self.next_token += 1;
+        self.next_token
+    }
+
+    /// Replaces the map entry of `block`, freeing its slot.
+    fn set_entry(&mut self, block: u64, e: Option<Entry>) {
+        let old = match e {
+            Some(e) => self.map.insert(block, e),
+            None => self.map.remove(&block),
+        };
+        if let Some(Entry::Ready(s)) = old {
+            self.free.push(s);
+        }
+    }
+
+    /// Drops a block from the engine and the map. Returns whether it was resident.
+    fn invalidate(&mut self, block: u64) -> bool {
+        let was = self.engine.invalidate(key(block));
+        self.set_entry(block, None);
+        was
+    }
+
+    /// Puts `data` (one block, possibly short at the end of the device) in a slot for `block`.
+    fn install(&mut self, block: u64, data: &[u8], capacity: usize, block_size: usize) {
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None if self.slots.len() < capacity => {
+                self.slots.push(vec![0u8; block_size].into_boxed_slice());
+                (self.slots.len() - 1) as u32
+            }
+            None => {
+                // Unreachable while every Ready entry is resident in the engine and the policy respects its
+                // capacity; stay correct anyway: do not cache.
+                debug_assert!(false, "no free slot with {} slots", self.slots.len());
+                self.invalidate(block);
+                return;
+            }
+        };
+        let s = &mut self.slots[slot as usize];
+        s[..data.len()].copy_from_slice(data);
+        s[data.len()..].fill(0);
+        self.set_entry(block, Some(Entry::Ready(slot)));
+    }
+
+    /// Engine accesses for blocks `first..first+vis.len()`: each run of visible blocks is one engine request.
+    /// Missed blocks the engine kept become `Pending(token)`; victims lose their entries. Returns, per block,
+    /// whether it hit in the engine (false for invisible blocks).
+    fn access(&mut self, op: Op, first: u64, vis: &[bool], token: u64) -> Vec<bool> {
+        let mut hit = vis.to_vec();
+        let mut plan = std::mem::take(&mut self.plan);
+        let mut i = 0;
+        while i < vis.len() {
+            if !vis[i] {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < vis.len() && vis[i] {
+                i += 1;
+            }
+            self.engine.access_blocks(op, key(first + start as u64), (i - start) as u64, &[], &mut plan);
+            for &(k, n) in &plan.misses {
+                for b in k.block()..k.block() + n {
+                    hit[(b - first) as usize] = false;
+                    let e = self.engine.contains(key(b)).then_some(Entry::Pending(token));
+                    self.set_entry(b, e);
+                }
+            }
+            for v in &plan.victims {
+                if !self.engine.contains(v.key) {
+                    self.set_entry(v.key.block(), None);
+                }
+            }
+        }
+        self.plan = plan;
+        hit
+    }
+
+    /// Whether a request extends a sequential stream past the cutoff.
+    fn bypass(&mut self, cutoff: u64, offset: u64, len: u64) -> bool {
+        cutoff > 0 && self.streams.observe(offset, len) >= cutoff
+    }
+
+    fn admit(&mut self, block: u64) -> bool {
+        match &mut self.history {
+            None => true,
+            Some(h) => h.admit(block),
+        }
+    }
+}
+
+/// A RAM cache over a backend. See the module documentation.
+pub struct CachedBackend<B> {
+    backend: B,
+    state: Mutex<State>,
+    stripes: Vec<Mutex<()>>,
+    counters: Counters,
+    block_size: u64,
+    size: u64,
+    capacity: usize,
+    mode: WriteMode,
+    cutoff: u64,
+}
+
+impl<B: Backend> CachedBackend<B> {
+    /// A cache of `config` over `backend`. Refuses policies that may exceed their capacity
+    /// (`libcachesim_quirks`) and offline policies (OPT).
+    pub fn new(backend: B, config: CachedConfig) -> Result<Self, CachedError> {
+        let cc = CacheConfig::new(config.block_size, config.capacity_bytes)?;
+        let resolved = config.policy.config(config.preset)?;
+        if resolved.get("libcachesim_quirks") == Some(&serde_json::Value::Bool(true)) {
+            return Err(CachedError::Quirks {
+                policy: config.policy.label().to_string(),
+                preset: config.preset.name(),
+            });
+        }
+        if config.policy.kind.needs_next_use() {
+            return Err(CachedError::Offline(config.policy.label().to_string()));
+        }
+        let size = backend.size();
+        if size.div_ceil(config.block_size) > MAX_BLOCK {
+            return Err(CachedError::DeviceTooLarge { size, block_size: config.block_size });
+        }
+        let capacity = cc.capacity_blocks();
+        let policy = config.policy.build(config.preset, capacity)?;
+        let history = match config.admission {
+            Admission::NHit(n) if n > 1 => {
+                Some(MissHistory { n, cap: capacity, seq: 0, counts: HashMap::new(), fifo: VecDeque::new() })
+            }
+            _ => None,
+        };
+        Ok(CachedBackend {
+            backend,
+            state: Mutex::new(State {
+                engine: BlockCache::new(cc, policy),
+                map: HashMap::new(),
+                slots: Vec::new(),
+                free: Vec::new(),
+                history,
+                streams: Streams::default(),
+                next_token: 0,
+                plan: Plan::default(),
+            }),
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            counters: Counters::default(),
+            block_size: config.block_size,
+            size,
+            capacity,
+            mode: config.mode,
+            cutoff: config.sequential_cutoff,
+        })
+    }
+
+    /// The wrapped backend.
+    pub fn inner(&self) -> &B {
+        &self.backend
+    }
+
+    pub fn capacity_blocks(&self) -> usize {
+        self.capacity
+    }
+
+    /// All counters.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let st = self.lock();
+        StatsSnapshot::build(
+            &self.counters,
+            st.engine.stats(),
+            st.slots.len() as u64,
+            self.capacity as u64,
+            st.engine.policy().len() as u64,
+        )
+    }
+
+    /// Checks the layer's invariants: every entry is resident in the engine, slots are not shared, every slot
+    /// is either in use or free, and no more slots than blocks of capacity exist.
+    pub fn validate(&self) -> Result<(), String> {
+        let st = self.lock();
+        st.engine.policy().validate()?;
+        if st.slots.len() > self.capacity {
+            return Err(format!("{} slots for {} blocks", st.slots.len(), self.capacity));
+        }
+        let mut used = vec![false; st.slots.len()];
+        for &s in &st.free {
+            if std::mem::replace(&mut used[s as usize], true) {
+                return Err(format!("slot {s} freed twice"));
+            }
+        }
+        for (&b, e) in &st.map {
+            if !st.engine.contains(key(b)) {
+                return Err(format!("block {b} has an entry but is not resident"));
+            }
+            if let Entry::Ready(s) = e {
+                if std::mem::replace(&mut used[*s as usize], true) {
+                    return Err(format!("slot {s} of block {b} is shared or free"));
+                }
+            }
+        }
+        if let Some(s) = used.iter().position(|u| !u) {
+            return Err(format!("slot {s} leaked"));
+        }
+        Ok(())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_stripes(&self, first: u64, n: u64) -> Vec<MutexGuard<'_, ()>> {
+        let mut idx: Vec<usize> = if n >= STRIPES as u64 {
+            (0..STRIPES).collect()
+        } else {
+            (first..first + n).map(|b| (b % STRIPES as u64) as usize).collect()
+        };
+        idx.sort_unstable();
+        idx.dedup();
+        idx.into_iter().map(|i| self.stripes[i].lock().unwrap_or_else(|e| e.into_inner())).collect()
+    }
+
+    /// Bytes of `block` inside the device.
+    fn block_len(&self, block: u64) -> usize {
+        (self.size - block * self.block_size).min(self.block_size) as usize
+    }
+
+    /// Copies the part of block `block` (data `src`) that lies in the request `[offset, offset+buf.len())`.
+    fn copy_out(&self, block: u64, src: &[u8], buf: &mut [u8], offset: u64) {
+        let start = block * self.block_size;
+        let lo = start.max(offset);
+        let hi = (start + src.len() as u64).min(offset + buf.len() as u64);
+        if lo < hi {
+            buf[(lo - offset) as usize..(hi - offset) as usize]
+                .copy_from_slice(&src[(lo - start) as usize..(hi - start) as usize]);
+        }
+    }
+
+    fn backend_read(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        Counters::add(&self.counters.backend_reads, 1);
+        Counters::add(&self.counters.backend_bytes_read, buf.len() as u64);
+        self.backend.read_at(buf, offset)
+    }
+
+    /// Reads the runs of blocks marked in `need` (relative to `first`) from the backend, copies the request's
+    /// part into `buf` (when given) and installs blocks still `Pending(token)`.
+    fn fetch(&self, first: u64, need: &[bool], token: u64, mut buf: Option<(&mut [u8], u64)>) -> io::Result<()> {
+        let mut fetched: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut i = 0;
+        let mut result = Ok(());
+        while i < need.len() {
+            if !need[i] {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < need.len() && need[i] {
+                i += 1;
+            }
+            let b0 = first + start as u64;
+            let off = b0 * self.block_size;
+            let end = ((first + i as u64) * self.block_size).min(self.size);
+            let mut data = vec![0u8; (end - off) as usize];
+            if let Err(e) = self.backend_read(&mut data, off) {
+                result = Err(e);
+                break;
+            }
+            if let Some((buf, offset)) = buf.as_mut() {
+                let lo = off.max(*offset);
+                let hi = end.min(*offset + buf.len() as u64);
+                buf[(lo - *offset) as usize..(hi - *offset) as usize]
+                    .copy_from_slice(&data[(lo - off) as usize..(hi - off) as usize]);
+            }
+            fetched.push((b0, data));
+        }
+        let mut st = self.lock();
+        if result.is_err() {
+            // Drop what this request left pending: nobody will fill it.
+            for (j, _) in need.iter().enumerate().filter(|x| *x.1) {
+                let b = first + j as u64;
+                if st.map.get(&b) == Some(&Entry::Pending(token)) {
+                    st.invalidate(b);
+                }
+            }
+            return result;
+        }
+        let bs = self.block_size as usize;
+        for (b0, data) in &fetched {
+            for (j, chunk) in data.chunks(bs).enumerate() {
+                let b = b0 + j as u64;
+                if st.map.get(&b) == Some(&Entry::Pending(token)) {
+                    st.install(b, chunk, self.capacity, bs);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn refuse_writes(&self) -> io::Result<()> {
+        if self.is_read_only() {
+            Err(io::Error::from_raw_os_error(1)) // EPERM
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Drops every touched block from the cache.
+    fn invalidate_range(&self, first: u64, n: u64) {
+        let mut st = self.lock();
+        for b in first..first + n {
+            if st.invalidate(b) {
+                Counters::add(&self.counters.invalidations, 1);
+            }
+        }
+    }
+}
+
+impl<B: Backend> Backend for CachedBackend<B> {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        Counters::add(&self.counters.read_requests, 1);
+        let len = buf.len() as u64;
+        if len == 0 {
+            return Ok(());
+        }
+        let (first, n) = block_span(offset, len, self.block_size);
+        let mut st = self.lock();
+        if st.bypass(self.cutoff, offset, len) {
+            drop(st);
+            Counters::add(&self.counters.bypassed, 1);
+            return self.backend_read(buf, offset);
+        }
+        let token = st.token();
+        let mut vis = Vec::with_capacity(n as usize);
+        let mut rejected = 0;
+        for b in first..first + n {
+            let v = st.engine.contains(key(b)) || st.admit(b);
+            rejected += u64::from(!v);
+            vis.push(v);
+        }
+        let hit = st.access(Op::Read, first, &vis, token);
+        let mut need = vec![false; n as usize];
+        let mut pending_hits = 0;
+        for (i, h) in hit.iter().enumerate() {
+            let b = first + i as u64;
+            match (h, st.map.get(&b)) {
+                (true, Some(&Entry::Ready(s))) => {
+                    self.copy_out(b, &st.slots[s as usize][..self.block_len(b)], buf, offset)
+                }
+                (true, _) => {
+                    pending_hits += 1;
+                    need[i] = true;
+                }
+                (false, _) => need[i] = true,
+            }
+        }
+        drop(st);
+        Counters::add(&self.counters.admission_rejections, rejected);
+        Counters::add(&self.counters.read_uncounted_misses, rejected);
+        Counters::add(&self.counters.pending_hits, pending_hits);
+        if !need.contains(&true) {
+            Counters::add(&self.counters.read_request_hits, 1);
+            return Ok(());
+        }
+        self.fetch(first, &need, token, Some((buf, offset)))
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64, fua: bool) -> io::Result<()> {
+        self.refuse_writes()?;
+        Counters::add(&self.counters.write_requests, 1);
+        let len = buf.len() as u64;
+        let (first, n) = block_span(offset, len, self.block_size);
+        let _stripes = self.lock_stripes(first, n);
+        let bypass = self.lock().bypass(self.cutoff, offset, len);
+        Counters::add(&self.counters.backend_writes, 1);
+        Counters::add(&self.counters.backend_bytes_written, len);
+        if let Err(e) = self.backend.write_at(buf, offset, fua) {
+            // The backend's contents of the range are unknown now.
+            self.invalidate_range(first, n);
+            return Err(e);
+        }
+        if bypass || self.mode == WriteMode::WriteAround {
+            if bypass {
+                Counters::add(&self.counters.bypassed, 1);
+            }
+            self.invalidate_range(first, n);
+            return Ok(());
+        }
+        let bs = self.block_size;
+        let full = |b: u64| b * bs >= offset && b * bs + self.block_len(b) as u64 <= offset + len;
+        let mut st = self.lock();
+        let token = st.token();
+        let mut vis = Vec::with_capacity(n as usize);
+        let (mut rejected, mut unallocated) = (0, 0);
+        for b in first..first + n {
+            let v = st.engine.contains(key(b)) || (full(b) && st.admit(b));
+            if !v {
+                unallocated += 1;
+                rejected += u64::from(full(b));
+            }
+            vis.push(v);
+        }
+        st.access(Op::Write, first, &vis, token);
+        for b in first..first + n {
+            match st.map.get(&b).copied() {
+                Some(Entry::Ready(s)) => {
+                    let blen = self.block_len(b);
+                    let start = b * bs;
+                    let lo = start.max(offset);
+                    let hi = (start + blen as u64).min(offset + len);
+                    st.slots[s as usize][(lo - start) as usize..(hi - start) as usize]
+                        .copy_from_slice(&buf[(lo - offset) as usize..(hi - offset) as usize]);
+                }
+                Some(Entry::Pending(_)) if full(b) => {
+                    let lo = (b * bs - offset) as usize;
+                    st.install(b, &buf[lo..lo + self.block_len(b)], self.capacity, bs as usize);
+                }
+                Some(Entry::Pending(_)) => {
+                    // A partial write over a block being fetched: the fetch may carry the old bytes.
+                    st.invalidate(b);
+                    Counters::add(&self.counters.invalidations, 1);
+                }
+                None => {}
+            }
+        }
+        drop(st);
+        Counters::add(&self.counters.admission_rejections, rejected);
+        Counters::add(&self.counters.write_uncounted_misses, unallocated);
+        Ok(())
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        self.backend.flush()
+    }
+
+    fn trim(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
+        self.refuse_writes()?;
+        let (first, n) = block_span(offset, len, self.block_size);
+        let _stripes = self.lock_stripes(first, n);
+        let r = self.backend.trim(offset, len, fua);
+        self.invalidate_range(first, n);
+        r
+    }
+
+    fn write_zeroes(&self, offset: u64, len: u64, may_trim: bool, fua: bool) -> io::Result<()> {
+        self.refuse_writes()?;
+        let (first, n) = block_span(offset, len, self.block_size);
+        let _stripes = self.lock_stripes(first, n);
+        Counters::add(&self.counters.backend_writes, 1);
+        Counters::add(&self.counters.backend_bytes_written, len);
+        let r = self.backend.write_zeroes(offset, len, may_trim, fua);
+        self.invalidate_range(first, n);
+        r
+    }
+
+    /// Prefetches the range (at most the cache's capacity from its start) through [`BlockCache::prefetch`].
+    fn cache(&self, offset: u64, len: u64) -> io::Result<()> {
+        Counters::add(&self.counters.cache_requests, 1);
+        let (first, n) = block_span(offset, len, self.block_size);
+        let n = n.min(self.capacity as u64);
+        let mut st = self.lock();
+        let token = st.token();
+        let mut plan = std::mem::take(&mut st.plan);
+        let mut need = vec![false; n as usize];
+        let mut group = Vec::with_capacity(PREFETCH_GROUP);
+        let mut b = first;
+        while b < first + n {
+            group.clear();
+            while b < first + n && group.len() < PREFETCH_GROUP {
+                if !st.engine.contains(key(b)) {
+                    group.push(Access::new(key(b)));
+                }
+                b += 1;
+            }
+            plan.clear();
+            st.engine.prefetch(&group, &mut plan);
+            for a in &group {
+                if st.engine.contains(a.key) {
+                    st.set_entry(a.key.block(), Some(Entry::Pending(token)));
+                }
+            }
+            for v in &plan.victims {
+                if !st.engine.contains(v.key) {
+                    st.set_entry(v.key.block(), None);
+                }
+            }
+        }
+        st.plan = plan;
+        for (i, x) in need.iter_mut().enumerate() {
+            *x = st.map.get(&(first + i as u64)) == Some(&Entry::Pending(token));
+        }
+        drop(st);
+        self.fetch(first, &need, token, None)
+    }
+
+    fn is_read_only(&self) -> bool {
+        self.mode == WriteMode::ReadOnly || self.backend.is_read_only()
+    }
+
+    fn can_multi_conn(&self) -> bool {
+        // One cache shared by every connection, write-through: it holds exactly when the backend's does.
+        self.backend.can_multi_conn()
+    }
+
+    fn block_status(&self, offset: u64, len: u64) -> Option<io::Result<Vec<(u64, u32)>>> {
+        self.backend.block_status(offset, len)
+    }
+}

@@ -1,0 +1,397 @@
+//! CachedBackend over a MemBackend, against a reference model.
+
+use blockwell_core::{PolicySpec, Preset};
+use blockwell_server::backend::{Backend, MemBackend};
+use blockwell_server::cache::{Admission, CachedBackend, CachedConfig, CachedError, WriteMode};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const BS: u64 = 4096;
+
+/// A tiny deterministic generator (no dependency).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn cached(size: usize, cap_blocks: u64, f: impl FnOnce(&mut CachedConfig)) -> CachedBackend<MemBackend> {
+    let mut c = CachedConfig::new(cap_blocks * BS);
+    f(&mut c);
+    CachedBackend::new(MemBackend::new(size), c).unwrap()
+}
+
+fn fill(len: usize, seed: u64) -> Vec<u8> {
+    let mut r = Rng(seed | 1);
+    (0..len).map(|_| r.next() as u8).collect()
+}
+
+fn read(c: &impl Backend, off: u64, len: usize) -> Vec<u8> {
+    let mut b = vec![0xEE; len];
+    c.read_at(&mut b, off).unwrap();
+    b
+}
+
+/// Threads own disjoint regions (so the model is exact), each doing unaligned reads and writes; the cache and
+/// the policy are shared by all. After each acknowledged write the backend holds the data; every read matches.
+fn random_workload(policy: &str, mode: WriteMode, threads: u64, region: u64, cap_blocks: u64) {
+    let size = (threads * region) as usize;
+    let c = Arc::new(cached(size, cap_blocks, |c| {
+        c.policy = PolicySpec::parse(policy).unwrap();
+        c.mode = mode;
+    }));
+    let hs: Vec<_> = (0..threads)
+        .map(|t| {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                let base = t * region;
+                let mut model = vec![0u8; region as usize];
+                let mut r = Rng(0x9E37_79B9_7F4A_7C15 ^ (t + 1));
+                for i in 0..3000u64 {
+                    let off = r.below(region);
+                    let len = 1 + r.below((region - off).min(3 * BS));
+                    if r.below(3) == 0 {
+                        let data = fill(len as usize, r.next());
+                        c.write_at(&data, base + off, r.below(8) == 0).unwrap();
+                        model[off as usize..(off + len) as usize].copy_from_slice(&data);
+                        // Acknowledged: the backend holds it.
+                        let mut back = vec![0; len as usize];
+                        c.inner().read_at(&mut back, base + off).unwrap();
+                        assert_eq!(back, data, "backend after write {i}");
+                    } else {
+                        let got = read(&*c, base + off, len as usize);
+                        assert!(got == model[off as usize..(off + len) as usize], "thread {t} read {i} at {off}+{len}");
+                    }
+                    if i % 500 == 0 {
+                        c.validate().unwrap();
+                    }
+                }
+                model
+            })
+        })
+        .collect();
+    let mut whole = Vec::new();
+    for h in hs {
+        whole.extend(h.join().unwrap());
+    }
+    assert!(c.inner().snapshot() == whole, "backend differs from model");
+    c.validate().unwrap();
+    let s = c.snapshot();
+    assert!(s.slots_allocated <= cap_blocks, "{s:?}");
+    assert!(s.read_block_hits > 0 && s.evictions > 0, "{s:?}");
+}
+
+#[test]
+fn random_concurrent_workload_matches_model_lru() {
+    random_workload("lru", WriteMode::WriteThrough, 4, 40 * BS + 123, 24);
+}
+
+#[test]
+fn random_concurrent_workload_matches_model_other_policies() {
+    for p in ["arc", "2q", "s3fifo", "lirs", "clock", "sieve"] {
+        random_workload(p, WriteMode::WriteThrough, 3, 20 * BS + 7, 16);
+    }
+    random_workload("lru", WriteMode::WriteAround, 3, 20 * BS, 16);
+}
+
+/// A backend whose reads and writes return late: what a read returns may be overtaken by a write before the
+/// reader gets it (the window a cache fill must survive), and two writes to one block may complete in
+/// either order (the cache must end up with the backend's order).
+struct LateReads(MemBackend);
+
+impl Backend for LateReads {
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.0.read_at(buf, offset)?;
+        std::thread::sleep(Duration::from_micros(200));
+        Ok(())
+    }
+    fn write_at(&self, buf: &[u8], offset: u64, fua: bool) -> std::io::Result<()> {
+        self.0.write_at(buf, offset, fua)?;
+        std::thread::sleep(Duration::from_micros(100));
+        Ok(())
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn trim(&self, _: u64, _: u64, _: bool) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn write_zeroes(&self, offset: u64, len: u64, may_trim: bool, fua: bool) -> std::io::Result<()> {
+        self.0.write_zeroes(offset, len, may_trim, fua)
+    }
+}
+
+/// Several threads hammer the SAME blocks with whole-block and partial writes and reads. At quiet points
+/// (all threads at a barrier) the cache must agree with the backend everywhere.
+#[test]
+fn overlapping_writers_leave_cache_and_backend_agreeing() {
+    const THREADS: usize = 4;
+    let size = 8 * BS as usize;
+    let c = Arc::new(CachedBackend::new(LateReads(MemBackend::new(size)), CachedConfig::new(6 * BS)).unwrap());
+    let barrier = Arc::new(std::sync::Barrier::new(THREADS));
+    let hs: Vec<_> = (0..THREADS as u64)
+        .map(|t| {
+            let (c, barrier) = (c.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let mut r = Rng(t + 77);
+                for phase in 0..40 {
+                    for _ in 0..100 {
+                        let off = r.below(size as u64);
+                        let len = 1 + r.below((size as u64 - off).min(2 * BS));
+                        if r.below(2) == 0 {
+                            c.write_at(&fill(len as usize, r.next()), off, false).unwrap();
+                        } else {
+                            read(&*c, off, len as usize);
+                        }
+                    }
+                    barrier.wait();
+                    if t == 0 {
+                        c.validate().unwrap();
+                        let backend = c.inner().0.snapshot();
+                        for b in 0..8 {
+                            let want = &backend[(b * BS) as usize..((b + 1) * BS) as usize];
+                            assert!(read(&*c, b * BS, BS as usize) == want, "phase {phase} block {b}");
+                        }
+                    }
+                    barrier.wait();
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+}
+
+#[test]
+fn second_read_is_all_hits() {
+    let c = cached(64 * BS as usize, 16, |_| {});
+    c.inner().write_at(&fill(64 * BS as usize, 5), 0, false).unwrap();
+    let a = read(&c, 1000, 5 * BS as usize);
+    let s1 = c.snapshot();
+    assert_eq!((s1.read_block_hits, s1.read_block_misses), (0, 6));
+    assert_eq!(s1.backend_reads, 1, "one backend request per missed run");
+    let b = read(&c, 1000, 5 * BS as usize);
+    assert_eq!(a, b);
+    let s2 = c.snapshot();
+    assert_eq!((s2.read_block_hits, s2.read_block_misses), (6, 6));
+    assert_eq!(s2.backend_reads, 1);
+    assert_eq!(s2.read_request_hits, 1);
+    assert_eq!(s2.slots_allocated, 6);
+    assert!(s2.to_status_line().contains("read_block_hits 6"));
+}
+
+#[test]
+fn capacity_is_never_exceeded_and_victims_free_slots() {
+    let c = cached(100 * BS as usize, 8, |_| {});
+    for i in 0..100 {
+        read(&c, i * BS, BS as usize);
+        c.validate().unwrap();
+    }
+    read(&c, 0, 100 * BS as usize); // a request larger than the cache
+    c.validate().unwrap();
+    let s = c.snapshot();
+    assert_eq!(s.slots_allocated, 8);
+    assert_eq!(s.resident_blocks, 8);
+    assert!(s.evictions >= 92, "{s:?}");
+}
+
+#[test]
+fn write_through_updates_cached_blocks_and_caches_whole_blocks() {
+    let c = cached(16 * BS as usize, 8, |_| {});
+    read(&c, 0, BS as usize); // block 0 cached
+    c.write_at(b"hello", 10, false).unwrap(); // partial, resident: patched
+    c.write_at(b"x", 5 * BS + 1, false).unwrap(); // partial, not resident: not allocated
+    c.write_at(&fill(BS as usize, 3), 2 * BS, true).unwrap(); // whole block: cached
+    let s = c.snapshot();
+    assert_eq!(s.slots_allocated, 2, "{s:?}");
+    assert_eq!(&read(&c, 10, 5), b"hello");
+    assert_eq!(read(&c, 2 * BS, BS as usize), fill(BS as usize, 3));
+    let s = c.snapshot();
+    assert_eq!(s.read_block_misses, 1, "only the first read missed: {s:?}");
+    assert_eq!(&c.inner().snapshot()[10..15], b"hello");
+}
+
+#[test]
+fn write_around_invalidates() {
+    let c = cached(16 * BS as usize, 8, |c| c.mode = WriteMode::WriteAround);
+    read(&c, 0, 2 * BS as usize);
+    assert_eq!(c.snapshot().resident_blocks, 2);
+    c.write_at(b"abc", BS + 5, false).unwrap();
+    let s = c.snapshot();
+    assert_eq!((s.resident_blocks, s.invalidations), (1, 1));
+    assert_eq!(&read(&c, BS + 5, 3), b"abc");
+    assert_eq!(&c.inner().snapshot()[BS as usize + 5..BS as usize + 8], b"abc");
+    c.validate().unwrap();
+}
+
+#[test]
+fn trim_and_write_zeroes_invalidate() {
+    let c = cached(16 * BS as usize, 8, |_| {});
+    c.write_at(&fill(4 * BS as usize, 1), 0, false).unwrap();
+    assert_eq!(c.snapshot().resident_blocks, 4);
+    c.write_zeroes(100, 200, false, false).unwrap();
+    assert!(read(&c, 100, 200).iter().all(|&x| x == 0));
+    c.trim(BS, BS, false).unwrap();
+    c.validate().unwrap();
+    assert_eq!(c.snapshot().invalidations, 2);
+}
+
+#[test]
+fn read_only_refuses_writes() {
+    let c = cached(16 * BS as usize, 8, |c| c.mode = WriteMode::ReadOnly);
+    assert!(c.is_read_only());
+    assert_eq!(c.write_at(b"a", 0, false).unwrap_err().raw_os_error(), Some(1));
+    assert!(c.trim(0, BS, false).is_err());
+    assert!(c.write_zeroes(0, BS, true, false).is_err());
+    assert!(c.inner().snapshot().iter().all(|&x| x == 0));
+    read(&c, 0, 10);
+}
+
+#[test]
+fn sequential_cutoff_bypasses_long_streams() {
+    let c = cached(256 * BS as usize, 64, |c| c.sequential_cutoff = 16 * BS);
+    for i in 0..32 {
+        read(&c, i * BS, BS as usize);
+    }
+    let s = c.snapshot();
+    // Requests 1..=15 (under 16 blocks of stream) are cached; from the 16th on they bypass.
+    assert_eq!(s.bypassed, 17, "{s:?}");
+    assert_eq!(s.slots_allocated, 15, "{s:?}");
+    // Random reads elsewhere are cached as usual.
+    read(&c, 200 * BS, 10);
+    read(&c, 100 * BS, 10);
+    assert_eq!(c.snapshot().slots_allocated, 17);
+    // A long sequential write bypasses too and leaves no stale copy behind.
+    for i in 0..20u64 {
+        c.write_at(&[i as u8 + 1; BS as usize], i * BS, false).unwrap();
+    }
+    for i in 0..20u64 {
+        assert_eq!(read(&c, i * BS + 7, 1), [i as u8 + 1]);
+    }
+    c.validate().unwrap();
+}
+
+#[test]
+fn n_hit_admission() {
+    let c = cached(64 * BS as usize, 16, |c| c.admission = "n-hit:2".parse().unwrap());
+    read(&c, 0, BS as usize);
+    let s = c.snapshot();
+    assert_eq!((s.slots_allocated, s.admission_rejections, s.read_block_misses), (0, 1, 1));
+    read(&c, 0, BS as usize); // second miss: admitted
+    assert_eq!(c.snapshot().slots_allocated, 1);
+    read(&c, 0, BS as usize);
+    let s = c.snapshot();
+    assert_eq!((s.read_block_hits, s.read_block_misses), (1, 2), "{s:?}");
+    assert_eq!("always".parse::<Admission>().unwrap(), Admission::Always);
+    assert!("n-hit:0".parse::<Admission>().is_err());
+    assert!("n-hit:x".parse::<Admission>().unwrap_err().to_string().contains("n-hit:N"));
+    // A scan seen once does not evict the working set.
+    read(&c, 5 * BS, BS as usize);
+    read(&c, 5 * BS, BS as usize);
+    for b in 20..60 {
+        read(&c, b * BS, BS as usize);
+    }
+    let before = c.snapshot().read_block_hits;
+    read(&c, 0, BS as usize);
+    read(&c, 5 * BS, BS as usize);
+    assert_eq!(c.snapshot().read_block_hits, before + 2);
+}
+
+#[test]
+fn cache_command_prefetches() {
+    let c = cached(64 * BS as usize, 16, |_| {});
+    c.inner().write_at(&fill(64 * BS as usize, 9), 0, false).unwrap();
+    c.cache(0, 8 * BS).unwrap();
+    let s = c.snapshot();
+    assert_eq!((s.prefetch_issued, s.slots_allocated, s.backend_reads), (8, 8, 1));
+    assert_eq!(read(&c, 0, 4 * BS as usize), fill(64 * BS as usize, 9)[..4 * BS as usize]);
+    let s = c.snapshot();
+    assert_eq!((s.prefetch_used, s.read_block_hits, s.backend_reads), (4, 4, 1));
+    for b in 30..50 {
+        read(&c, b * BS, 1);
+    }
+    assert_eq!(c.snapshot().prefetch_wasted, 4);
+    c.validate().unwrap();
+}
+
+#[test]
+fn unaligned_device_size_and_tail_block() {
+    let size = 10 * BS as usize + 100;
+    let c = cached(size, 4, |_| {});
+    let data = fill(300, 4);
+    c.write_at(&data[..100], 10 * BS, false).unwrap(); // the whole (short) last block
+    assert_eq!(c.snapshot().slots_allocated, 1);
+    assert_eq!(read(&c, 10 * BS, 100), data[..100]);
+    assert_eq!(read(&c, 10 * BS - 50, 150)[50..], data[..100]);
+    assert_eq!(c.snapshot().read_block_hits, 2);
+}
+
+#[test]
+fn bad_configurations_are_refused_clearly() {
+    let build = |f: &dyn Fn(&mut CachedConfig)| {
+        let mut c = CachedConfig::new(64 * BS);
+        f(&mut c);
+        CachedBackend::new(MemBackend::new(1 << 20), c).err()
+    };
+    for p in ["lirs", "s3fifo", "2q"] {
+        let policy = PolicySpec::parse(p).unwrap();
+        let quirky = policy.config(Preset::Libcachesim).unwrap().get("libcachesim_quirks") == Some(&true.into());
+        let e = build(&|c| {
+            c.policy = policy.clone();
+            c.preset = Preset::Libcachesim;
+        });
+        assert!(quirky, "{p} under the libcachesim preset sets libcachesim_quirks");
+        let e = e.expect("quirks refused");
+        assert!(matches!(e, CachedError::Quirks { .. }), "{e}");
+        assert!(e.to_string().contains("libcachesim_quirks"), "{e}");
+        // The same policy without quirks is accepted.
+        let ok = build(&|c| c.policy = PolicySpec::parse(p).unwrap());
+        assert!(ok.is_none(), "{p}: {ok:?}");
+    }
+    let e = build(&|c| c.policy = PolicySpec::parse("lirs(libcachesim_quirks=true)").unwrap()).unwrap();
+    assert!(e.to_string().contains("libcachesim_quirks"), "{e}");
+    assert!(build(&|c| c.policy = PolicySpec::parse("opt").unwrap()).unwrap().to_string().contains("future"));
+    assert!(build(&|c| c.block_size = 1000).unwrap().to_string().contains("block size"));
+    assert!(build(&|c| c.capacity_bytes = 10).is_some());
+    assert!("write-back".parse::<WriteMode>().unwrap_err().to_string().contains("write-through"));
+    assert_eq!("Write-Around".parse::<WriteMode>().unwrap(), WriteMode::WriteAround);
+}
+
+#[test]
+fn many_readers_of_hot_blocks_stay_consistent() {
+    let c = Arc::new(cached(32 * BS as usize, 8, |_| {}));
+    let want = fill(32 * BS as usize, 11);
+    c.inner().write_at(&want, 0, false).unwrap();
+    let errors = Arc::new(Mutex::new(0));
+    let hs: Vec<_> = (0..4u64)
+        .map(|t| {
+            let (c, want, errors) = (c.clone(), want.clone(), errors.clone());
+            std::thread::spawn(move || {
+                let mut r = Rng(t + 5);
+                for _ in 0..5000 {
+                    let off = r.below(12 * BS);
+                    let len = 1 + r.below(2 * BS);
+                    if read(&*c, off, len as usize) != want[off as usize..(off + len) as usize] {
+                        *errors.lock().unwrap() += 1;
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert_eq!(*errors.lock().unwrap(), 0);
+    c.validate().unwrap();
+}
