@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 mod cmd;
 
-/// Blockwell: block-cache simulation and analysis.
+/// Blockwell: block-cache simulation, analysis, and a live caching block device.
 #[derive(Parser, Debug)]
 #[command(name = "blockwell", version, about, long_about = None, propagate_version = true)]
 struct Cli {
@@ -20,6 +20,8 @@ enum Command {
     Sim(cmd::sim::Args),
     /// Miss-ratio curve: exact LRU in one pass (stack distances) or SHARDS-sampled.
     Mrc(cmd::mrc::Args),
+    /// Serve a file or block device through a RAM cache over NBD (TCP or a Unix socket).
+    Serve(cmd::serve::Args),
     /// Trace tools: stats, gen, convert.
     #[command(subcommand)]
     Trace(cmd::trace::Command),
@@ -34,6 +36,7 @@ fn run() -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Sim(a) => cmd::sim::run(a),
         Command::Mrc(a) => cmd::mrc::run(a),
+        Command::Serve(a) => cmd::serve::run(a),
         Command::Trace(c) => cmd::trace::run(c),
         Command::Demo(a) => cmd::demo::run(a),
         Command::List => cmd::list(),

@@ -115,3 +115,45 @@ impl Backend for MemBackend {
         true
     }
 }
+
+/// Forwards every method, so layers can be stacked at run time (`Box<dyn Backend>`, `Arc<dyn Backend>`).
+macro_rules! forward_backend {
+    ($ptr:ident) => {
+        impl<T: Backend + ?Sized> Backend for $ptr<T> {
+            fn size(&self) -> u64 {
+                (**self).size()
+            }
+            fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+                (**self).read_at(buf, offset)
+            }
+            fn write_at(&self, buf: &[u8], offset: u64, fua: bool) -> io::Result<()> {
+                (**self).write_at(buf, offset, fua)
+            }
+            fn flush(&self) -> io::Result<()> {
+                (**self).flush()
+            }
+            fn trim(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
+                (**self).trim(offset, len, fua)
+            }
+            fn write_zeroes(&self, offset: u64, len: u64, may_trim: bool, fua: bool) -> io::Result<()> {
+                (**self).write_zeroes(offset, len, may_trim, fua)
+            }
+            fn cache(&self, offset: u64, len: u64) -> io::Result<()> {
+                (**self).cache(offset, len)
+            }
+            fn is_read_only(&self) -> bool {
+                (**self).is_read_only()
+            }
+            fn can_multi_conn(&self) -> bool {
+                (**self).can_multi_conn()
+            }
+            fn block_status(&self, offset: u64, len: u64) -> Option<io::Result<Vec<(u64, u32)>>> {
+                (**self).block_status(offset, len)
+            }
+        }
+    };
+}
+
+use std::sync::Arc;
+forward_backend!(Box);
+forward_backend!(Arc);

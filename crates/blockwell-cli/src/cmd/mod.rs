@@ -5,6 +5,7 @@ use std::process::ExitCode;
 pub mod common;
 pub mod demo;
 pub mod mrc;
+pub mod serve;
 pub mod sim;
 pub mod trace;
 
