@@ -91,8 +91,11 @@ fn mode(a: &Args) -> anyhow::Result<WriteMode> {
     Ok(if a.read_only { WriteMode::ReadOnly } else { m })
 }
 
-/// Builds the layer stack.
-fn backend(a: &Args) -> anyhow::Result<(Arc<dyn Backend>, Option<Arc<dyn Fn() -> String + Send + Sync>>)> {
+/// Renders the cache's counters as one status line.
+type StatusFn = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// Builds the layer stack: the backend to serve and, with a cache, its status line.
+fn backend(a: &Args) -> anyhow::Result<(Arc<dyn Backend>, Option<StatusFn>)> {
     let mode = mode(a)?;
     let read_only = mode == WriteMode::ReadOnly;
     let file = FileBackend::open(&a.backend, FileOptions { read_only, direct: a.direct }).context("--backend")?;
@@ -126,7 +129,7 @@ fn backend(a: &Args) -> anyhow::Result<(Arc<dyn Backend>, Option<Arc<dyn Fn() ->
     let cached = Arc::new(CachedBackend::new(delayed, config).context("--cache")?);
     let status = {
         let c = cached.clone();
-        Arc::new(move || c.snapshot().to_status_line()) as Arc<dyn Fn() -> String + Send + Sync>
+        Arc::new(move || c.snapshot().to_status_line()) as StatusFn
     };
     Ok((cached, Some(status)))
 }
