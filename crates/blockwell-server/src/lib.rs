@@ -7,6 +7,7 @@
 
 pub mod backend;
 pub mod cache;
+pub mod control;
 pub mod delay;
 pub mod file;
 pub mod nbd;
