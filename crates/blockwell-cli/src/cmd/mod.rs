@@ -7,6 +7,7 @@ pub mod demo;
 pub mod mrc;
 pub mod serve;
 pub mod sim;
+pub mod status;
 pub mod trace;
 
 /// `blockwell list`

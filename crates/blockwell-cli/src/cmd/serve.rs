@@ -1,29 +1,41 @@
-//! `blockwell serve`: a RAM cache in front of a file or block device, served over NBD.
+//! `blockwell serve`: RAM caches in front of files or block devices, served over NBD.
 //!
-//! The layers, bottom up: the file backend (positional I/O, fdatasync, hole punching), an optional slow-disk
-//! emulator (`--delay`), an optional RAM cache driven by the same engine as `blockwell sim` (`--cache`), and the
-//! NBD server. SIGINT or SIGTERM stops accepting, drains in-flight requests, flushes, prints the cache's
-//! counters and exits 0.
+//! The layers of one export, bottom up: the file backend (positional I/O, fdatasync, hole punching), an
+//! optional slow-disk emulator (`delay`), an optional RAM cache driven by the same engine as `blockwell sim`
+//! (`cache`), and the NBD server. One export comes from the flags; several from `--config FILE` (TOML, see
+//! `docs/serve.md`). Both describe an export's layers with one [`StackArgs`].
+//!
+//! Around the server: an optional control socket (`--control`, read by `blockwell status`), an optional
+//! loopback Prometheus endpoint (`--metrics`), and one log line per event on stderr (`--log-format`).
+//! SIGINT or SIGTERM stops accepting, drains in-flight requests, flushes, prints the counters and exits 0.
 
 use super::common::parse_bytes;
-use anyhow::Context;
+use anyhow::{anyhow, bail, Context};
 use blockwell_core::policy::{PolicySpec, Preset};
 use blockwell_server::backend::Backend;
 use blockwell_server::cache::{Admission, CachedBackend, CachedConfig, WriteMode};
-use blockwell_server::delay::{DelayBackend, DelayConfig};
+use blockwell_server::control::{self, Request};
+use blockwell_server::delay::{DelayBackend, DelayConfig, DelayStats};
 use blockwell_server::file::{FileBackend, FileOptions};
 use blockwell_server::nbd::{Export, Server, ServerConfig};
-use std::path::PathBuf;
+use blockwell_server::stats::StatsSnapshot;
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-#[derive(clap::Args, Debug)]
-pub struct Args {
+/// The layer stack of one export: backend, slow-disk emulation, RAM cache. The flags of `blockwell serve`
+/// (and of any command serving one cached device) and the keys of an `[[export]]` table in a config file.
+#[derive(clap::Args, Clone, Debug, PartialEq)]
+pub struct StackArgs {
     /// The file or block device to cache and serve.
     #[arg(long, value_name = "PATH")]
-    pub backend: PathBuf,
+    pub backend: Option<PathBuf>,
 
     /// Open the backend with O_DIRECT (bypass the page cache; I/O goes through aligned bounce buffers).
     #[arg(long)]
@@ -64,119 +76,772 @@ pub struct Args {
     #[arg(long, default_value = "none")]
     pub delay: String,
 
-    /// TCP address to listen on (NBD's port is 10809). Port 0 picks a free port.
-    #[arg(long, default_value = "127.0.0.1:10809", conflicts_with = "unix")]
-    pub listen: String,
+    /// Refuse writes (the export is advertised read-only).
+    #[arg(long)]
+    pub read_only: bool,
+
+    /// Name options as config-file keys (`cache`) rather than flags (`--cache`) in errors.
+    #[arg(skip)]
+    pub toml_keys: bool,
+}
+
+/// Handles on the counters of a built stack.
+#[derive(Clone)]
+pub struct StackStats {
+    pub cache: Option<Arc<CachedBackend<Box<dyn Backend>>>>,
+    pub delay: Option<Arc<DelayBackend<FileBackend>>>,
+}
+
+impl StackStats {
+    pub fn snapshot(&self) -> Option<StatsSnapshot> {
+        self.cache.as_ref().map(|c| c.snapshot())
+    }
+
+    pub fn delay(&self) -> Option<DelayStats> {
+        self.delay.as_ref().map(|d| d.stats())
+    }
+}
+
+impl Default for StackArgs {
+    /// The flags' defaults (defined once, on the flags).
+    fn default() -> Self {
+        #[derive(clap::Parser)]
+        struct Only {
+            #[command(flatten)]
+            stack: StackArgs,
+        }
+        <Only as clap::Parser>::parse_from(["blockwell"]).stack
+    }
+}
+
+impl StackArgs {
+    /// How an option is named in errors: `--block-size` or `block_size`.
+    fn key(&self, k: &str) -> String {
+        if self.toml_keys {
+            k.to_string()
+        } else {
+            format!("--{}", k.replace('_', "-"))
+        }
+    }
+
+    /// The write mode, from `mode` and `read_only` together.
+    pub fn write_mode(&self) -> anyhow::Result<WriteMode> {
+        let m: WriteMode = self.mode.parse().with_context(|| self.key("mode"))?;
+        Ok(if self.read_only { WriteMode::ReadOnly } else { m })
+    }
+
+    /// Checks every option without opening anything.
+    pub fn check(&self) -> anyhow::Result<()> {
+        self.write_mode()?;
+        self.cache_config(WriteMode::ReadOnly)?;
+        if self.delay != "none" && DelayConfig::preset(&self.delay).is_none() {
+            bail!("{}: unknown device '{}' (known: hdd, ssd, none)", self.key("delay"), self.delay);
+        }
+        Ok(())
+    }
+
+    /// The cache's configuration, or `None` for `cache = 0`.
+    fn cache_config(&self, mode: WriteMode) -> anyhow::Result<Option<CachedConfig>> {
+        let cache_bytes = parse_bytes(&self.cache).with_context(|| self.key("cache"))?;
+        if cache_bytes == 0 {
+            return Ok(None);
+        }
+        let block_size = super::sim::block_size(&self.block_size)
+            .map_err(|e| anyhow!("{}", e.to_string().replace("--block-size", &self.key("block_size"))))?;
+        let preset = Preset::from_name(&self.preset).with_context(|| {
+            format!("{}: unknown preset '{}' (known: default, seed001)", self.key("preset"), self.preset)
+        })?;
+        let policy = PolicySpec::parse(&self.policy).with_context(|| self.key("policy"))?;
+        let admission: Admission = self.admission.parse().with_context(|| self.key("admission"))?;
+        let cutoff = parse_bytes(&self.sequential_cutoff).with_context(|| self.key("sequential_cutoff"))?;
+        Ok(Some(CachedConfig {
+            block_size,
+            capacity_bytes: cache_bytes,
+            policy,
+            preset,
+            mode,
+            admission,
+            sequential_cutoff: cutoff,
+        }))
+    }
+
+    /// Opens the backend and builds the layers: the backend to serve and, with a delay or a cache, handles on
+    /// their counters.
+    pub fn build(&self) -> anyhow::Result<(Arc<dyn Backend>, Option<StackStats>)> {
+        let mode = self.write_mode()?;
+        let path = self.backend.as_ref().ok_or_else(|| anyhow!("{} is required", self.key("backend")))?;
+        let read_only = mode == WriteMode::ReadOnly;
+        let file = FileBackend::open(path, FileOptions { read_only, direct: self.direct })
+            .with_context(|| self.key("backend"))?;
+        let (lower, delay): (Box<dyn Backend>, _) = match self.delay.as_str() {
+            "none" => (Box::new(file), None),
+            name => {
+                let cfg = DelayConfig::preset(name).with_context(|| {
+                    format!("{}: unknown device '{name}' (known: hdd, ssd, none)", self.key("delay"))
+                })?;
+                let d = Arc::new(DelayBackend::new(file, cfg));
+                (Box::new(d.clone()), Some(d))
+            }
+        };
+        let Some(config) = self.cache_config(mode)? else {
+            return Ok((Arc::from(lower), delay.map(|d| StackStats { cache: None, delay: Some(d) })));
+        };
+        let cached = Arc::new(CachedBackend::new(lower, config).with_context(|| self.key("cache"))?);
+        Ok((cached.clone(), Some(StackStats { cache: Some(cached), delay })))
+    }
+}
+
+/// One export: its NBD name and description, and its layers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExportConfig {
+    pub name: String,
+    pub description: Option<String>,
+    pub stack: StackArgs,
+}
+
+/// Everything `blockwell serve` runs, from the flags or a config file.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServeConfig {
+    pub listen: Option<String>,
+    pub unix: Option<PathBuf>,
+    pub control: Option<PathBuf>,
+    pub metrics: Option<String>,
+    pub exports: Vec<ExportConfig>,
+}
+
+const EXPORT_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "backend",
+    "read_only",
+    "direct",
+    "cache",
+    "block_size",
+    "policy",
+    "preset",
+    "mode",
+    "admission",
+    "sequential_cutoff",
+    "delay",
+];
+const TOP_KEYS: &[&str] = &["listen", "unix", "control", "metrics", "export"];
+
+impl ServeConfig {
+    /// Reads a TOML config file. Every error is one line naming the file (and the export and key).
+    pub fn load(path: &Path) -> anyhow::Result<ServeConfig> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("--config {}", path.display()))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Self::parse(&text, &path.display().to_string(), base)
+    }
+
+    /// Parses config text; `file` names it in errors, relative backend and socket paths are taken from `base`.
+    pub fn parse(text: &str, file: &str, base: &Path) -> anyhow::Result<ServeConfig> {
+        let table: toml::Table = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| text[..s.start].matches('\n').count() + 1).unwrap_or(0);
+            anyhow!("{file}:{line}: {}", e.message().trim().replace('\n', "; "))
+        })?;
+        let mut cfg = ServeConfig::default();
+        for (k, v) in &table {
+            let s = || -> anyhow::Result<String> {
+                v.as_str().map(str::to_string).ok_or_else(|| anyhow!("{file}: '{k}' must be a string"))
+            };
+            match k.as_str() {
+                "listen" => cfg.listen = Some(s()?),
+                "unix" => cfg.unix = Some(base.join(s()?)),
+                "control" => cfg.control = Some(base.join(s()?)),
+                "metrics" => cfg.metrics = Some(s()?),
+                "export" => {}
+                _ => bail!("{file}: unknown key '{k}' (known: {})", TOP_KEYS.join(", ")),
+            }
+        }
+        let exports = match table.get("export") {
+            None => bail!("{file}: no [[export]] tables"),
+            Some(toml::Value::Array(a)) => a,
+            Some(_) => bail!("{file}: 'export' must be an array of tables ([[export]])"),
+        };
+        let mut names = HashSet::new();
+        for (i, e) in exports.iter().enumerate() {
+            let t = e.as_table().ok_or_else(|| anyhow!("{file}: export #{}: not a table", i + 1))?;
+            let name = match t.get("name") {
+                Some(toml::Value::String(n)) if !n.is_empty() => n.clone(),
+                Some(_) => bail!("{file}: export #{}: 'name' must be a non-empty string", i + 1),
+                None => bail!("{file}: export #{}: missing key 'name'", i + 1),
+            };
+            let ex = Self::export(t, name.clone(), base).with_context(|| format!("{file}: export \"{name}\""))?;
+            if !names.insert(name.clone()) {
+                bail!("{file}: duplicate export name \"{name}\"");
+            }
+            cfg.exports.push(ex);
+        }
+        if cfg.exports.is_empty() {
+            bail!("{file}: no [[export]] tables");
+        }
+        Ok(cfg)
+    }
+
+    fn export(t: &toml::Table, name: String, base: &Path) -> anyhow::Result<ExportConfig> {
+        let mut stack = StackArgs { toml_keys: true, ..StackArgs::default() };
+        let mut description = None;
+        for (k, v) in t {
+            let s = || -> anyhow::Result<String> {
+                v.as_str().map(str::to_string).ok_or_else(|| anyhow!("'{k}' must be a string"))
+            };
+            // Sizes may be written as numbers of bytes or as strings with a unit.
+            let size = || -> anyhow::Result<String> {
+                match v {
+                    toml::Value::Integer(n) if *n >= 0 => Ok(n.to_string()),
+                    toml::Value::String(x) => Ok(x.clone()),
+                    _ => bail!("'{k}' must be a size (\"64MiB\" or a number of bytes)"),
+                }
+            };
+            let b = || -> anyhow::Result<bool> { v.as_bool().ok_or_else(|| anyhow!("'{k}' must be true or false")) };
+            match k.as_str() {
+                "name" => {}
+                "description" => description = Some(s()?),
+                "backend" => stack.backend = Some(base.join(s()?)),
+                "read_only" => stack.read_only = b()?,
+                "direct" => stack.direct = b()?,
+                "cache" => stack.cache = size()?,
+                "block_size" => stack.block_size = size()?,
+                "sequential_cutoff" => stack.sequential_cutoff = size()?,
+                "policy" => stack.policy = s()?,
+                "preset" => stack.preset = s()?,
+                "mode" => stack.mode = s()?,
+                "admission" => stack.admission = s()?,
+                "delay" => stack.delay = s()?,
+                _ => bail!("unknown key '{k}' (known: {})", EXPORT_KEYS.join(", ")),
+            }
+        }
+        if stack.backend.is_none() {
+            bail!("missing key 'backend'");
+        }
+        stack.check()?;
+        Ok(ExportConfig { name, description, stack })
+    }
+}
+
+/// Log line format.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// `blockwell: <event> key=value ...`
+    #[default]
+    Text,
+    /// One JSON object per line: `{"ts":…,"event":…,…}`.
+    Json,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub stack: StackArgs,
+
+    /// Serve the exports of a TOML config file (see docs/serve.md) instead of one export from the flags.
+    /// `--listen`, `--unix`, `--control` and `--metrics` given on the command line override the file's.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// TCP address to listen on (NBD's port is 10809; default 127.0.0.1:10809). Port 0 picks a free port.
+    #[arg(long, conflicts_with = "unix")]
+    pub listen: Option<String>,
 
     /// Listen on a Unix socket at PATH instead of TCP.
     #[arg(long, value_name = "PATH")]
     pub unix: Option<PathBuf>,
 
-    /// The export's name.
-    #[arg(long, default_value = "blockwell")]
-    pub export_name: String,
+    /// The export's name (default `blockwell`).
+    #[arg(long)]
+    pub export_name: Option<String>,
 
     /// The export's description (shown by `nbdinfo --list`).
     #[arg(long)]
     pub description: Option<String>,
 
-    /// Refuse writes (the export is advertised read-only).
-    #[arg(long)]
-    pub read_only: bool,
+    /// Answer `blockwell status` on a Unix socket at PATH; without PATH, `$XDG_RUNTIME_DIR/blockwell.sock`
+    /// or else `/tmp/blockwell-<uid>.sock`. The socket is owner-only (0600).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "")]
+    pub control: Option<PathBuf>,
+
+    /// Serve Prometheus metrics at http://ADDR/metrics; ADDR must be a loopback address (e.g.
+    /// 127.0.0.1:9100): the endpoint has no authentication.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+
+    /// Log format on stderr: one line per event (start, stop, summary).
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
 }
 
-/// Parses `--mode` and `--read-only` together.
-fn mode(a: &Args) -> anyhow::Result<WriteMode> {
-    let m: WriteMode = a.mode.parse().context("--mode")?;
-    Ok(if a.read_only { WriteMode::ReadOnly } else { m })
-}
-
-/// Renders the cache's counters as one status line.
-type StatusFn = Arc<dyn Fn() -> String + Send + Sync>;
-
-/// Builds the layer stack: the backend to serve and, with a cache, its status line.
-fn backend(a: &Args) -> anyhow::Result<(Arc<dyn Backend>, Option<StatusFn>)> {
-    let mode = mode(a)?;
-    let read_only = mode == WriteMode::ReadOnly;
-    let file = FileBackend::open(&a.backend, FileOptions { read_only, direct: a.direct }).context("--backend")?;
-    let delayed: Box<dyn Backend> = match a.delay.as_str() {
-        "none" => Box::new(file),
-        name => {
-            let cfg = DelayConfig::preset(name)
-                .with_context(|| format!("--delay: unknown device '{name}' (known: hdd, ssd, none)"))?;
-            Box::new(DelayBackend::new(file, cfg))
+impl Args {
+    /// The configuration: the file's, with command-line overrides, or one export from the flags.
+    fn config(&self) -> anyhow::Result<ServeConfig> {
+        let mut cfg = match &self.config {
+            Some(path) => {
+                if self.stack != StackArgs::default() || self.export_name.is_some() || self.description.is_some() {
+                    bail!(
+                        "--config {}: per-export flags (--backend, --cache, --export-name, ...) cannot be combined \
+                         with a config file; put them in its [[export]] tables",
+                        path.display()
+                    );
+                }
+                ServeConfig::load(path)?
+            }
+            None => {
+                if self.stack.backend.is_none() {
+                    bail!("--backend PATH (one export) or --config FILE (several) is required");
+                }
+                ServeConfig {
+                    exports: vec![ExportConfig {
+                        name: self.export_name.clone().unwrap_or_else(|| "blockwell".into()),
+                        description: self.description.clone(),
+                        stack: self.stack.clone(),
+                    }],
+                    ..ServeConfig::default()
+                }
+            }
+        };
+        if self.listen.is_some() || self.unix.is_some() {
+            cfg.listen = self.listen.clone();
+            cfg.unix = self.unix.clone();
         }
-    };
-    let cache_bytes = parse_bytes(&a.cache).context("--cache")?;
-    if cache_bytes == 0 {
-        return Ok((Arc::from(delayed), None));
+        if let Some(c) = &self.control {
+            cfg.control = Some(if c.as_os_str().is_empty() { control::default_control_path() } else { c.clone() });
+        }
+        if let Some(m) = &self.metrics {
+            cfg.metrics = Some(m.clone());
+        }
+        Ok(cfg)
     }
-    let block_size = super::sim::block_size(&a.block_size)?;
-    let preset = Preset::from_name(&a.preset)
-        .with_context(|| format!("--preset: unknown preset '{}' (known: default, seed001)", a.preset))?;
-    let policy = PolicySpec::parse(&a.policy).context("--policy")?;
-    let admission: Admission = a.admission.parse().context("--admission")?;
-    let cutoff = parse_bytes(&a.sequential_cutoff).context("--sequential-cutoff")?;
-    let config = CachedConfig {
-        block_size,
-        capacity_bytes: cache_bytes,
-        policy,
-        preset,
-        mode,
-        admission,
-        sequential_cutoff: cutoff,
+}
+
+/// A built export, kept for status, metrics and the summary.
+struct Live {
+    name: String,
+    backend: PathBuf,
+    size: u64,
+    mode: WriteMode,
+    policy: String,
+    stats: Option<StackStats>,
+}
+
+impl Live {
+    /// `<name>: 0 <sectors> blockwell <mode> <policy> <cache blocks> <resident> key value ...`, like
+    /// `dmsetup status`.
+    fn status_line(&self) -> String {
+        let mut s = format!("{}: 0 {} blockwell {}", self.name, self.size / 512, self.mode.name());
+        match self.stats.as_ref().and_then(|x| x.snapshot()) {
+            Some(c) => {
+                let _ = write!(
+                    s,
+                    " {} {} {} read_hits {} read_misses {} write_hits {} write_misses {} prefetch_issued {} \
+                     prefetch_used {} prefetch_wasted {} evictions {} bytes_from_backend {}",
+                    self.policy,
+                    c.capacity_blocks,
+                    c.resident_blocks,
+                    c.read_block_hits,
+                    c.read_block_misses,
+                    c.write_block_hits,
+                    c.write_block_misses,
+                    c.prefetch_issued,
+                    c.prefetch_used,
+                    c.prefetch_wasted,
+                    c.evictions,
+                    c.backend_bytes_read
+                );
+            }
+            None => s.push_str(" none 0 0 cache off"),
+        }
+        // REDCAP (relevance-driven prefetch) is not implemented yet.
+        s.push_str(" redcap n/a");
+        s
+    }
+
+    fn json(&self) -> Value {
+        let stats = self.stats.as_ref();
+        json!({
+            "name": self.name,
+            "backend": self.backend,
+            "size": self.size,
+            "mode": self.mode.name(),
+            "policy": self.policy,
+            "cache": stats.and_then(|s| s.snapshot()),
+            "delay": stats.and_then(|s| s.delay()),
+            "redcap": Value::Null,
+        })
+    }
+}
+
+fn status_text(live: &[Live]) -> String {
+    live.iter().map(|l| l.status_line() + "\n").collect()
+}
+
+fn status_json(live: &[Live]) -> String {
+    json!({ "exports": live.iter().map(Live::json).collect::<Vec<_>>() }).to_string() + "\n"
+}
+
+/// Escapes a Prometheus label value.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// The Prometheus text exposition (format 0.0.4) of every export's counters.
+fn metrics_text(live: &[Live]) -> String {
+    type Get = fn(&StatsSnapshot) -> u64;
+    // (name, type, help, [(extra labels, value)])
+    let cache_series: &[(&str, &str, &str, &[(&str, Get)])] = &[
+        (
+            "blockwell_block_hits_total",
+            "counter",
+            "Cache block hits.",
+            &[("op=\"read\"", |s| s.read_block_hits), ("op=\"write\"", |s| s.write_block_hits)],
+        ),
+        (
+            "blockwell_block_misses_total",
+            "counter",
+            "Cache block misses.",
+            &[("op=\"read\"", |s| s.read_block_misses), ("op=\"write\"", |s| s.write_block_misses)],
+        ),
+        (
+            "blockwell_requests_total",
+            "counter",
+            "Client requests reaching the cache.",
+            &[("op=\"read\"", |s| s.read_requests), ("op=\"write\"", |s| s.write_requests)],
+        ),
+        (
+            "blockwell_read_request_hits_total",
+            "counter",
+            "Read requests whose every block hit.",
+            &[("", |s| s.read_request_hits)],
+        ),
+        (
+            "blockwell_backend_requests_total",
+            "counter",
+            "Requests sent to the backend by the cache.",
+            &[("op=\"read\"", |s| s.backend_reads), ("op=\"write\"", |s| s.backend_writes)],
+        ),
+        (
+            "blockwell_backend_bytes_total",
+            "counter",
+            "Bytes moved between the cache and the backend.",
+            &[("op=\"read\"", |s| s.backend_bytes_read), ("op=\"write\"", |s| s.backend_bytes_written)],
+        ),
+        ("blockwell_evictions_total", "counter", "Blocks evicted.", &[("", |s| s.evictions)]),
+        ("blockwell_prefetch_issued_total", "counter", "Blocks prefetched.", &[("", |s| s.prefetch_issued)]),
+        ("blockwell_prefetch_used_total", "counter", "Prefetched blocks later hit.", &[("", |s| s.prefetch_used)]),
+        (
+            "blockwell_prefetch_wasted_total",
+            "counter",
+            "Prefetched blocks evicted unused.",
+            &[("", |s| s.prefetch_wasted)],
+        ),
+        (
+            "blockwell_bypassed_total",
+            "counter",
+            "Requests that bypassed the cache (sequential cutoff).",
+            &[("", |s| s.bypassed)],
+        ),
+        (
+            "blockwell_admission_rejections_total",
+            "counter",
+            "Missed blocks not admitted.",
+            &[("", |s| s.admission_rejections)],
+        ),
+        (
+            "blockwell_invalidations_total",
+            "counter",
+            "Cached blocks dropped by writes or trims.",
+            &[("", |s| s.invalidations)],
+        ),
+        ("blockwell_cache_capacity_blocks", "gauge", "Cache capacity in blocks.", &[("", |s| s.capacity_blocks)]),
+        ("blockwell_cache_resident_blocks", "gauge", "Blocks in the cache.", &[("", |s| s.resident_blocks)]),
+    ];
+    let snaps: Vec<(&Live, Option<StatsSnapshot>, Option<DelayStats>)> = live
+        .iter()
+        .map(|l| (l, l.stats.as_ref().and_then(|s| s.snapshot()), l.stats.as_ref().and_then(|s| s.delay())))
+        .collect();
+    let mut out = String::new();
+    let head = |out: &mut String, name: &str, ty: &str, help: &str| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {ty}");
     };
-    let cached = Arc::new(CachedBackend::new(delayed, config).context("--cache")?);
-    let status = {
-        let c = cached.clone();
-        Arc::new(move || c.snapshot().to_status_line()) as StatusFn
+    let series = |out: &mut String, name: &str, export: &str, extra: &str, v: u64| {
+        let sep = if extra.is_empty() { "" } else { "," };
+        let _ = writeln!(out, "{name}{{export=\"{}\"{sep}{extra}}} {v}", label(export));
     };
-    Ok((cached, Some(status)))
+    head(&mut out, "blockwell_export_size_bytes", "gauge", "Size of the export in bytes.");
+    for (l, _, _) in &snaps {
+        series(&mut out, "blockwell_export_size_bytes", &l.name, "", l.size);
+    }
+    for (name, ty, help, parts) in cache_series {
+        head(&mut out, name, ty, help);
+        for (l, snap, _) in &snaps {
+            if let Some(s) = snap {
+                for (extra, get) in parts.iter() {
+                    series(&mut out, name, &l.name, extra, get(s));
+                }
+            }
+        }
+    }
+    if snaps.iter().any(|(_, _, d)| d.is_some()) {
+        head(&mut out, "blockwell_delay_requests_total", "counter", "Requests through the slow-disk emulator.");
+        for (l, _, d) in &snaps {
+            if let Some(d) = d {
+                for (op, v) in [("read", d.reads), ("write", d.writes), ("other", d.other)] {
+                    series(&mut out, "blockwell_delay_requests_total", &l.name, &format!("op=\"{op}\""), v);
+                }
+            }
+        }
+        head(&mut out, "blockwell_delay_seconds_total", "counter", "Time added by the slow-disk emulator.");
+        for (l, _, d) in &snaps {
+            if let Some(d) = d {
+                let _ = writeln!(
+                    out,
+                    "blockwell_delay_seconds_total{{export=\"{}\"}} {}",
+                    label(&l.name),
+                    d.delay_ns as f64 / 1e9
+                );
+            }
+        }
+    }
+    out
+}
+
+/// One log line per event on stderr.
+struct Log(LogFormat);
+
+impl Log {
+    fn event(&self, event: &str, fields: Value) {
+        let line = match self.0 {
+            LogFormat::Json => {
+                let ts = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs_f64())
+                    .unwrap_or(0.0);
+                let mut m = serde_json::Map::new();
+                m.insert("ts".into(), json!((ts * 1000.0).round() / 1000.0));
+                m.insert("event".into(), json!(event));
+                if let Value::Object(f) = fields {
+                    m.extend(f);
+                }
+                Value::Object(m).to_string()
+            }
+            LogFormat::Text => {
+                let mut s = format!("blockwell: {event}");
+                if let Value::Object(f) = fields {
+                    for (k, v) in f {
+                        match v {
+                            Value::String(x) if !x.contains(char::is_whitespace) && !x.is_empty() => {
+                                let _ = write!(s, " {k}={x}");
+                            }
+                            Value::Object(_) | Value::Array(_) => {
+                                let _ = write!(s, " {k}={}", v);
+                            }
+                            _ => {
+                                let _ = write!(s, " {k}={v}");
+                            }
+                        }
+                    }
+                }
+                s
+            }
+        };
+        eprintln!("{line}");
+    }
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    let (backend, status) = backend(&a)?;
-    let size = backend.size();
-    let mut export = Export::new(&a.export_name, backend);
-    if let Some(d) = &a.description {
-        export = export.description(d);
+    let cfg = a.config()?;
+    let log = Log(a.log_format);
+    let mut live = Vec::new();
+    let mut exports = Vec::new();
+    for e in &cfg.exports {
+        let (backend, stats) = match &a.config {
+            Some(file) => e.stack.build().with_context(|| format!("{}: export \"{}\"", file.display(), e.name))?,
+            None => e.stack.build()?,
+        };
+        let mode = e.stack.write_mode()?;
+        let size = backend.size();
+        let mut export = Export::new(&e.name, backend);
+        if let Some(d) = &e.description {
+            export = export.description(d);
+        }
+        if mode == WriteMode::ReadOnly {
+            export = export.read_only();
+        }
+        exports.push(export);
+        let policy = match stats.as_ref().and_then(|s| s.cache.as_ref()) {
+            Some(_) => PolicySpec::parse(&e.stack.policy).map(|p| p.kind.name().to_string()).unwrap_or_default(),
+            None => "none".into(),
+        };
+        live.push(Live {
+            name: e.name.clone(),
+            backend: e.stack.backend.clone().unwrap_or_default(),
+            size,
+            mode,
+            policy,
+            stats,
+        });
     }
-    if mode(&a)? == WriteMode::ReadOnly {
-        export = export.read_only();
-    }
-    let config = ServerConfig::from(vec![export]);
-    let server = match &a.unix {
+    let live = Arc::new(live);
+
+    let config = ServerConfig::from(exports);
+    let server = match &cfg.unix {
         Some(p) => Server::bind_unix(p, config).with_context(|| format!("--unix {}", p.display()))?,
         None => {
-            let addr: std::net::SocketAddr =
-                a.listen.parse().with_context(|| format!("--listen: '{}' is not an address:port", a.listen))?;
+            let listen = cfg.listen.as_deref().unwrap_or("127.0.0.1:10809");
+            let addr: SocketAddr =
+                listen.parse().with_context(|| format!("--listen: '{listen}' is not an address:port"))?;
             if !addr.ip().is_loopback() {
                 eprintln!("blockwell: warning: listening on {addr}, beyond this machine; NBD has no authentication");
             }
             Server::bind_tcp(addr, config).with_context(|| format!("--listen {addr}"))?
         }
     };
-    let uri = match &a.unix {
-        Some(p) => format!("nbd+unix:///{}?socket={}", a.export_name, p.display()),
-        None => format!("nbd://{}/{}", server.local_addr().map(|x| x.to_string()).unwrap_or_default(), a.export_name),
+    let metrics = match &cfg.metrics {
+        Some(m) => {
+            let addr: SocketAddr = m.parse().with_context(|| format!("--metrics: '{m}' is not an address:port"))?;
+            let l = live.clone();
+            Some(control::serve_metrics(addr, Arc::new(move || metrics_text(&l))).context("--metrics")?)
+        }
+        None => None,
     };
+    let ctl = match &cfg.control {
+        Some(p) => {
+            let l = live.clone();
+            let render = Arc::new(move |r: Request| match r {
+                Request::Status => status_text(&l),
+                Request::StatusJson => status_json(&l),
+            });
+            Some(control::serve_control(p, render).context("--control")?)
+        }
+        None => None,
+    };
+    let uri = |name: &str| match &cfg.unix {
+        Some(p) => format!("nbd+unix:///{name}?socket={}", p.display()),
+        None => format!("nbd://{}/{name}", server.local_addr().map(|x| x.to_string()).unwrap_or_default()),
+    };
+    let uris: Vec<String> = live.iter().map(|l| uri(&l.name)).collect();
+
     // SIGINT/SIGTERM set a flag; the main thread then shuts the server down gracefully.
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
     let handle = server.spawn().context("starting the server")?;
-    println!("blockwell: serving {} ({size} bytes) at {uri}", a.backend.display());
+    for (l, u) in live.iter().zip(&uris) {
+        println!("blockwell: serving {} ({} bytes) at {u}", l.backend.display(), l.size);
+    }
+    if let Some(m) = &metrics {
+        println!("blockwell: metrics at http://{}/metrics", m.local_addr().map(|x| x.to_string()).unwrap_or_default());
+    }
+    if let Some(p) = &cfg.control {
+        println!("blockwell: control socket at {}", p.display());
+    }
+    println!(
+        "blockwell: ready ({} export{}; SIGINT or SIGTERM stops)",
+        live.len(),
+        if live.len() == 1 { "" } else { "s" }
+    );
     use std::io::Write as _;
     std::io::stdout().flush()?;
+    for (l, u) in live.iter().zip(&uris) {
+        log.event(
+            "export",
+            json!({"name": l.name, "backend": l.backend, "size": l.size, "mode": l.mode.name(), "policy": l.policy, "uri": u}),
+        );
+    }
+    log.event(
+        "start",
+        json!({
+            "exports": live.len(),
+            "listen": cfg.unix.as_ref().map(|p| p.display().to_string())
+                .or_else(|| server_addr(&handle)),
+            "control": cfg.control,
+            "metrics": metrics.as_ref().and_then(|m| m.local_addr()).map(|a| a.to_string()),
+        }),
+    );
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
     }
+    log.event("stop", json!({"reason": "signal"}));
     handle.shutdown().context("shutting down")?;
-    if let Some(s) = status {
-        println!("blockwell: stopped; {}", s());
-    } else {
-        println!("blockwell: stopped");
+    drop(ctl);
+    drop(metrics);
+    for l in live.iter() {
+        let snap = l.stats.as_ref().and_then(|s| s.snapshot());
+        log.event("summary", json!({"name": l.name, "cache": snap, "delay": l.stats.as_ref().and_then(|s| s.delay())}));
+        let prefix = if live.len() == 1 { String::new() } else { format!("{}: ", l.name) };
+        match snap {
+            Some(s) => println!("blockwell: stopped; {prefix}{}", s.to_status_line()),
+            None if live.len() == 1 => println!("blockwell: stopped"),
+            None => println!("blockwell: stopped; {prefix}no cache"),
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn server_addr(h: &blockwell_server::nbd::ServerHandle) -> Option<String> {
+    h.local_addr().map(|a| a.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> anyhow::Result<ServeConfig> {
+        ServeConfig::parse(text, "exports.toml", Path::new("/srv"))
+    }
+
+    #[test]
+    fn toml_with_two_exports() {
+        let c = parse(
+            "listen = \"127.0.0.1:0\"\ncontrol = \"c.sock\"\n\
+             [[export]]\nname = \"a\"\nbackend = \"a.img\"\ncache = \"1MiB\"\npolicy = \"arc\"\n\
+             [[export]]\nname = \"b\"\nbackend = \"/abs/b.img\"\nread_only = true\ncache = 0\ndelay = \"hdd\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.control, Some(PathBuf::from("/srv/c.sock")));
+        assert_eq!(c.exports.len(), 2);
+        assert_eq!(c.exports[0].stack.backend, Some(PathBuf::from("/srv/a.img")));
+        assert_eq!(c.exports[0].stack.policy, "arc");
+        assert_eq!(c.exports[0].stack.block_size, "4KiB", "unset keys take the flags' defaults");
+        assert_eq!(c.exports[1].stack.backend, Some(PathBuf::from("/abs/b.img")));
+        assert!(c.exports[1].stack.read_only);
+        assert_eq!(c.exports[1].stack.cache, "0");
+    }
+
+    #[test]
+    fn toml_errors_name_the_file_export_and_key() {
+        let e = |t: &str| format!("{:#}", parse(t).unwrap_err());
+        let x = e("[[export]]\nname = \"a\"\nbackend = \"a\"\npolcy = \"lru\"\n");
+        assert!(x.starts_with("exports.toml: export \"a\": unknown key 'polcy'"), "{x}");
+        let x = e("[[export]]\nname = \"a\"\nbackend = \"a\"\n[[export]]\nname = \"a\"\nbackend = \"b\"\n");
+        assert_eq!(x, "exports.toml: duplicate export name \"a\"");
+        let x = e("[[export]]\nname = \"a\"\n");
+        assert_eq!(x, "exports.toml: export \"a\": missing key 'backend'");
+        let x = e("lisen = \"x\"\n[[export]]\nname = \"a\"\nbackend = \"a\"\n");
+        assert!(x.starts_with("exports.toml: unknown key 'lisen'"), "{x}");
+        let x = e("[[export]]\nname = \"a\"\nbackend = \"a\"\npolicy = \"nosuch\"\n");
+        assert!(x.starts_with("exports.toml: export \"a\": policy"), "{x}");
+        let x = e("[[export]]\nname = \"a\"\nbackend = \"a\"\nblock_size = \"3KiB\"\n");
+        assert!(x.starts_with("exports.toml: export \"a\": block_size: 3KiB"), "{x}");
+        let x = e("[[export]\n");
+        assert!(x.starts_with("exports.toml:1: ") && !x.contains('\n'), "{x}");
+        assert_eq!(e("listen = \"x\"\n"), "exports.toml: no [[export]] tables");
+    }
+
+    #[test]
+    fn status_and_metrics_render_without_a_cache() {
+        let l = vec![Live {
+            name: "a\"b".into(),
+            backend: "/x".into(),
+            size: 1 << 20,
+            mode: WriteMode::ReadOnly,
+            policy: "none".into(),
+            stats: None,
+        }];
+        assert_eq!(status_text(&l), "a\"b: 0 2048 blockwell read-only none 0 0 cache off redcap n/a\n");
+        let m = metrics_text(&l);
+        assert!(m.contains("blockwell_export_size_bytes{export=\"a\\\"b\"} 1048576\n"), "{m}");
+        let v: Value = serde_json::from_str(&status_json(&l)).unwrap();
+        assert_eq!(v["exports"][0]["cache"], Value::Null);
+    }
 }
