@@ -21,10 +21,13 @@ fn have(tool: &str) -> bool {
     ok
 }
 
-/// A running `blockwell serve` and its NBD URI.
+/// A running `blockwell serve`, its NBD URIs (one per export) and its other startup lines.
 struct Served {
     child: Child,
     uri: String,
+    uris: Vec<String>,
+    /// Every stdout line up to `blockwell: ready`.
+    banner: String,
 }
 
 impl Served {
@@ -37,14 +40,33 @@ impl Served {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start blockwell serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-        let uri = line.split_whitespace().find(|w| w.starts_with("nbd://")).unwrap_or_else(|| {
-            let mut err = String::new();
-            child.stderr.as_mut().unwrap().read_to_string(&mut err).unwrap();
-            panic!("no URI in {line:?}; stderr: {err}")
-        });
-        Served { uri: uri.to_string(), child }
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut banner = String::new();
+        loop {
+            let mut line = String::new();
+            if out.read_line(&mut line).unwrap() == 0 {
+                let mut err = String::new();
+                child.stderr.as_mut().unwrap().read_to_string(&mut err).unwrap();
+                panic!("blockwell serve exited before ready; stdout: {banner}; stderr: {err}")
+            }
+            banner.push_str(&line);
+            if line.starts_with("blockwell: ready") {
+                break;
+            }
+        }
+        let uris: Vec<String> =
+            banner.split_whitespace().filter(|w| w.starts_with("nbd://")).map(str::to_string).collect();
+        assert!(!uris.is_empty(), "no URI in {banner:?}");
+        // Keep the rest of stdout for stop().
+        child.stdout = Some(out.into_inner());
+        Served { uri: uris[0].clone(), uris, banner, child }
+    }
+
+    /// The address after `blockwell: metrics at http://`.
+    fn metrics_addr(&self) -> String {
+        let l =
+            self.banner.lines().find_map(|l| l.strip_prefix("blockwell: metrics at http://")).expect("metrics line");
+        l.trim_end_matches("/metrics").to_string()
     }
 
     /// SIGTERM, then the exit status and the rest of stdout.
@@ -183,4 +205,177 @@ fn bad_serve_options_are_one_clear_error() {
     assert!(util::fails(&["serve", "--backend", b, "--delay", "floppy"]).contains("--delay"));
     assert!(util::fails(&["serve", "--backend", b, "--mode", "write-back"]).contains("--mode"));
     assert!(util::fails(&["serve", "--backend", b, "--listen", "nowhere"]).contains("--listen"));
+}
+
+/// `blockwell status --control sock` (and `--json`): stdout on success.
+fn status(sock: &Path, json: bool) -> String {
+    let mut args = vec!["status", "--control", sock.to_str().unwrap()];
+    if json {
+        args.push("--json");
+    }
+    util::ok(&args)
+}
+
+/// A raw HTTP/1.1 GET; returns the whole response.
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn toml_config_serves_two_exports_one_read_only() {
+    if !have("qemu-io") || !have("nbdinfo") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    std::fs::File::create(d.path().join("a.img")).unwrap().set_len(4 << 20).unwrap();
+    std::fs::File::create(d.path().join("b.img")).unwrap().set_len(2 << 20).unwrap();
+    let cfg = d.path().join("exports.toml");
+    std::fs::write(
+        &cfg,
+        "control = \"ctl.sock\"\n\n\
+         [[export]]\nname = \"a\"\ndescription = \"writable\"\nbackend = \"a.img\"\ncache = \"1MiB\"\npolicy = \"arc\"\n\n\
+         [[export]]\nname = \"b\"\nbackend = \"b.img\"\nread_only = true\ncache = 0\n",
+    )
+    .unwrap();
+    let s = Served::start(&["--config", cfg.to_str().unwrap()]);
+    assert_eq!(s.uris.len(), 2, "{}", s.banner);
+    let server = s.uri.trim_end_matches("/a");
+    let info = Command::new("nbdinfo").args(["--list", "--json", server]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    let names: Vec<&str> =
+        v["exports"].as_array().unwrap().iter().map(|e| e["export-name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["a", "b"]);
+    let a = v["exports"].as_array().unwrap().iter().find(|e| e["export-name"] == "a").unwrap();
+    assert_eq!(a["description"], "writable");
+    assert_eq!(a["is_read_only"], false);
+    let b = v["exports"].as_array().unwrap().iter().find(|e| e["export-name"] == "b").unwrap();
+    assert_eq!(b["is_read_only"], true);
+    assert_eq!(b["export-size"], 2 << 20);
+    qemu_io(&s.uris[0], &["write -P 0x5a 0 64k", "read -P 0x5a 0 64k", "flush"]);
+    let out = Command::new("qemu-io").args(["-f", "raw", &s.uris[1], "-c", "write -P 1 0 4k"]).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success() || text.contains("ermission") || text.contains("read-only"), "{text}");
+    // The control socket is relative to the config file.
+    let st = status(&d.path().join("ctl.sock"), false);
+    assert!(st.lines().count() == 2 && st.starts_with("a: 0 8192 blockwell write-through arc 256 "), "{st}");
+    assert!(st.contains("\nb: 0 4096 blockwell read-only none 0 0 cache off redcap n/a"), "{st}");
+    let (ok, rest) = s.stop();
+    assert!(
+        ok && rest.contains("stopped; a: ")
+            && rest.contains("read_block_hits 16")
+            && rest.contains("stopped; b: no cache"),
+        "{rest}"
+    );
+    assert!(!d.path().join("ctl.sock").exists(), "the control socket is removed on stop");
+    let f = std::fs::read(d.path().join("a.img")).unwrap();
+    assert!(f[..64 << 10].iter().all(|&x| x == 0x5a) && f[64 << 10..].iter().all(|&x| x == 0));
+    assert!(std::fs::read(d.path().join("b.img")).unwrap().iter().all(|&x| x == 0), "b untouched");
+}
+
+#[test]
+fn bad_config_files_are_one_error_line_naming_file_and_key() {
+    let d = tempfile::tempdir().unwrap();
+    disk(d.path(), 1);
+    let cfg = d.path().join("exports.toml");
+    let c = cfg.to_str().unwrap();
+    let fails = |text: &str| {
+        std::fs::write(&cfg, text).unwrap();
+        util::fails(&["serve", "--config", c])
+    };
+    let e = fails("[[export]]\nname = \"a\"\nbackend = \"disk.img\"\npolcy = \"lru\"\n");
+    assert!(e.contains("exports.toml: export \"a\": unknown key 'polcy'"), "{e}");
+    let e =
+        fails("[[export]]\nname = \"a\"\nbackend = \"disk.img\"\n[[export]]\nname = \"a\"\nbackend = \"disk.img\"\n");
+    assert!(e.contains("exports.toml: duplicate export name \"a\""), "{e}");
+    let e = fails("[[export]]\nname = \"a\"\ncache = \"1MiB\"\n");
+    assert!(e.contains("exports.toml: export \"a\": missing key 'backend'"), "{e}");
+    let e = fails("[[export]]\nname = \"a\"\nbackend = \"nope.img\"\n");
+    assert!(e.contains("exports.toml: export \"a\": backend") && e.contains("nope.img"), "{e}");
+    let e = fails("[[export]\nname = 1\n");
+    assert!(e.contains("exports.toml:1: "), "{e}");
+    let e = util::fails(&["serve", "--config", c, "--backend", "disk.img"]);
+    assert!(e.contains("cannot be combined with a config file"), "{e}");
+    let e = util::fails(&["serve", "--config", d.path().join("missing.toml").to_str().unwrap()]);
+    assert!(e.contains("missing.toml"), "{e}");
+    assert!(util::fails(&["serve"]).contains("--backend PATH (one export) or --config FILE"));
+}
+
+#[test]
+fn status_and_metrics_of_a_running_server() {
+    if !have("qemu-io") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let img = disk(d.path(), 8);
+    let sock = d.path().join("ctl.sock");
+    let s = Served::start(&[
+        "--backend",
+        img.to_str().unwrap(),
+        "--cache",
+        "1MiB",
+        "--control",
+        sock.to_str().unwrap(),
+        "--metrics",
+        "127.0.0.1:0",
+        "--log-format",
+        "json",
+    ]);
+    qemu_io(&s.uri, &["read 0 64k", "read 0 64k"]);
+    let st = status(&sock, false);
+    assert!(st.starts_with("blockwell: 0 16384 blockwell write-through lru 256 16 read_hits "), "{st}");
+    let field = |k: &str| -> u64 {
+        let w: Vec<&str> = st.split_whitespace().collect();
+        let i = w.iter().position(|x| *x == k).unwrap_or_else(|| panic!("no {k} in {st}"));
+        w[i + 1].parse().unwrap()
+    };
+    assert_eq!(field("read_hits"), 16, "{st}");
+    assert_eq!(field("read_misses"), 16, "{st}");
+    assert_eq!(field("bytes_from_backend"), 64 << 10, "{st}");
+    assert!(st.trim_end().ends_with("redcap n/a"), "{st}");
+    let j: serde_json::Value = serde_json::from_str(&status(&sock, true)).unwrap();
+    let e = &j["exports"][0];
+    assert_eq!(e["name"], "blockwell");
+    assert_eq!(e["cache"]["read_block_hits"], 16);
+    assert_eq!(e["cache"]["read_requests"], 2);
+    assert_eq!(e["delay"], serde_json::Value::Null);
+    let m = http_get(&s.metrics_addr(), "/metrics");
+    assert!(m.starts_with("HTTP/1.1 200 OK\r\n") && m.contains("text/plain; version=0.0.4"), "{m}");
+    assert!(m.contains("# TYPE blockwell_block_hits_total counter\n"), "{m}");
+    assert!(m.contains("\nblockwell_block_hits_total{export=\"blockwell\",op=\"read\"} 16\n"), "{m}");
+    assert!(http_get(&s.metrics_addr(), "/").starts_with("HTTP/1.1 404"));
+    let (ok, _) = s.stop();
+    assert!(ok);
+}
+
+#[test]
+fn structured_logs_are_one_json_object_per_line() {
+    let d = tempfile::tempdir().unwrap();
+    let img = disk(d.path(), 1);
+    let mut s = Served::start(&["--backend", img.to_str().unwrap(), "--log-format", "json"]);
+    let mut err = s.child.stderr.take().unwrap();
+    let (ok, _) = s.stop();
+    assert!(ok);
+    let mut text = String::new();
+    err.read_to_string(&mut text).unwrap();
+    let events: Vec<String> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .map(|v| v["event"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(events, ["export", "start", "stop", "summary"], "{text}");
+}
+
+#[test]
+fn status_without_a_server_and_public_metrics_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let e = util::fails(&["status", "--control", d.path().join("none.sock").to_str().unwrap()]);
+    assert!(e.contains("cannot connect to") && e.contains("(is blockwell serve running with --control?)"), "{e}");
+    let img = disk(d.path(), 1);
+    let e = util::fails(&["serve", "--backend", img.to_str().unwrap(), "--metrics", "0.0.0.0:9100"]);
+    assert!(e.contains("--metrics") && e.contains("non-loopback"), "{e}");
 }

@@ -486,8 +486,9 @@ fn label(v: &str) -> String {
 /// The Prometheus text exposition (format 0.0.4) of every export's counters.
 fn metrics_text(live: &[Live]) -> String {
     type Get = fn(&StatsSnapshot) -> u64;
-    // (name, type, help, [(extra labels, value)])
-    let cache_series: &[(&str, &str, &str, &[(&str, Get)])] = &[
+    /// A metric family: name, type, help, and its series as (extra labels, value).
+    type Family = (&'static str, &'static str, &'static str, &'static [(&'static str, Get)]);
+    let cache_series: &[Family] = &[
         (
             "blockwell_block_hits_total",
             "counter",
