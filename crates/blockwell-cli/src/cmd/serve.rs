@@ -632,8 +632,11 @@ impl Log {
                             Value::String(x) if !x.contains(char::is_whitespace) && !x.is_empty() => {
                                 let _ = write!(s, " {k}={x}");
                             }
-                            Value::Object(_) | Value::Array(_) => {
-                                let _ = write!(s, " {k}={}", v);
+                            // Nested objects (counters) flatten to `cache.read_block_hits=12`.
+                            Value::Object(m) => {
+                                for (k2, v2) in m {
+                                    let _ = write!(s, " {k}.{k2}={v2}");
+                                }
                             }
                             _ => {
                                 let _ = write!(s, " {k}={v}");
