@@ -22,6 +22,8 @@ enum Command {
     Mrc(cmd::mrc::Args),
     /// Serve a file or block device through a RAM cache over NBD (TCP or a Unix socket).
     Serve(cmd::serve::Args),
+    /// Export a cached file or device as one file through FUSE (for losetup + mkfs + mount).
+    Mount(cmd::mount::Args),
     /// Trace tools: stats, gen, convert.
     #[command(subcommand)]
     Trace(cmd::trace::Command),
@@ -37,6 +39,7 @@ fn run() -> anyhow::Result<ExitCode> {
         Command::Sim(a) => cmd::sim::run(a),
         Command::Mrc(a) => cmd::mrc::run(a),
         Command::Serve(a) => cmd::serve::run(a),
+        Command::Mount(a) => cmd::mount::run(a),
         Command::Trace(c) => cmd::trace::run(c),
         Command::Demo(a) => cmd::demo::run(a),
         Command::List => cmd::list(),

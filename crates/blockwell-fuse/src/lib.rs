@@ -62,6 +62,13 @@ pub enum Error {
     Session(PathBuf),
 }
 
+impl Error {
+    /// The mount is still in use (`EBUSY`: a loop device or an open file holds the export); retry later.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, Error::Unmount { source, .. } if source.raw_os_error() == Some(libc::EBUSY))
+    }
+}
+
 /// What to export and how.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -445,11 +452,8 @@ impl Mounted {
             Ok(()) => {}
             // Unprivileged: the setuid helper unmounts.
             Err(rustix::io::Errno::PERM) => {
-                let out = std::process::Command::new("fusermount3")
-                    .arg("-u")
-                    .arg(&self.mountpoint)
-                    .output()
-                    .map_err(&err)?;
+                let out =
+                    std::process::Command::new("fusermount3").arg("-u").arg(&self.mountpoint).output().map_err(&err)?;
                 if !out.status.success() {
                     let msg = String::from_utf8_lossy(&out.stderr).trim().to_string();
                     let kind = if msg.contains("busy") {
@@ -472,11 +476,7 @@ impl Mounted {
         let start = std::time::Instant::now();
         loop {
             match self.try_unmount() {
-                Err(Error::Unmount { source, .. })
-                    if source.raw_os_error() == Some(libc::EBUSY) && start.elapsed() < timeout =>
-                {
-                    std::thread::sleep(Duration::from_millis(100))
-                }
+                Err(e) if e.is_busy() && start.elapsed() < timeout => std::thread::sleep(Duration::from_millis(100)),
                 r => return r,
             }
         }
