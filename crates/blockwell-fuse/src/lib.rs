@@ -517,7 +517,7 @@ pub fn mount(backend: Arc<dyn Backend>, mountpoint: &Path, opts: &Options) -> Re
         done: Some(done),
     };
     let mut auto = base.clone();
-    auto.extend([MountOption::AutoUnmount, MountOption::AllowOther]);
+    auto.extend([MountOption::AutoUnmount, MountOption::AllowRoot]);
     let (tx, rx) = mpsc::channel();
     let (session, done) = match fuser::spawn_mount2(new_fs(tx), mountpoint, &auto) {
         Ok(s) => (s, rx),
