@@ -50,13 +50,13 @@ const MAX_WRITE: u32 = 1 << 20;
 pub enum Error {
     #[error("{}: not a directory", .0.display())]
     NotADirectory(PathBuf),
-    #[error("{}: {source}", path.display())]
+    #[error("mountpoint {}", path.display())]
     Mountpoint { path: PathBuf, source: io::Error },
     #[error("file name '{0}' is not a single path component")]
     BadName(String),
-    #[error("mounting FUSE at {}: {source} (is /dev/fuse present, and fusermount3 installed or are you root?)", path.display())]
+    #[error("mounting FUSE at {} (needs /dev/fuse, and root or fusermount3 from the fuse3 package)", path.display())]
     Mount { path: PathBuf, source: io::Error },
-    #[error("unmounting {}: {source}", path.display())]
+    #[error("unmounting {}", path.display())]
     Unmount { path: PathBuf, source: io::Error },
     #[error("{}: the FUSE session thread ended abnormally", .0.display())]
     Session(PathBuf),
