@@ -24,6 +24,8 @@ enum Command {
     Serve(cmd::serve::Args),
     /// Print the counters of a running `blockwell serve --control`, one line per export (or JSON).
     Status(cmd::status::Args),
+    /// Export a cached file or device as one file through FUSE (for losetup + mkfs + mount).
+    Mount(cmd::mount::Args),
     /// Trace tools: stats, gen, convert.
     #[command(subcommand)]
     Trace(cmd::trace::Command),
@@ -40,6 +42,7 @@ fn run() -> anyhow::Result<ExitCode> {
         Command::Mrc(a) => cmd::mrc::run(a),
         Command::Serve(a) => cmd::serve::run(a),
         Command::Status(a) => cmd::status::run(a),
+        Command::Mount(a) => cmd::mount::run(a),
         Command::Trace(c) => cmd::trace::run(c),
         Command::Demo(a) => cmd::demo::run(a),
         Command::List => cmd::list(),

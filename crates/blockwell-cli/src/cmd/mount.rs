@@ -1,0 +1,79 @@
+//! `blockwell mount`: a cached file or device exported as ONE file through FUSE, so that `losetup`, `mkfs`
+//! and `mount` put a real filesystem on top of the cache.
+//!
+//! The layer stack is the one `blockwell serve` builds (file backend, optional `--delay` slow-disk emulator,
+//! optional `--cache`); the export is `<MOUNTPOINT>/<NAME>`. SIGINT or SIGTERM unmounts (waiting while a loop
+//! device still holds the file), flushes the backend, prints the cache's counters and exits 0.
+
+use super::serve::StackArgs;
+use anyhow::Context;
+use blockwell_server::cache::WriteMode;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The layer stack under the file: backend, cache, policy, mode, delay (the same options as `serve`).
+    #[command(flatten)]
+    pub stack: StackArgs,
+
+    /// An existing directory to mount on; the export appears as <DIR>/<NAME>.
+    #[arg(long, value_name = "DIR")]
+    pub mountpoint: PathBuf,
+
+    /// The exported file's name.
+    #[arg(long, default_value = "disk")]
+    pub name: String,
+
+    /// Threads serving FUSE reads and writes.
+    #[arg(long, default_value_t = 4)]
+    pub threads: usize,
+}
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    if !a.mountpoint.is_dir() {
+        anyhow::bail!("--mountpoint: {} is not a directory", a.mountpoint.display());
+    }
+    let (backend, stats) = a.stack.build()?;
+    let read_only = a.stack.write_mode()? == WriteMode::ReadOnly;
+    let source = a.stack.backend.clone().unwrap_or_default();
+    // Handlers first, so a signal that arrives while mounting still ends in a clean unmount.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
+    let opts = blockwell_fuse::Options { name: a.name.clone(), threads: a.threads, read_only, ..Default::default() };
+    let mut mounted = blockwell_fuse::mount(backend.clone(), &a.mountpoint, &opts)?;
+    println!("blockwell: mounted {} at {}", source.display(), mounted.file().display());
+    use std::io::Write as _;
+    std::io::stdout().flush()?;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A loop device or an open file keeps the mount busy: keep serving and retry until it is released.
+    let mut warned = false;
+    loop {
+        match mounted.try_unmount() {
+            Err(e) if e.is_busy() => {
+                if !warned {
+                    eprintln!(
+                        "blockwell: {} is busy (a loop device or an open file); still serving until it is released",
+                        mounted.file().display()
+                    );
+                    warned = true;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            r => break r?,
+        }
+    }
+    backend.flush().context("flushing the backend")?;
+    match stats.as_ref().and_then(|s| s.snapshot()) {
+        Some(s) => println!("blockwell: unmounted; {}", s.to_status_line()),
+        None => println!("blockwell: unmounted"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
