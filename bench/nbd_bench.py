@@ -81,13 +81,18 @@ def start_nbdkit(args):
 
 
 def stop(p):
+    """SIGTERM; returns what blockwell printed on its way out (its counters), or ""."""
+    rest = ""
     if p.poll() is None:
         p.send_signal(signal.SIGTERM)
         try:
+            if p.stdout:
+                rest = p.stdout.read()
             p.wait(timeout=20)
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
+    return rest.strip()
 
 
 def fio(uri, rw, bs, qd, size, seconds=None, name="job"):
@@ -149,7 +154,9 @@ def main():
                 results[(name, label)] = fio(uri, rw, bs, qd, region, secs)
                 print(f"  {name:18} {label:18} {results[(name, label)][0]:10.0f} IOPS "
                       f"{results[(name, label)][1]:9.1f} MB/s", flush=True)
-            stop(p)
+            counters = stop(p)
+            if counters:
+                print(f"  {name} on exit: {counters}", flush=True)
 
         hdd = f"{a.hdd_region}m"
         hdd_secs = max(secs, 5)
@@ -165,7 +172,9 @@ def main():
             results[(name, "warm")] = fio(uri, "randread", "4k", 1, hdd, hdd_secs, name="warmed")
             print(f"  {name:18} cold {results[(name, 'cold')][0]:9.0f} IOPS, warm {results[(name, 'warm')][0]:9.0f} "
                   "IOPS", flush=True)
-            stop(p)
+            counters = stop(p)
+            if counters:
+                print(f"  {name} on exit: {counters}", flush=True)
 
     print()
     print(f"Warm cache, {a.region} MiB region, {secs} s per job, fio nbd engine over TCP 127.0.0.1")
