@@ -65,13 +65,15 @@ impl Drop for Served {
     }
 }
 
-/// Runs fio against `uri` with `args` (plus verification options) and returns its output; asserts exit 0
-/// and no verify error.
-fn fio(uri: &str, name: &str, args: &[&str]) -> String {
+/// Runs fio in `dir` against `uri` with `args` (plus verification options) and returns its output; asserts
+/// exit 0 and no verify error.
+fn fio(dir: &std::path::Path, uri: &str, name: &str, args: &[&str]) -> String {
     let out = Command::new("fio")
+        .current_dir(dir)
         .args([&format!("--name={name}"), "--ioengine=nbd", &format!("--uri={uri}")])
         .args(args)
         .args(["--verify=crc32c", "--verify_fatal=1", "--do_verify=1", "--time_based=0", "--runtime=20"])
+        .arg("--verify_state_save=0")
         .output()
         .expect("run fio");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
@@ -95,7 +97,7 @@ fn fio_random_mixed_4k_qd16_verifies_through_a_small_arc_cache() {
     let d = tempfile::tempdir().unwrap();
     let img = disk(d.path(), 32);
     let s = Served::start(&["--backend", img.to_str().unwrap(), "--cache", "8MiB", "--policy", "arc"]);
-    fio(&s.uri, "randrw", &["--rw=randrw", "--bs=4k", "--size=32m", "--iodepth=16"]);
+    fio(d.path(), &s.uri, "randrw", &["--rw=randrw", "--bs=4k", "--size=32m", "--iodepth=16"]);
     let (ok, out) = s.stop();
     assert!(ok, "graceful stop exits 0: {out}");
     assert!(out.contains("read_block_hits"), "{out}");
@@ -109,7 +111,7 @@ fn fio_sequential_1m_write_then_verify() {
     let d = tempfile::tempdir().unwrap();
     let img = disk(d.path(), 32);
     let s = Served::start(&["--backend", img.to_str().unwrap(), "--cache", "8MiB", "--policy", "arc"]);
-    fio(&s.uri, "seqwrite", &["--rw=write", "--bs=1M", "--size=32m", "--iodepth=4"]);
+    fio(d.path(), &s.uri, "seqwrite", &["--rw=write", "--bs=1M", "--size=32m", "--iodepth=4"]);
     let (ok, out) = s.stop();
     assert!(ok, "graceful stop exits 0: {out}");
     // The write-through cache left the verified pattern in the file: fio's header magic leads every block.
