@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""NBD server benchmark: `blockwell serve` against nbdkit, measured in the same run with fio's nbd engine.
+
+1. Warm cache (the region is pre-read once through each server before timing), fio over TCP on 127.0.0.1:
+   4 KiB random read at QD1 and QD32, 1 MiB sequential read at QD8, each for --seconds:
+     blockwell serve --backend IMG --cache <region + 25 %> --policy lru
+     nbdkit memory <region>                       (pre-filled with IMG's bytes by nbdcopy)
+     nbdkit file IMG --filter=cache cache-on-read=true
+   Ratios: blockwell / nbdkit-memory and blockwell / nbdkit-file+cache.
+2. Emulated HDD (8 ms per request), 4 KiB random read at QD1 on a --hdd-region region, cold pass then warm pass
+   (the region read once sequentially in 1 MiB requests in between):
+     blockwell serve --backend IMG --delay hdd --cache <region + 50 %> --policy lru
+     nbdkit file IMG --filter=delay rdelay=8ms wdelay=8ms
+3. Targets (issue): warm 4 KiB random read IOPS >= 1.5x nbdkit memory at QD32 and >= 1.0x at QD1;
+   1 MiB sequential read >= 1.0x. Each is printed as met / MISSED.
+
+Servers listen on 127.0.0.1 only, on free ports, and are killed by PID at the end, even on failure.
+Usage: bench/nbd_bench.py [--bin target/release/blockwell] [--quick] [--seconds 15] [--region 256]
+                          [--hdd-region 64] [--json FILE]
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+PROCS = []
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, timeout=20.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited early: {proc.args}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"server did not listen on {port}: {proc.args}")
+
+
+def start_blockwell(binary, img, args):
+    p = subprocess.Popen(
+        [binary, "serve", "--backend", img, "--listen", "127.0.0.1:0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    PROCS.append(p)
+    line = p.stdout.readline()
+    m = re.search(r"(nbd://\S+)", line)
+    if not m:
+        raise RuntimeError(f"blockwell serve printed {line!r}")
+    return p, m.group(1)
+
+
+def start_nbdkit(args):
+    port = free_port()
+    p = subprocess.Popen(
+        ["nbdkit", "--foreground", "--exit-with-parent", "-i", "127.0.0.1", "-p", str(port), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    PROCS.append(p)
+    wait_port(port, p)
+    return p, f"nbd://127.0.0.1:{port}/"
+
+
+def stop(p):
+    """SIGTERM; returns what blockwell printed on its way out (its counters), or ""."""
+    rest = ""
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            if p.stdout:
+                rest = p.stdout.read()
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    return rest.strip()
+
+
+def fio(uri, rw, bs, qd, size, seconds=None, name="job"):
+    """Runs one fio job; returns (IOPS, MB/s) of its reads."""
+    cmd = [
+        "fio", f"--name={name}", "--ioengine=nbd", f"--uri={uri}", f"--rw={rw}", f"--bs={bs}",
+        f"--iodepth={qd}", f"--size={size}", "--output-format=json", "--randrepeat=0",
+    ]
+    if seconds:
+        cmd += ["--time_based=1", f"--runtime={seconds}"]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"fio failed: {' '.join(cmd)}\n{out.stderr}")
+    j = json.loads(out.stdout[out.stdout.index("{"):])
+    r = j["jobs"][0]["read"]
+    return r["iops"], r["bw_bytes"] / 1e6
+
+
+def warm(uri, size):
+    fio(uri, "read", "1M", 8, size, name="warm")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", default="target/release/blockwell")
+    ap.add_argument("--quick", action="store_true", help="5 s per job, 64 MiB region, 32 MiB HDD region")
+    ap.add_argument("--seconds", type=float, default=15)
+    ap.add_argument("--region", type=int, default=256, help="MiB, warm-cache tests")
+    ap.add_argument("--hdd-region", type=int, default=64, help="MiB, emulated-HDD test")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    if a.quick:
+        a.seconds, a.region, a.hdd_region = 5, 64, 32
+    for tool in ("fio", "nbdkit", "nbdcopy"):
+        if not shutil.which(tool):
+            sys.exit(f"nbd_bench: {tool} not installed")
+    secs = int(a.seconds)
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="nbd_bench.") as d:
+        img = os.path.join(d, "disk.img")
+        with open(img, "wb") as f:
+            for _ in range(max(a.region, a.hdd_region)):
+                f.write(os.urandom(1 << 20))
+        region = f"{a.region}m"
+        cache = f"{a.region * 5 // 4}MiB"
+        jobs = [("4k randread QD1", "randread", "4k", 1), ("4k randread QD32", "randread", "4k", 32),
+                ("1M seqread QD8", "read", "1M", 8)]
+        servers = [
+            ("blockwell", lambda: start_blockwell(a.bin, img, ["--cache", cache, "--policy", "lru"])),
+            ("nbdkit-memory", lambda: start_nbdkit(["memory", str(os.path.getsize(img))])),
+            ("nbdkit-file+cache", lambda: start_nbdkit(["--filter=cache", "file", img, "cache-on-read=true"])),
+        ]
+        for name, start in servers:
+            p, uri = start()
+            if name == "nbdkit-memory":
+                subprocess.run(["nbdcopy", img, uri], check=True)
+            warm(uri, region)
+            for label, rw, bs, qd in jobs:
+                results[(name, label)] = fio(uri, rw, bs, qd, region, secs)
+                print(f"  {name:18} {label:18} {results[(name, label)][0]:10.0f} IOPS "
+                      f"{results[(name, label)][1]:9.1f} MB/s", flush=True)
+            counters = stop(p)
+            if counters:
+                print(f"  {name} on exit: {counters}", flush=True)
+
+        hdd = f"{a.hdd_region}m"
+        hdd_secs = max(secs, 5)
+        hdd_servers = [
+            ("blockwell hdd", lambda: start_blockwell(
+                a.bin, img, ["--delay", "hdd", "--cache", f"{a.hdd_region * 3 // 2}MiB", "--policy", "lru"])),
+            ("nbdkit file+delay", lambda: start_nbdkit(["--filter=delay", "file", img, "rdelay=8ms", "wdelay=8ms"])),
+        ]
+        for name, start in hdd_servers:
+            p, uri = start()
+            results[(name, "cold")] = fio(uri, "randread", "4k", 1, hdd, hdd_secs, name="cold")
+            warm(uri, hdd)
+            results[(name, "warm")] = fio(uri, "randread", "4k", 1, hdd, hdd_secs, name="warmed")
+            print(f"  {name:18} cold {results[(name, 'cold')][0]:9.0f} IOPS, warm {results[(name, 'warm')][0]:9.0f} "
+                  "IOPS", flush=True)
+            counters = stop(p)
+            if counters:
+                print(f"  {name} on exit: {counters}", flush=True)
+
+    print()
+    print(f"Warm cache, {a.region} MiB region, {secs} s per job, fio nbd engine over TCP 127.0.0.1")
+    print("| job | blockwell | nbdkit memory | nbdkit file+cache | / memory | / file+cache |")
+    print("|---|---|---|---|---|---|")
+    for label, _, bs, _ in jobs:
+        b, m, c = (results[(n, label)] for n in ("blockwell", "nbdkit-memory", "nbdkit-file+cache"))
+        unit, k = ("IOPS", 0) if bs == "4k" else ("MB/s", 1)
+        print(f"| {label} ({unit}) | {b[k]:.0f} | {m[k]:.0f} | {c[k]:.0f} | {b[k] / m[k]:.2f}x | {b[k] / c[k]:.2f}x |")
+    print()
+    print(f"Emulated HDD (8 ms/request), 4 KiB random read QD1 on {a.hdd_region} MiB, {hdd_secs} s per pass")
+    print("| server | cold IOPS | warm IOPS |")
+    print("|---|---|---|")
+    for n in ("blockwell hdd", "nbdkit file+delay"):
+        print(f"| {n} | {results[(n, 'cold')][0]:.0f} | {results[(n, 'warm')][0]:.0f} |")
+    bw, nk = results[("blockwell hdd", "warm")][0], results[("nbdkit file+delay", "warm")][0]
+    print(f"blockwell warm / nbdkit+delay warm: {bw / nk:.1f}x")
+    print()
+    ratio = lambda label: results[("blockwell", label)][0] / results[("nbdkit-memory", label)][0]
+    targets = [("4k randread QD32 >= 1.5x nbdkit memory", ratio("4k randread QD32"), 1.5),
+               ("4k randread QD1 >= 1.0x nbdkit memory", ratio("4k randread QD1"), 1.0),
+               ("1M seqread >= 1.0x nbdkit memory", ratio("1M seqread QD8"), 1.0)]
+    for text, r, want in targets:
+        print(f"target {text}: {r:.2f}x {'met' if r >= want else 'MISSED'}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({f"{k[0]}|{k[1]}": {"iops": v[0], "mb_s": v[1]} for k, v in results.items()}, f, indent=1)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        for p in PROCS:
+            if p.poll() is None:
+                p.kill()
+                p.wait()

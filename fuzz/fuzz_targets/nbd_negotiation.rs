@@ -1,0 +1,8 @@
+//! The NBD handshake (client flags, then options) on arbitrary bytes must never panic.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    blockwell_server::nbd::proto::fuzz_negotiation(data);
+});
