@@ -220,37 +220,16 @@ impl Policy for Clock {
     }
 
     fn remove(&mut self, key: BlockKey) -> bool {
-        match self.index.remove(&self.arena, key) {
-            Some(h) => {
-                self.list.remove(&mut self.arena, h);
-                self.arena.free(h);
-                true
-            }
-            None => false,
-        }
+        crate::arena::remove_from_one_list(&mut self.list, &mut self.arena, &mut self.index, key)
     }
 
     fn validate(&self) -> Result<(), String> {
-        self.list.check(&self.arena)?;
-        if self.list.len() != self.arena.len() || self.index.len() != self.arena.len() {
-            return Err(format!(
-                "list {} / index {} / arena {} disagree",
-                self.list.len(),
-                self.index.len(),
-                self.arena.len()
-            ));
-        }
-        if self.arena.len() > self.capacity {
-            return Err(format!("{} blocks over capacity {}", self.arena.len(), self.capacity));
-        }
+        crate::arena::check_one_list(&self.list, &self.arena, &self.index, self.capacity)?;
         if self.init_freq > self.max_freq {
             return Err(format!("init_freq {} over max {}", self.init_freq, self.max_freq));
         }
         for h in self.list.iter(&self.arena) {
             let n = &self.arena[h];
-            if self.index.get(&self.arena, n.key()) != Some(h) {
-                return Err(format!("key {} on the list but not indexed", n.key()));
-            }
             let f = self.freq[slot(h)];
             if f > self.max_freq {
                 return Err(format!("key {}: counter {f} over max {}", n.key(), self.max_freq));

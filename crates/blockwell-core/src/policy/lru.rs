@@ -131,35 +131,11 @@ impl Policy for Lru {
     }
 
     fn remove(&mut self, key: BlockKey) -> bool {
-        match self.index.remove(&self.arena, key) {
-            Some(h) => {
-                self.list.remove(&mut self.arena, h);
-                self.arena.free(h);
-                true
-            }
-            None => false,
-        }
+        crate::arena::remove_from_one_list(&mut self.list, &mut self.arena, &mut self.index, key)
     }
 
     fn validate(&self) -> Result<(), String> {
-        self.list.check(&self.arena)?;
-        if self.list.len() != self.arena.len() || self.index.len() != self.arena.len() {
-            return Err(format!(
-                "list {} / index {} / arena {} disagree",
-                self.list.len(),
-                self.index.len(),
-                self.arena.len()
-            ));
-        }
-        if self.arena.len() > self.capacity {
-            return Err(format!("{} blocks over capacity {}", self.arena.len(), self.capacity));
-        }
-        for h in self.list.iter(&self.arena) {
-            if self.index.get(&self.arena, self.arena[h].key) != Some(h) {
-                return Err(format!("key {} on the list but not indexed", self.arena[h].key));
-            }
-        }
-        Ok(())
+        crate::arena::check_one_list(&self.list, &self.arena, &self.index, self.capacity)
     }
 
     fn heap_bytes(&self) -> usize {

@@ -202,24 +202,10 @@ impl Policy for Sieve {
     }
 
     fn validate(&self) -> Result<(), String> {
-        self.list.check(&self.arena)?;
-        if self.list.len() != self.arena.len() || self.index.len() != self.arena.len() {
-            return Err(format!(
-                "list {} / index {} / arena {} disagree",
-                self.list.len(),
-                self.index.len(),
-                self.arena.len()
-            ));
-        }
-        if self.arena.len() > self.capacity {
-            return Err(format!("{} blocks over capacity {}", self.arena.len(), self.capacity));
-        }
+        crate::arena::check_one_list(&self.list, &self.arena, &self.index, self.capacity)?;
         let mut hand_seen = self.hand.is_none();
         for h in self.list.iter(&self.arena) {
             let n = &self.arena[h];
-            if self.index.get(&self.arena, n.key()) != Some(h) {
-                return Err(format!("key {} on the list but not indexed", n.key()));
-            }
             if n.links.flag() && n.visited() {
                 return Err(format!("key {}: unaccessed prefetched block marked visited", n.key()));
             }
