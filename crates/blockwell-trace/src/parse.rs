@@ -115,6 +115,15 @@ pub fn devno(s: &str) -> Option<(u32, u32)> {
     Some((u32::try_from(uint(a)?).ok()?, u32::try_from(uint(b)?).ok()?))
 }
 
+/// A one-letter operation, `R`/`r` read or `W`/`w` write (Alibaba, FIU, SPC).
+pub(crate) fn op_letter(s: &str) -> Option<blockwell_core::Op> {
+    match s.trim() {
+        "R" | "r" => Some(blockwell_core::Op::Read),
+        "W" | "w" => Some(blockwell_core::Op::Write),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -31,14 +31,6 @@ pub fn open(input: Input, opts: &ReaderOptions) -> Result<Box<dyn TraceReader>, 
 
 struct Alibaba;
 
-fn parse_op(s: &str) -> Option<Op> {
-    match s.trim() {
-        "R" | "r" => Some(Op::Read),
-        "W" | "w" => Some(Op::Write),
-        _ => None,
-    }
-}
-
 impl LineParser for Alibaba {
     fn parse(&mut self, line: &str, ctx: &LineCtx, volumes: &mut VolumeMap) -> Result<Option<Request>, TraceError> {
         let line = line.trim();
@@ -55,7 +47,7 @@ impl LineParser for Alibaba {
         if device.is_empty() {
             return Err(ctx.error("a device_id", shown(f[0])));
         }
-        let op = parse_op(f[1]).ok_or_else(|| ctx.error("an opcode R or W", shown(f[1])))?;
+        let op = crate::parse::op_letter(f[1]).ok_or_else(|| ctx.error("an opcode R or W", shown(f[1])))?;
         let offset = uint(f[2]).ok_or_else(|| ctx.error("an offset in bytes", shown(f[2])))?;
         let len = uint(f[3]).ok_or_else(|| ctx.error("a length in bytes", shown(f[3])))?;
         let time_ns = uint(f[4])
@@ -69,7 +61,10 @@ impl LineParser for Alibaba {
 /// `n,R|W,n,n,n`.
 pub fn sniff_line(line: &str) -> bool {
     let (n, f) = split::<5>(line, ',');
-    n == 5 && uint(f[0]).is_some() && parse_op(f[1]).is_some() && f[2..].iter().all(|x| uint(x).is_some())
+    n == 5
+        && uint(f[0]).is_some()
+        && crate::parse::op_letter(f[1]).is_some()
+        && f[2..].iter().all(|x| uint(x).is_some())
 }
 
 pub fn sniff_name(_name: &str) -> bool {

@@ -36,14 +36,6 @@ struct Fiu {
     name: String,
 }
 
-fn parse_op(s: &str) -> Option<Op> {
-    match s {
-        "R" | "r" => Some(Op::Read),
-        "W" | "w" => Some(Op::Write),
-        _ => None,
-    }
-}
-
 const FIELDS: &str = "9 space-separated fields ts_ns pid process lba size R/W major minor md5";
 
 impl LineParser for Fiu {
@@ -66,7 +58,7 @@ impl LineParser for Fiu {
         uint(head[1]).ok_or_else(|| ctx.error("a pid", shown(head[1])))?;
         let offset = scaled(lba, 512).ok_or_else(|| ctx.error("an lba in 512 B sectors below 2^55", shown(lba)))?;
         let len = scaled(size, 512).ok_or_else(|| ctx.error("a size in 512 B sectors below 2^55", shown(size)))?;
-        let op = parse_op(op).ok_or_else(|| ctx.error("R or W", shown(op)))?;
+        let op = crate::parse::op_letter(op).ok_or_else(|| ctx.error("R or W", shown(op)))?;
         let digest = hex128(md5).ok_or_else(|| ctx.error("an md5 of 32 hex digits", shown(md5)))?;
         if uint(major).is_none() || uint(minor).is_none() {
             return Err(ctx.error("a device number: major minor", shown(&format!("{major} {minor}"))));
@@ -85,7 +77,7 @@ pub fn sniff_line(line: &str) -> bool {
     let (n, f) = split_ws::<9>(line);
     n == 9
         && [0, 1, 3, 4, 6, 7].iter().all(|&i| uint(f[i]).is_some())
-        && parse_op(f[5]).is_some()
+        && crate::parse::op_letter(f[5]).is_some()
         && hex128(f[8]).is_some()
 }
 

@@ -32,14 +32,6 @@ pub fn open(input: Input, opts: &ReaderOptions) -> Result<Box<dyn TraceReader>, 
 
 struct Spc;
 
-fn parse_op(s: &str) -> Option<Op> {
-    match s.trim() {
-        "r" | "R" => Some(Op::Read),
-        "w" | "W" => Some(Op::Write),
-        _ => None,
-    }
-}
-
 impl LineParser for Spc {
     fn parse(&mut self, line: &str, ctx: &LineCtx, volumes: &mut VolumeMap) -> Result<Option<Request>, TraceError> {
         let line = line.trim();
@@ -56,7 +48,7 @@ impl LineParser for Spc {
         }
         let offset = scaled(f[1], 512).ok_or_else(|| ctx.error("an LBA in 512 B sectors below 2^55", shown(f[1])))?;
         let len = uint(f[2]).ok_or_else(|| ctx.error("a Size in bytes", shown(f[2])))?;
-        let op = parse_op(f[3]).ok_or_else(|| ctx.error("an Opcode r or w", shown(f[3])))?;
+        let op = crate::parse::op_letter(f[3]).ok_or_else(|| ctx.error("an Opcode r or w", shown(f[3])))?;
         let time_ns = decimal(f[4], 1_000_000_000).ok_or_else(|| ctx.error("a Timestamp in seconds", shown(f[4])))?;
         let volume = volumes.id(asu);
         Ok(Some(Request { time_ns, volume, op, offset, len, digest: None }))
@@ -68,7 +60,7 @@ pub fn sniff_line(line: &str) -> bool {
     let (n, f) = split::<5>(line, ',');
     n >= 5
         && f[..3].iter().all(|x| uint(x).is_some())
-        && parse_op(f[3]).is_some()
+        && crate::parse::op_letter(f[3]).is_some()
         && decimal(f[4], 1_000_000_000).is_some()
 }
 
