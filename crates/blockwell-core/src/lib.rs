@@ -8,12 +8,14 @@
 //! - [`arena`]: index-linked lists over an arena and a handle-only hash index.
 //! - [`policy`]: the replacement policies, one module each, and their registry.
 //! - [`cache`]: [`cache::BlockCache`], a policy over a byte budget at a block size, producing plans.
+//! - [`prefetch`]: the prefetchers (observe demand requests, propose block ranges), one module each.
 //! - [`stats`]: block- and request-level counters split by reads and writes.
 
 pub mod arena;
 pub mod cache;
 pub mod key;
 pub mod policy;
+pub mod prefetch;
 pub mod stats;
 
 pub use cache::{BlockCache, CacheConfig, CacheError, Op, Plan};

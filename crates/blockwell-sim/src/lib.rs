@@ -8,3 +8,4 @@ pub mod analysis;
 pub mod gen;
 pub mod mrc;
 pub mod replay;
+pub mod workload;
