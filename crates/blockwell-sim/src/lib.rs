@@ -6,6 +6,7 @@
 
 pub mod analysis;
 pub mod gen;
+pub mod layout;
 pub mod mrc;
 pub mod replay;
 pub mod workload;
