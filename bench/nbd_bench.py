@@ -6,7 +6,8 @@
      blockwell serve --backend IMG --cache <region + 25 %> --policy lru
      nbdkit memory <region>                       (pre-filled with IMG's bytes by nbdcopy)
      nbdkit file IMG --filter=cache cache-on-read=true
-   Ratios: blockwell / nbdkit-memory and blockwell / nbdkit-file+cache.
+   Ratios: blockwell / nbdkit-memory and blockwell / nbdkit-file+cache. The three servers run side by side and
+   each of --rounds rounds runs every job on each server in turn; results are medians over the rounds.
 2. Emulated HDD (8 ms per request), 4 KiB random read at QD1 on a --hdd-region region, cold pass then warm pass
    (the region read once sequentially in 1 MiB requests in between):
      blockwell serve --backend IMG --delay hdd --cache <region + 50 %> --policy lru
@@ -15,8 +16,8 @@
    1 MiB sequential read >= 1.0x. Each is printed as met / MISSED.
 
 Servers listen on 127.0.0.1 only, on free ports, and are killed by PID at the end, even on failure.
-Usage: bench/nbd_bench.py [--bin target/release/blockwell] [--quick] [--seconds 15] [--region 256]
-                          [--hdd-region 64] [--json FILE]
+Usage: bench/nbd_bench.py [--bin target/release/blockwell] [--quick] [--seconds 15] [--rounds 3]
+                          [--region 256] [--hdd-region 64] [--json FILE]
 """
 
 import argparse
@@ -111,6 +112,12 @@ def fio(uri, rw, bs, qd, size, seconds=None, name="job"):
     return r["iops"], r["bw_bytes"] / 1e6
 
 
+def cpu_seconds(pid):
+    """User + system CPU time of a process, all its threads (exited ones included)."""
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def warm(uri, size):
     fio(uri, "read", "1M", 8, size, name="warm")
 
@@ -118,14 +125,15 @@ def warm(uri, size):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default="target/release/blockwell")
-    ap.add_argument("--quick", action="store_true", help="5 s per job, 64 MiB region, 32 MiB HDD region")
+    ap.add_argument("--quick", action="store_true", help="3 s per job, 64 MiB region, 32 MiB HDD region")
     ap.add_argument("--seconds", type=float, default=15)
     ap.add_argument("--region", type=int, default=256, help="MiB, warm-cache tests")
     ap.add_argument("--hdd-region", type=int, default=64, help="MiB, emulated-HDD test")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of all warm jobs; results are medians")
     ap.add_argument("--json")
     a = ap.parse_args()
     if a.quick:
-        a.seconds, a.region, a.hdd_region = 5, 64, 32
+        a.seconds, a.region, a.hdd_region = 3, 64, 32
     for tool in ("fio", "nbdkit", "nbdcopy"):
         if not shutil.which(tool):
             sys.exit(f"nbd_bench: {tool} not installed")
@@ -145,16 +153,34 @@ def main():
             ("nbdkit-memory", lambda: start_nbdkit(["memory", str(os.path.getsize(img))])),
             ("nbdkit-file+cache", lambda: start_nbdkit(["--filter=cache", "file", img, "cache-on-read=true"])),
         ]
+        # All three servers run at once; each round runs every job on every server in turn, so that load
+        # changes on a shared machine hit all servers alike. Each result is the median over the rounds.
+        uris, cpu, cpu_med = {}, {}, {}
         for name, start in servers:
             p, uri = start()
             if name == "nbdkit-memory":
                 subprocess.run(["nbdcopy", img, uri], check=True)
             warm(uri, region)
+            uris[name] = (p, uri)
+        samples = {}
+        for rnd in range(a.rounds):
             for label, rw, bs, qd in jobs:
-                results[(name, label)] = fio(uri, rw, bs, qd, region, secs)
-                print(f"  {name:18} {label:18} {results[(name, label)][0]:10.0f} IOPS "
-                      f"{results[(name, label)][1]:9.1f} MB/s", flush=True)
-            counters = stop(p)
+                for name, _ in servers:
+                    pid = uris[name][0].pid
+                    c0 = cpu_seconds(pid)
+                    r = fio(uris[name][1], rw, bs, qd, region, secs)
+                    us = (cpu_seconds(pid) - c0) / max(r[0] * secs, 1) * 1e6
+                    samples.setdefault((name, label), []).append(r)
+                    cpu.setdefault((name, label), []).append(us)
+                    print(f"  round {rnd + 1} {name:18} {label:18} {r[0]:10.0f} IOPS {r[1]:9.1f} MB/s "
+                          f"{us:8.2f} server CPU us/request", flush=True)
+        for key, rs in samples.items():
+            rs = sorted(rs)
+            results[key] = rs[len(rs) // 2]
+            cs = sorted(cpu[key])
+            cpu_med[key] = cs[len(cs) // 2]
+        for name, _ in servers:
+            counters = stop(uris[name][0])
             if counters:
                 print(f"  {name} on exit: {counters}", flush=True)
 
@@ -177,13 +203,21 @@ def main():
                 print(f"  {name} on exit: {counters}", flush=True)
 
     print()
-    print(f"Warm cache, {a.region} MiB region, {secs} s per job, fio nbd engine over TCP 127.0.0.1")
+    print(f"Warm cache, {a.region} MiB region, {secs} s per job, median of {a.rounds} interleaved rounds, "
+          "fio nbd engine over TCP 127.0.0.1")
     print("| job | blockwell | nbdkit memory | nbdkit file+cache | / memory | / file+cache |")
     print("|---|---|---|---|---|---|")
     for label, _, bs, _ in jobs:
         b, m, c = (results[(n, label)] for n in ("blockwell", "nbdkit-memory", "nbdkit-file+cache"))
         unit, k = ("IOPS", 0) if bs == "4k" else ("MB/s", 1)
         print(f"| {label} ({unit}) | {b[k]:.0f} | {m[k]:.0f} | {c[k]:.0f} | {b[k] / m[k]:.2f}x | {b[k] / c[k]:.2f}x |")
+    print()
+    print("Server CPU time per request (user + system, all threads; median over rounds, microseconds)")
+    print("| job | blockwell | nbdkit memory | nbdkit file+cache | memory / blockwell |")
+    print("|---|---|---|---|---|")
+    for label, _, _, _ in jobs:
+        b, m, c = (cpu_med[(n, label)] for n in ("blockwell", "nbdkit-memory", "nbdkit-file+cache"))
+        print(f"| {label} | {b:.2f} | {m:.2f} | {c:.2f} | {m / b:.2f}x |")
     print()
     print(f"Emulated HDD (8 ms/request), 4 KiB random read QD1 on {a.hdd_region} MiB, {hdd_secs} s per pass")
     print("| server | cold IOPS | warm IOPS |")

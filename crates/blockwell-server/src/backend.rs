@@ -33,6 +33,15 @@ pub trait Backend: Send + Sync {
     }
 
     /// Writes are refused.
+    /// Serves a read only if it can be done at once from memory, without I/O or waiting (a cache hit on every
+    /// block): `true` when `buf` was filled and the read counted as served; `false` when nothing was done and the
+    /// read must go through [`Backend::read_at`]. The NBD server answers such reads on the thread that read the
+    /// request, without a hand-off. The default never takes the fast path.
+    fn try_read_fast(&self, buf: &mut [u8], offset: u64) -> bool {
+        let _ = (buf, offset);
+        false
+    }
+
     fn is_read_only(&self) -> bool {
         false
     }
@@ -84,6 +93,10 @@ impl Backend for MemBackend {
         let o = offset as usize;
         buf.copy_from_slice(&d[o..o + buf.len()]);
         Ok(())
+    }
+
+    fn try_read_fast(&self, buf: &mut [u8], offset: u64) -> bool {
+        self.read_at(buf, offset).is_ok()
     }
 
     fn write_at(&self, buf: &[u8], offset: u64, _fua: bool) -> io::Result<()> {
@@ -140,6 +153,9 @@ macro_rules! forward_backend {
             }
             fn cache(&self, offset: u64, len: u64) -> io::Result<()> {
                 (**self).cache(offset, len)
+            }
+            fn try_read_fast(&self, buf: &mut [u8], offset: u64) -> bool {
+                (**self).try_read_fast(buf, offset)
             }
             fn is_read_only(&self) -> bool {
                 (**self).is_read_only()

@@ -39,6 +39,16 @@ fn read(c: &impl Backend, off: u64, len: usize) -> Vec<u8> {
     b
 }
 
+/// A read the way the NBD server does it: the fast path first, `read_at` when it declines.
+fn read_fast_first(c: &impl Backend, off: u64, len: usize) -> Vec<u8> {
+    let mut b = vec![0xEE; len];
+    if !c.try_read_fast(&mut b, off) {
+        b.fill(0xEE);
+        c.read_at(&mut b, off).unwrap();
+    }
+    b
+}
+
 /// Threads own disjoint regions (so the model is exact), each doing unaligned reads and writes; the cache and
 /// the policy are shared by all. After each acknowledged write the backend holds the data; every read matches.
 fn random_workload(policy: &str, mode: WriteMode, threads: u64, region: u64, cap_blocks: u64) {
@@ -66,7 +76,11 @@ fn random_workload(policy: &str, mode: WriteMode, threads: u64, region: u64, cap
                         c.inner().read_at(&mut back, base + off).unwrap();
                         assert_eq!(back, data, "backend after write {i}");
                     } else {
-                        let got = read(&*c, base + off, len as usize);
+                        let got = if r.below(2) == 0 {
+                            read(&*c, base + off, len as usize)
+                        } else {
+                            read_fast_first(&*c, base + off, len as usize)
+                        };
                         assert!(got == model[off as usize..(off + len) as usize], "thread {t} read {i} at {off}+{len}");
                     }
                     if i % 500 == 0 {
@@ -86,6 +100,37 @@ fn random_workload(policy: &str, mode: WriteMode, threads: u64, region: u64, cap
     let s = c.snapshot();
     assert!(s.slots_allocated <= cap_blocks, "{s:?}");
     assert!(s.read_block_hits > 0 && s.evictions > 0, "{s:?}");
+}
+
+#[test]
+fn fast_path_serves_only_whole_hits_and_counts_like_read_at() {
+    let c = cached(64 * BS as usize, 8, |_| {});
+    let data = fill(64 * BS as usize, 7);
+    c.inner().write_at(&data, 0, false).unwrap();
+    let mut b = vec![0u8; 2 * BS as usize];
+    // Cold: declined, and nothing changes (no request counted, nothing admitted).
+    assert!(!c.try_read_fast(&mut b, 100));
+    let s0 = c.snapshot();
+    assert_eq!((s0.read_requests, s0.resident_blocks, s0.read_block_misses), (0, 0, 0));
+    // Blocks 0 and 1 become resident through read_at; then an unaligned read inside them takes the fast path.
+    assert_eq!(read(&c, 0, 2 * BS as usize), data[..2 * BS as usize]);
+    assert!(c.try_read_fast(&mut b[..5000], 100));
+    assert_eq!(b[..5000], data[100..5100]);
+    // A read reaching block 2 (not resident) is declined and leaves the counters alone.
+    let before = c.snapshot();
+    assert!(!c.try_read_fast(&mut b, BS + 1));
+    assert_eq!(c.snapshot(), before);
+    let s = c.snapshot();
+    assert_eq!((s.read_requests, s.read_request_hits), (2, 1));
+    assert_eq!((s.read_block_hits, s.read_block_misses), (2, 2));
+    // The fast path updates recency like a hit: after touching block 0, filling the cache evicts block 1 first.
+    assert!(c.try_read_fast(&mut b[..10], 0));
+    for blk in 2..9 {
+        read(&c, blk * BS, 1);
+    }
+    assert!(c.try_read_fast(&mut b[..10], 0), "block 0 was used recently and must stay");
+    assert!(!c.try_read_fast(&mut b[..10], BS), "block 1 was least recently used and must be gone");
+    c.validate().unwrap();
 }
 
 #[test]

@@ -333,3 +333,59 @@ fn unix_socket_with_structured_replies_and_base_allocation() {
     assert!(!sock.exists(), "socket file removed at shutdown");
     assert!(b.0.snapshot()[1000..6000].iter().all(|&x| x == 0x42));
 }
+
+/// Hundreds of pipelined READs of mixed sizes over a small cache: hits answered inline by the reading thread
+/// (batched replies), misses and large reads by workers, and refused reads, all interleaved. Every reply carries
+/// its own request's data.
+#[test]
+fn pipelined_reads_mixing_inline_hits_workers_and_errors() {
+    use blockwell_server::cache::{CachedBackend, CachedConfig};
+    const SIZE: usize = 8 << 20;
+    let mem = MemBackend::new(SIZE);
+    let pattern: Vec<u8> = (0..SIZE).map(|i| (i as u64).wrapping_mul(0x9E37_79B9) as u8 ^ (i >> 12) as u8).collect();
+    mem.write_at(&pattern, 0, false).unwrap();
+    let cached = Arc::new(CachedBackend::new(mem, CachedConfig::new(1 << 20)).unwrap());
+    let handle = Server::bind_tcp("127.0.0.1:0", vec![Export::new("disk", cached.clone())]).unwrap().spawn().unwrap();
+    let s = open(handle.local_addr().unwrap().port());
+    let mut reqs = Vec::new();
+    let mut x = 12345u64;
+    for i in 0..600u64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // Mostly small reads in a hot 512 KiB region (hits after the first pass), some large, some past the end.
+        let (off, len) = match i % 10 {
+            0 => (x % (SIZE as u64 - (300 << 10)), 100_000 + (x % 200_000) as u32),
+            1 if i % 20 == 1 => (SIZE as u64 - 100, 4096),
+            _ => (x % (512 << 10), 1 + (x % 8192) as u32),
+        };
+        reqs.push((off, len));
+    }
+    let writer = s.try_clone().unwrap();
+    let sent = reqs.clone();
+    let t = std::thread::spawn(move || {
+        for (i, &(off, len)) in sent.iter().enumerate() {
+            request(&writer, CMD_READ, i as u64, off, len, &[]);
+        }
+    });
+    let mut seen = vec![false; reqs.len()];
+    for _ in 0..reqs.len() {
+        let (err, cookie) = simple_reply(&s);
+        let (off, len) = reqs[cookie as usize];
+        assert!(!std::mem::replace(&mut seen[cookie as usize], true), "cookie {cookie} answered twice");
+        if off + u64::from(len) > SIZE as u64 {
+            assert_eq!(err, EINVAL, "read past the end");
+            continue;
+        }
+        assert_eq!(err, 0, "read {cookie} at {off}+{len}");
+        let mut d = vec![0; len as usize];
+        (&s).read_exact(&mut d).unwrap();
+        assert!(d == pattern[off as usize..off as usize + len as usize], "data of read {cookie} at {off}+{len}");
+    }
+    t.join().unwrap();
+    assert!(seen.iter().all(|&x| x));
+    handle.shutdown().unwrap();
+    let st = cached.snapshot();
+    assert!(st.read_request_hits > 200 && st.backend_reads > 50, "both paths were taken: {st:?}");
+    cached.validate().unwrap();
+}

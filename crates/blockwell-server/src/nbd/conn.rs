@@ -1,13 +1,14 @@
 //! One client connection: handshake I/O, then the transmission loop.
 //!
-//! The connection thread reads requests; each request (with its WRITE payload already read) goes to a small
-//! pool of worker threads through a bounded channel, so reading the next request never waits for a reply.
-//! Replies are written whole under a mutex on the socket's write half, so they may go out in any order.
-//! In-flight work is bounded by a count and a byte budget ([`Budget`]).
+//! Transmission follows nbdkit's thread model: a connection has up to [`MAX_WORKERS`] worker threads; a worker
+//! takes the (buffered) read half, reads one request with its WRITE payload, lets the read half go, serves the
+//! request and writes the reply whole under a mutex on the write half. So replies go out in any order, a slow
+//! request never holds up the next one, and at queue depth 1 one thread does everything with no hand-off. A
+//! new worker starts only when all started workers are busy serving. In-flight requests are bounded by the
+//! number of workers, and WRITE payload bytes by [`MAX_IN_FLIGHT_BYTES`] ([`Budget`]).
 
-use std::io::{self, Read, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::io::{self, BufReader, Read, Write};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -16,10 +17,10 @@ use super::proto::{self, *};
 use super::{Export, Stream};
 use crate::backend::Backend;
 
-/// Worker threads per connection.
-const WORKERS: usize = 4;
-/// Requests in flight per connection (queued or executing).
-const MAX_IN_FLIGHT: usize = 64;
+/// Worker threads (and so requests being served) per connection, as nbdkit's default `--threads`.
+const MAX_WORKERS: usize = 16;
+/// Read buffer of a connection: at high queue depth one `read` returns many request headers.
+const READ_BUFFER: usize = 64 << 10;
 /// Payload bytes in flight per connection (a single request may exceed it when nothing else is in flight).
 const MAX_IN_FLIGHT_BYTES: u64 = 64 << 20;
 /// How often a blocked read looks at the server's stop flag.
@@ -30,7 +31,7 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Reads exactly `buf`, waking every [`STOP_POLL`] to look at `stop`. Returns `Ok(false)` on a clean end:
 /// EOF before the first byte, or the server stopping while no byte of this message has arrived. A message
 /// cut short (EOF, or stop while it is incomplete) is `UnexpectedEof`.
-fn read_msg(rd: &mut Stream, buf: &mut [u8], stop: &AtomicBool) -> io::Result<bool> {
+fn read_msg(rd: &mut impl Read, buf: &mut [u8], stop: &AtomicBool) -> io::Result<bool> {
     let mut filled = 0;
     while filled < buf.len() {
         match rd.read(&mut buf[filled..]) {
@@ -50,7 +51,7 @@ fn read_msg(rd: &mut Stream, buf: &mut [u8], stop: &AtomicBool) -> io::Result<bo
 }
 
 /// [`read_msg`] where a clean end is also an error (the middle of a handshake or of a payload).
-fn read_all(rd: &mut Stream, buf: &mut [u8], stop: &AtomicBool) -> io::Result<()> {
+fn read_all(rd: &mut impl Read, buf: &mut [u8], stop: &AtomicBool) -> io::Result<()> {
     if read_msg(rd, buf, stop)? || buf.is_empty() {
         Ok(())
     } else {
@@ -101,7 +102,7 @@ fn invalid(e: ProtocolError) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, e)
 }
 
-/// Counts requests and payload bytes in flight.
+/// Counts payload bytes in flight.
 struct Budget {
     state: Mutex<(usize, u64)>,
     cv: Condvar,
@@ -110,7 +111,7 @@ struct Budget {
 impl Budget {
     fn acquire(&self, bytes: u64) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        while s.0 >= MAX_IN_FLIGHT || (s.0 > 0 && s.1 + bytes > MAX_IN_FLIGHT_BYTES) {
+        while s.0 > 0 && s.1 + bytes > MAX_IN_FLIGHT_BYTES {
             s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner());
         }
         s.0 += 1;
@@ -141,98 +142,224 @@ struct Ctx {
     budget: Budget,
 }
 
+/// The read half of the connection, taken in turn by the workers.
+struct Reader {
+    rd: BufReader<Stream>,
+    /// DISC, EOF, a protocol error or the server stopping: no more requests.
+    done: bool,
+    /// Why reading ended, when it was an error.
+    result: io::Result<()>,
+}
+
+/// State shared by the workers of one connection.
+struct Shared<'a> {
+    ctx: Ctx,
+    reader: Mutex<Reader>,
+    stop: &'a AtomicBool,
+    /// Worker threads started.
+    workers: AtomicUsize,
+    /// Workers waiting for or holding the reader (that is, ready to take the next request).
+    readers: AtomicUsize,
+}
+
 fn transmission(
-    mut rd: Stream,
+    rd: Stream,
     wr: Stream,
     backend: Arc<dyn Backend>,
     read_only: bool,
     neg: Negotiated,
     stop: &AtomicBool,
 ) -> io::Result<()> {
-    let ctx = Arc::new(Ctx {
-        size: backend.size(),
-        backend,
-        read_only,
-        neg,
-        writer: Mutex::new(wr),
-        budget: Budget { state: Mutex::new((0, 0)), cv: Condvar::new() },
-    });
-    let (tx, rx) = sync_channel::<Job>(MAX_IN_FLIGHT);
-    let rx = Arc::new(Mutex::new(rx));
-    let workers: Vec<_> = (0..WORKERS)
-        .map(|_| {
-            let (ctx, rx) = (ctx.clone(), rx.clone());
-            thread::spawn(move || worker(&ctx, &rx))
-        })
-        .collect();
-    let result = read_loop(&mut rd, &ctx, stop, |job| tx.send(job).is_ok());
-    drop(tx);
-    for w in workers {
-        let _ = w.join();
-    }
-    let _ = ctx.writer.lock().unwrap_or_else(|p| p.into_inner()).flush();
-    result
+    let shared = Shared {
+        ctx: Ctx {
+            size: backend.size(),
+            backend,
+            read_only,
+            neg,
+            writer: Mutex::new(wr),
+            budget: Budget { state: Mutex::new((0, 0)), cv: Condvar::new() },
+        },
+        reader: Mutex::new(Reader { rd: BufReader::with_capacity(READ_BUFFER, rd), done: false, result: Ok(()) }),
+        stop,
+        workers: AtomicUsize::new(1),
+        readers: AtomicUsize::new(0),
+    };
+    // This thread is the first worker; the others start when every worker is busy with a request.
+    thread::scope(|s| worker(s, &shared));
+    let _ = shared.ctx.writer.lock().unwrap_or_else(|p| p.into_inner()).flush();
+    let reader = shared.reader.into_inner().unwrap_or_else(|p| p.into_inner());
+    reader.result
 }
 
-/// Reads requests until DISC, EOF or a protocol error; `dispatch` hands a job to the workers.
-fn read_loop(rd: &mut Stream, ctx: &Ctx, stop: &AtomicBool, mut dispatch: impl FnMut(Job) -> bool) -> io::Result<()> {
+/// One worker: takes the reader, reads one request (and its WRITE payload), lets go of the reader, serves the
+/// request and writes the reply; again until the reader is done. There is no hand-off between threads: at
+/// queue depth 1 a single thread reads, serves and replies (nbdkit's model).
+fn worker<'scope>(s: &'scope thread::Scope<'scope, '_>, sh: &'scope Shared<'_>) {
+    let mut out = ReplyBuf::default();
+    let mut batch = ReplyBuf::default();
     loop {
-        let mut h = [0; REQUEST_LEN];
-        if !read_msg(rd, &mut h, stop)? {
-            return Ok(());
-        }
-        let req = parse_request(&h).map_err(invalid)?;
-        if req.typ == CMD_DISC {
-            return Ok(());
-        }
-        let payload = if req.typ == CMD_WRITE { u64::from(req.len) } else { 0 };
-        if req.typ == CMD_WRITE && req.len > MAX_PAYLOAD {
-            // Too large to accept: consume the payload so the stream stays in sync, then refuse.
-            let mut left = payload;
-            let mut chunk = vec![0; 1 << 20];
-            while left > 0 {
-                let n = left.min(chunk.len() as u64) as usize;
-                read_all(rd, &mut chunk[..n], stop)?;
-                left -= n as u64;
-            }
-            ctx.budget.acquire(0);
-            if !dispatch(Job { req, data: Vec::new(), charged: 0 }) {
-                return Ok(());
-            }
-            continue;
-        }
-        let charged = match req.typ {
-            CMD_READ | CMD_WRITE => u64::from(req.len.min(MAX_PAYLOAD)),
-            _ => 0,
-        };
-        ctx.budget.acquire(charged);
-        let mut data = Vec::new();
-        if req.typ == CMD_WRITE {
-            data = vec![0; req.len as usize];
-            if let Err(e) = read_all(rd, &mut data, stop) {
-                // The client vanished mid-payload: nothing of this write is applied.
-                ctx.budget.release(charged);
-                return Err(e);
-            }
-        }
-        if !dispatch(Job { req, data, charged }) {
-            return Ok(());
-        }
-    }
-}
-
-fn worker(ctx: &Ctx, rx: &Mutex<Receiver<Job>>) {
-    loop {
+        sh.readers.fetch_add(1, Ordering::SeqCst);
         let job = {
-            let rx = rx.lock().unwrap_or_else(|p| p.into_inner());
-            rx.recv()
+            let mut r = sh.reader.lock().unwrap_or_else(|p| p.into_inner());
+            let job = take_request(&mut r, sh, &mut batch);
+            // Replies answered inline go out before this worker waits for anything.
+            if !batch.is_empty() {
+                let _ = sh.ctx.writer.lock().unwrap_or_else(|p| p.into_inner()).write_all(batch.bytes());
+                batch.clear();
+            }
+            job
         };
-        let Ok(job) = job else { return };
+        let ready = sh.readers.fetch_sub(1, Ordering::SeqCst) - 1;
+        let Some(job) = job else { return };
+        if ready == 0 && sh.workers.load(Ordering::SeqCst) < MAX_WORKERS {
+            sh.workers.fetch_add(1, Ordering::SeqCst);
+            s.spawn(move || worker(s, sh));
+        }
         let charged = job.charged;
         // A failed reply write means the client is gone; the reader notices on its side.
-        let _ = execute(ctx, job);
-        ctx.budget.release(charged);
+        let _ = execute(&sh.ctx, job, &mut out);
+        sh.ctx.budget.release(charged);
     }
+}
+
+/// Reads requests while holding the reader, answering those the backend can serve from memory at once
+/// ([`Backend::try_read_fast`]) inline into `batch`; returns the first request that needs a worker, or `None`
+/// when reading has ended. `batch` is written out whenever no whole request header is already buffered (so a reply
+/// never waits for the client's next request) and when it grows past [`BATCH_BYTES`]: at high queue depth one
+/// `read` brings many requests and one `write` answers them.
+fn take_request(r: &mut Reader, sh: &Shared<'_>, batch: &mut ReplyBuf) -> Option<Job> {
+    loop {
+        if r.done {
+            return None;
+        }
+        match read_request(&mut r.rd, &sh.ctx, sh.stop) {
+            Ok(Some(job)) => {
+                if !serve_inline(&sh.ctx, &job.req, batch) {
+                    return Some(job);
+                }
+                sh.ctx.budget.release(job.charged);
+                if r.rd.buffer().len() < REQUEST_LEN || batch.len() >= BATCH_BYTES {
+                    let _ = sh.ctx.writer.lock().unwrap_or_else(|p| p.into_inner()).write_all(batch.bytes());
+                    batch.clear();
+                }
+            }
+            Ok(None) => r.done = true,
+            Err(e) => {
+                r.done = true;
+                r.result = Err(e);
+            }
+        }
+    }
+}
+
+/// A reply buffer that keeps its bytes initialized across uses, so that reading into it never zero-fills
+/// (a 1 MiB `resize` costs a memset as long as the copy itself).
+#[derive(Default)]
+struct ReplyBuf {
+    data: Vec<u8>,
+    len: usize,
+}
+
+impl ReplyBuf {
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn bytes(&self) -> &[u8] {
+        &self.data[..self.len]
+    }
+    fn push(&mut self, b: &[u8]) {
+        self.tail(b.len()).copy_from_slice(b);
+    }
+    /// Extends by `n` bytes (stale contents) and returns them.
+    fn tail(&mut self, n: usize) -> &mut [u8] {
+        let end = self.len + n;
+        if self.data.len() < end {
+            self.data.resize(end, 0);
+        }
+        let start = self.len;
+        self.len = end;
+        &mut self.data[start..end]
+    }
+    fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+    /// Empties the buffer; gives back its memory when it grew past [`KEEP_BUFFER`] (one huge read must not pin
+    /// 32 MiB per worker).
+    fn clear(&mut self) {
+        self.len = 0;
+        if self.data.len() > KEEP_BUFFER {
+            self.data = Vec::new();
+        }
+    }
+}
+
+/// Reads up to this size may be answered inline by the thread that read them.
+const INLINE_MAX: u32 = 128 << 10;
+/// Inline replies are written out once they reach this many bytes.
+const BATCH_BYTES: usize = 256 << 10;
+
+/// Appends the reply to a valid READ of at most [`INLINE_MAX`] bytes to `batch` if the backend serves it from
+/// memory at once; otherwise leaves `batch` as it was and returns false.
+fn serve_inline(ctx: &Ctx, r: &Request, batch: &mut ReplyBuf) -> bool {
+    if r.typ != CMD_READ || r.len == 0 || r.len > INLINE_MAX || check(ctx, r).is_err() {
+        return false;
+    }
+    let mark = batch.len();
+    if ctx.neg.structured_replies {
+        batch.push(&chunk_header(r.cookie, REPLY_FLAG_DONE, REPLY_TYPE_OFFSET_DATA, 8 + r.len));
+        batch.push(&r.offset.to_be_bytes());
+    } else {
+        batch.push(&simple_header(r.cookie, 0));
+    }
+    if ctx.backend.try_read_fast(batch.tail(r.len as usize), r.offset) {
+        true
+    } else {
+        batch.truncate(mark);
+        false
+    }
+}
+
+/// Reads one request: `Ok(None)` at DISC, EOF or when the server stops; `Err` for a protocol error or a
+/// client that vanished mid-message.
+fn read_request(rd: &mut BufReader<Stream>, ctx: &Ctx, stop: &AtomicBool) -> io::Result<Option<Job>> {
+    let mut h = [0; REQUEST_LEN];
+    if !read_msg(rd, &mut h, stop)? {
+        return Ok(None);
+    }
+    let req = parse_request(&h).map_err(invalid)?;
+    if req.typ == CMD_DISC {
+        return Ok(None);
+    }
+    if req.typ == CMD_WRITE && req.len > MAX_PAYLOAD {
+        // Too large to accept: consume the payload so the stream stays in sync, then refuse.
+        let mut left = u64::from(req.len);
+        let mut chunk = vec![0; 1 << 20];
+        while left > 0 {
+            let n = left.min(chunk.len() as u64) as usize;
+            read_all(rd, &mut chunk[..n], stop)?;
+            left -= n as u64;
+        }
+        ctx.budget.acquire(0);
+        return Ok(Some(Job { req, data: Vec::new(), charged: 0 }));
+    }
+    let charged = match req.typ {
+        CMD_READ | CMD_WRITE => u64::from(req.len.min(MAX_PAYLOAD)),
+        _ => 0,
+    };
+    ctx.budget.acquire(charged);
+    let mut data = Vec::new();
+    if req.typ == CMD_WRITE {
+        data = vec![0; req.len as usize];
+        if let Err(e) = read_all(rd, &mut data, stop) {
+            // The client vanished mid-payload: nothing of this write is applied.
+            ctx.budget.release(charged);
+            return Err(e);
+        }
+    }
+    Ok(Some(Job { req, data, charged }))
 }
 
 /// Maps a backend error to an NBD error value.
@@ -280,7 +407,8 @@ fn check(ctx: &Ctx, r: &Request) -> Result<(), u32> {
     Ok(())
 }
 
-fn execute(ctx: &Ctx, job: Job) -> io::Result<()> {
+/// Serves one request and writes its reply. `out` is the worker's reply buffer, reused across requests.
+fn execute(ctx: &Ctx, job: Job, out: &mut ReplyBuf) -> io::Result<()> {
     let r = job.req;
     if let Err(err) = check(ctx, &r) {
         return send_error(ctx, &r, err, "request refused");
@@ -289,13 +417,7 @@ fn execute(ctx: &Ctx, job: Job) -> io::Result<()> {
     let fua = r.flags & CMD_FLAG_FUA != 0;
     let (off, len) = (r.offset, u64::from(r.len));
     let res = match r.typ {
-        CMD_READ => {
-            let mut buf = vec![0; r.len as usize];
-            return match b.read_at(&mut buf, off) {
-                Ok(()) => send_read(ctx, &r, &buf),
-                Err(e) => send_error(ctx, &r, errno(&e), &e.to_string()),
-            };
-        }
+        CMD_READ => return serve_read(ctx, &r, out),
         CMD_WRITE => b.write_at(&job.data, off, fua),
         CMD_FLUSH => b.flush(),
         CMD_TRIM => b.trim(off, len, fua),
@@ -369,17 +491,32 @@ fn send_ok(ctx: &Ctx, r: &Request) -> io::Result<()> {
     }
 }
 
-fn send_read(ctx: &Ctx, r: &Request, data: &[u8]) -> io::Result<()> {
+/// Reads the data of a READ straight into the worker's reply buffer, after the reply header, and sends header
+/// and data with one `write`.
+fn serve_read(ctx: &Ctx, r: &Request, out: &mut ReplyBuf) -> io::Result<()> {
+    out.clear();
     if ctx.neg.structured_replies {
-        if data.is_empty() {
+        if r.len == 0 {
             return send_ok(ctx, r);
         }
-        let h = chunk_header(r.cookie, REPLY_FLAG_DONE, REPLY_TYPE_OFFSET_DATA, 8 + data.len() as u32);
-        send(ctx, &[&h, &r.offset.to_be_bytes(), data])
+        out.push(&chunk_header(r.cookie, REPLY_FLAG_DONE, REPLY_TYPE_OFFSET_DATA, 8 + r.len));
+        out.push(&r.offset.to_be_bytes());
     } else {
-        send(ctx, &[&simple_header(r.cookie, 0), data])
+        out.push(&simple_header(r.cookie, 0));
     }
+    let buf = out.tail(r.len as usize);
+    if !ctx.backend.try_read_fast(buf, r.offset) {
+        if let Err(e) = ctx.backend.read_at(buf, r.offset) {
+            return send_error(ctx, r, errno(&e), &e.to_string());
+        }
+    }
+    let res = ctx.writer.lock().unwrap_or_else(|p| p.into_inner()).write_all(out.bytes());
+    out.clear();
+    res
 }
+
+/// Reply buffers up to this size are kept by a worker for the next request.
+const KEEP_BUFFER: usize = 4 << 20;
 
 fn send_error(ctx: &Ctx, r: &Request, err: u32, msg: &str) -> io::Result<()> {
     if ctx.neg.structured_replies {
