@@ -386,6 +386,6 @@ fn pipelined_reads_mixing_inline_hits_workers_and_errors() {
     assert!(seen.iter().all(|&x| x));
     handle.shutdown().unwrap();
     let st = cached.snapshot();
-    assert!(st.read_request_hits > 200 && st.backend_reads > 50, "both paths were taken: {st:?}");
+    assert!(st.read_request_hits > 50 && st.backend_reads > 50, "both paths were taken: {st:?}");
     cached.validate().unwrap();
 }
