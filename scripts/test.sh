@@ -5,7 +5,8 @@
 #   - Rust: rustfmt and clippy components (the toolchain itself comes with the machine).
 #   - Python: libcachesim 0.3.5 (the peer for the miss-ratio cross-check) and numpy.
 # Runs: cargo fmt --check, cargo clippy -D warnings, cargo test (unit, property, golden and CLI integration
-# tests), then the libcachesim cross-check on generated traces.
+# tests), the libcachesim cross-check on generated traces, then the cargo-fuzz targets of the NBD negotiation
+# and request parsers for FUZZ_SECONDS (default 20) each (scripts/fuzz.sh installs cargo-fuzz if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -51,3 +52,6 @@ cargo test --workspace --locked
 step "cross-check against libcachesim"
 cargo build --release --locked -p blockwell-cli
 "$PY" scripts/crosscheck_libcachesim.py --bin target/release/blockwell
+
+step "fuzz the NBD parsers (bounded)"
+FUZZ_SECONDS=${FUZZ_SECONDS:-20} scripts/fuzz.sh
