@@ -358,16 +358,28 @@ fn structured_logs_are_one_json_object_per_line() {
     let img = disk(d.path(), 1);
     let mut s = Served::start(&["--backend", img.to_str().unwrap(), "--log-format", "json"]);
     let mut err = s.child.stderr.take().unwrap();
+    // One client session: nbdinfo connects, opens the export, asks and disconnects.
+    if have("nbdinfo") {
+        let out = std::process::Command::new("nbdinfo").args(["--size", &s.uri]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
     let (ok, _) = s.stop();
     assert!(ok);
     let mut text = String::new();
     err.read_to_string(&mut text).unwrap();
-    let events: Vec<String> = text
+    let lines: Vec<serde_json::Value> = text
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|e| panic!("{l}: {e}")))
-        .map(|v| v["event"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(events, ["export", "start", "stop", "summary"], "{text}");
+    let events: Vec<&str> = lines.iter().map(|v| v["event"].as_str().unwrap()).collect();
+    if have("nbdinfo") {
+        assert_eq!(events, ["export", "start", "connect", "open", "disconnect", "stop", "summary"], "{text}");
+        assert!(lines[2]["peer"].as_str().unwrap().starts_with("127.0.0.1:"), "{text}");
+        assert_eq!(lines[3]["export"], lines[0]["name"], "{text}");
+        assert!(lines[4].get("error").is_none(), "nbdinfo ends cleanly: {text}");
+    } else {
+        assert_eq!(events, ["export", "start", "stop", "summary"], "{text}");
+    }
 }
 
 #[test]

@@ -389,3 +389,45 @@ fn pipelined_reads_mixing_inline_hits_workers_and_errors() {
     assert!(st.read_request_hits > 50 && st.backend_reads > 50, "both paths were taken: {st:?}");
     cached.validate().unwrap();
 }
+
+/// Connection events: connect, open on an export, and a disconnect that counts requests and names an error
+/// when the client broke the protocol.
+#[test]
+fn connection_events_are_reported() {
+    use blockwell_server::nbd::{ConnEvent, ServerConfig};
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let config = ServerConfig::from(vec![Export::new("disk", Arc::new(MemBackend::new(1 << 20)))])
+        .with_events(Arc::new(move |e: &ConnEvent| sink.lock().unwrap().push(e.clone())));
+    let handle = Server::bind_tcp("127.0.0.1:0", config).unwrap().spawn().unwrap();
+    let port = handle.local_addr().unwrap().port();
+    // A clean session: two reads, then DISC.
+    let s = open(port);
+    for c in 0..2 {
+        request(&s, CMD_READ, c, 0, 512, &[]);
+        assert_eq!(simple_reply(&s).0, 0);
+        let mut d = [0; 512];
+        (&s).read_exact(&mut d).unwrap();
+    }
+    request(&s, CMD_DISC, 9, 0, 0, &[]);
+    assert!(closed(&s));
+    // A broken one: a request with a bad magic.
+    let s2 = open(port);
+    (&s2).write_all(&[0xAB; 28]).unwrap();
+    assert!(closed(&s2));
+    handle.shutdown().unwrap();
+    let ev = seen.lock().unwrap().clone();
+    let of = |id: u64| {
+        ev.iter().filter(|e| matches!(e, ConnEvent::Connected { id: i, .. } | ConnEvent::Opened { id: i, .. } | ConnEvent::Closed { id: i, .. } if *i == id)).cloned().collect::<Vec<_>>()
+    };
+    let first = of(0);
+    assert!(matches!(&first[0], ConnEvent::Connected { peer, .. } if peer.starts_with("127.0.0.1:")), "{first:?}");
+    assert_eq!(first[1], ConnEvent::Opened { id: 0, export: "disk".into() });
+    assert_eq!(first[2], ConnEvent::Closed { id: 0, requests: 2, error: None });
+    let second = of(1);
+    assert_eq!(second.len(), 3, "{second:?}");
+    assert!(
+        matches!(&second[2], ConnEvent::Closed { id: 1, requests: 0, error: Some(e) } if e.contains("magic")),
+        "{second:?}"
+    );
+}

@@ -17,7 +17,7 @@ use blockwell_server::cache::{Admission, CachedBackend, CachedConfig, WriteMode}
 use blockwell_server::control::{self, Request};
 use blockwell_server::delay::{DelayBackend, DelayConfig, DelayStats};
 use blockwell_server::file::{FileBackend, FileOptions};
-use blockwell_server::nbd::{Export, Server, ServerConfig};
+use blockwell_server::nbd::{ConnEvent, Export, Server, ServerConfig};
 use blockwell_server::stats::StatsSnapshot;
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -686,7 +686,20 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     let live = Arc::new(live);
 
-    let config = ServerConfig::from(exports);
+    let fmt = a.log_format;
+    let config = ServerConfig::from(exports).with_events(Arc::new(move |e: &ConnEvent| {
+        let log = Log(fmt);
+        match e {
+            ConnEvent::Connected { id, peer } => log.event("connect", json!({"conn": id, "peer": peer})),
+            ConnEvent::Opened { id, export } => log.event("open", json!({"conn": id, "export": export})),
+            ConnEvent::Closed { id, requests, error: None } => {
+                log.event("disconnect", json!({"conn": id, "requests": requests}))
+            }
+            ConnEvent::Closed { id, requests, error: Some(err) } => {
+                log.event("disconnect", json!({"conn": id, "requests": requests, "error": err}))
+            }
+        }
+    }));
     let server = match &cfg.unix {
         Some(p) => Server::bind_unix(p, config).with_context(|| format!("--unix {}", p.display()))?,
         None => {

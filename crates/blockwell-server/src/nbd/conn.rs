@@ -8,7 +8,7 @@
 //! number of workers, and WRITE payload bytes by [`MAX_IN_FLIGHT_BYTES`] ([`Budget`]).
 
 use std::io::{self, BufReader, Read, Write};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -64,7 +64,16 @@ fn read_all(rd: &mut impl Read, buf: &mut [u8], stop: &AtomicBool) -> io::Result
 ///
 /// When `stop` is set, the connection stops reading at the next message boundary, answers what it has in
 /// flight and returns.
-pub(crate) fn serve(stream: Stream, exports: &[Export], infos: &[ExportInfo], stop: &AtomicBool) -> io::Result<()> {
+///
+/// `opened` hears which export the client chose; `requests` counts the transmission requests read.
+pub(crate) fn serve(
+    stream: Stream,
+    exports: &[Export],
+    infos: &[ExportInfo],
+    stop: &AtomicBool,
+    opened: &mut dyn FnMut(usize),
+    requests: &mut u64,
+) -> io::Result<()> {
     stream.set_timeouts(STOP_POLL, WRITE_TIMEOUT)?;
     let mut rd = stream.try_clone()?;
     let mut wr = stream;
@@ -95,7 +104,8 @@ pub(crate) fn serve(stream: Stream, exports: &[Export], infos: &[ExportInfo], st
     };
     let neg = n.negotiated(export);
     let e = &exports[export];
-    transmission(rd, wr, e.backend.clone(), e.read_only || e.backend.is_read_only(), neg, stop)
+    opened(export);
+    transmission(rd, wr, e.backend.clone(), e.read_only || e.backend.is_read_only(), neg, stop, requests)
 }
 
 fn invalid(e: ProtocolError) -> io::Error {
@@ -160,6 +170,8 @@ struct Shared<'a> {
     workers: AtomicUsize,
     /// Workers waiting for or holding the reader (that is, ready to take the next request).
     readers: AtomicUsize,
+    /// Requests read (DISC not included).
+    requests: AtomicU64,
 }
 
 fn transmission(
@@ -169,6 +181,7 @@ fn transmission(
     read_only: bool,
     neg: Negotiated,
     stop: &AtomicBool,
+    requests: &mut u64,
 ) -> io::Result<()> {
     let shared = Shared {
         ctx: Ctx {
@@ -183,10 +196,12 @@ fn transmission(
         stop,
         workers: AtomicUsize::new(1),
         readers: AtomicUsize::new(0),
+        requests: AtomicU64::new(0),
     };
     // This thread is the first worker; the others start when every worker is busy with a request.
     thread::scope(|s| worker(s, &shared));
     let _ = shared.ctx.writer.lock().unwrap_or_else(|p| p.into_inner()).flush();
+    *requests = shared.requests.load(Ordering::Relaxed);
     let reader = shared.reader.into_inner().unwrap_or_else(|p| p.into_inner());
     reader.result
 }
@@ -234,6 +249,7 @@ fn take_request(r: &mut Reader, sh: &Shared<'_>, batch: &mut ReplyBuf) -> Option
         }
         match read_request(&mut r.rd, &sh.ctx, sh.stop) {
             Ok(Some(job)) => {
+                sh.requests.fetch_add(1, Ordering::Relaxed);
                 if !serve_inline(&sh.ctx, &job.req, batch) {
                     return Some(job);
                 }

@@ -79,15 +79,39 @@ impl Export {
     }
 }
 
-/// The exports a server offers; the first is the default (export name "").
+/// Something that happened to a client connection (for structured logs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConnEvent {
+    /// A client connected. `peer` is its address (`unix` for a Unix socket).
+    Connected { id: u64, peer: String },
+    /// The handshake ended with the client in transmission on `export`.
+    Opened { id: u64, export: String },
+    /// The connection ended after `requests` transmission requests; `error` says why when it was not a clean
+    /// end (DISC, EOF at a message boundary, or server shutdown).
+    Closed { id: u64, requests: u64, error: Option<String> },
+}
+
+/// Receives [`ConnEvent`]s, from the connection threads.
+pub type EventSink = Arc<dyn Fn(&ConnEvent) + Send + Sync>;
+
+/// The exports a server offers (the first is the default, export name ""), and who hears of connections.
 #[derive(Clone)]
 pub struct ServerConfig {
     pub exports: Vec<Export>,
+    pub events: Option<EventSink>,
+}
+
+impl ServerConfig {
+    /// Sends connection events to `sink`.
+    pub fn with_events(mut self, sink: EventSink) -> Self {
+        self.events = Some(sink);
+        self
+    }
 }
 
 impl From<Vec<Export>> for ServerConfig {
     fn from(exports: Vec<Export>) -> Self {
-        ServerConfig { exports }
+        ServerConfig { exports, events: None }
     }
 }
 
@@ -149,18 +173,19 @@ enum Listener {
 }
 
 impl Listener {
-    fn accept(&self) -> io::Result<Stream> {
+    /// A new connection and its peer's address.
+    fn accept(&self) -> io::Result<(Stream, String)> {
         Ok(match self {
             Listener::Tcp(l) => {
-                let (s, _) = l.accept()?;
+                let (s, peer) = l.accept()?;
                 s.set_nonblocking(false)?;
                 s.set_nodelay(true)?;
-                Stream::Tcp(s)
+                (Stream::Tcp(s), peer.to_string())
             }
             Listener::Unix(l, _) => {
                 let (s, _) = l.accept()?;
                 s.set_nonblocking(false)?;
-                Stream::Unix(s)
+                (Stream::Unix(s), "unix".to_string())
             }
         })
     }
@@ -178,6 +203,7 @@ impl Drop for Listener {
 pub struct Server {
     listener: Listener,
     exports: Arc<Vec<Export>>,
+    events: Option<EventSink>,
     stop: Arc<AtomicBool>,
 }
 
@@ -230,7 +256,12 @@ impl Server {
                 ));
             }
         }
-        Ok(Server { listener, exports: Arc::new(exports), stop: Arc::new(AtomicBool::new(false)) })
+        Ok(Server {
+            listener,
+            exports: Arc::new(exports),
+            events: config.events,
+            stop: Arc::new(AtomicBool::new(false)),
+        })
     }
 
     /// Listens on a TCP address (port 0 picks a free port; the NBD port is 10809).
@@ -276,7 +307,7 @@ impl Server {
         let mut threads: Vec<JoinHandle<()>> = Vec::new();
         let mut next_id = 0u64;
         while !self.stop.load(Ordering::SeqCst) {
-            let stream = match self.listener.accept() {
+            let (stream, peer) = match self.listener.accept() {
                 Ok(s) => s,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     thread::sleep(POLL);
@@ -294,10 +325,27 @@ impl Server {
             let id = next_id;
             next_id += 1;
             let (exports, infos, stop) = (self.exports.clone(), infos.clone(), self.stop.clone());
+            let events = self.events.clone();
             let spawned = thread::Builder::new().name(format!("nbd-conn-{id}")).spawn(move || {
-                if let Err(e) = conn::serve(stream, &exports, &infos, &stop) {
+                let emit = |e: ConnEvent| {
+                    if let Some(sink) = &events {
+                        sink(&e);
+                    }
+                };
+                emit(ConnEvent::Connected { id, peer });
+                let mut requests = 0;
+                let res = conn::serve(
+                    stream,
+                    &exports,
+                    &infos,
+                    &stop,
+                    &mut |export| emit(ConnEvent::Opened { id, export: exports[export].name.clone() }),
+                    &mut requests,
+                );
+                if let Err(e) = &res {
                     log(&format!("connection {id} ended: {e}"));
                 }
+                emit(ConnEvent::Closed { id, requests, error: res.err().map(|e| e.to_string()) });
             });
             match spawned {
                 Ok(t) => threads.push(t),
