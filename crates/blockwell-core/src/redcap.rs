@@ -1,5 +1,5 @@
 //! REDCAP, the RAM Enhanced Disk Cache Project (seed `000_*`: "Effects of the file system and the cache size
-//! on REDCAP"; the design is from the authors' first REDCAP paper, which the seed cites as [2]).
+//! on REDCAP"; the design is from the authors' first REDCAP paper, which the seed cites as \[2\]).
 //!
 //! REDCAP is "a new level in the cache hierarchy ... just between the page cache and the disk cache, which works
 //! as an extension in the main memory of the disk cache": a cache of `N` *segments* of `S` consecutive blocks
@@ -18,7 +18,7 @@
 //! - [`RedcapControl`], the activation–deactivation algorithm: it "compares the time that the REDCAP cache needs
 //!   to process the requests, with the estimated time to process them without cache, and turns the cache on/off
 //!   accordingly ... independent of the underlying device, because it only takes into account the I/O time of
-//!   the issued disk requests". "The initial state of REDCAP is active." While off, the cache "simulate[s] the
+//!   the issued disk requests". "The initial state of REDCAP is active." While off, the cache "simulate\[s\] the
 //!   cache behavior when it is inactive" (the seed blames the small loss on 512 KB strided reads on that
 //!   simulation): the driver keeps calling [`Redcap::read`] so the segment state stays current, but executes
 //!   the demand requests directly, and estimates the time the cache would have taken.

@@ -17,8 +17,11 @@
 //!    block 0 of a stream not yet read counts as sequential and its synchronous group has `min` blocks (default
 //!    3), while any other synchronous group (A1 elsewhere, or an access outside the window) has `cold` blocks
 //!    (default 1: "at least one"; §2.2: in Linux "one extra block is always read from the disk even if the
-//!    access falls outside the read-ahead window"). Set `cold=3` for the paper's simplified text, in which every
-//!    synchronous group has the minimum size; `first_block=false` gives every first access `min`.
+//!    access falls outside the read-ahead window"; §5.3.2 on tpc-h: "the number of synchronous disk requests,
+//!    each of which prefetches an extra block, ... an almost equal number of asynchronous disk requests ...,
+//!    each of which prefetches between 2 to 4 blocks", i.e. groups of 1 doubling to 2 and 4). Set `cold=3` for
+//!    the paper's simplified text, in which every synchronous group has the minimum size; `first_block=false`
+//!    gives every first access `min`.
 //! 3. **Sequential detection and doubling.** "If the block accessed by A2 is in the previous read-ahead group
 //!    [the group of the previous access, our *current* group] ... the kernel decides that the file is being
 //!    accessed sequentially ... The size of the previous read-ahead group ... is doubled to determine the number
