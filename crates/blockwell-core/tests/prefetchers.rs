@@ -219,3 +219,124 @@ fn redcap_stays_on_for_interleaved_strided_reads_and_turns_itself_off_on_random_
     assert!(ctl.is_active());
     assert_eq!(ctl.switches(), 2);
 }
+
+/// A view from two sets, for randomised checks.
+struct SetView {
+    resident: BTreeSet<BlockKey>,
+    inflight: BTreeSet<BlockKey>,
+}
+impl BlockView for SetView {
+    fn state(&self, key: BlockKey) -> BlockState {
+        if self.inflight.contains(&key) {
+            BlockState::InFlight
+        } else if self.resident.contains(&key) {
+            BlockState::Resident
+        } else {
+            BlockState::Absent
+        }
+    }
+}
+
+#[test]
+fn proposals_stay_inside_the_stream_whatever_the_requests() {
+    let mut r = rng(99);
+    for info in prefetch::list() {
+        {
+            let spec = info.name;
+            let mut p = PrefetcherSpec::parse(spec).unwrap().build(4096).unwrap();
+            let mut view = SetView { resident: BTreeSet::new(), inflight: BTreeSet::new() };
+            for i in 0..3000u64 {
+                let stream = r(4);
+                let end = 1 + r(300);
+                let first = match r(3) {
+                    0 => (i * 3) % end,
+                    1 => r(end),
+                    _ => (i % 50).min(end - 1),
+                };
+                let n = (1 + r(8)).min(end - first);
+                let vol = (stream % 2) as u32;
+                let d = Demand {
+                    stream,
+                    op: if r(10) == 0 { Op::Write } else { Op::Read },
+                    first: BlockKey::new(vol, first).unwrap(),
+                    n,
+                    end,
+                };
+                let mut out = Vec::new();
+                p.on_demand(&d, &view, &mut out);
+                if d.op == Op::Write {
+                    assert!(out.is_empty(), "{spec}: writes prefetch nothing");
+                }
+                for f in &out {
+                    assert!(f.n >= 1, "{spec}: empty fetch");
+                    assert_eq!(f.first.volume(), vol, "{spec}: other volume");
+                    assert!(f.first.block() + f.n <= end, "{spec}: {f:?} past end {end}");
+                    for b in f.first.block()..f.first.block() + f.n {
+                        let key = BlockKey::new(vol, b).unwrap();
+                        if r(4) == 0 {
+                            view.inflight.insert(key);
+                        } else {
+                            view.inflight.remove(&key);
+                            view.resident.insert(key);
+                        }
+                    }
+                }
+                if r(20) == 0 {
+                    view.inflight.clear();
+                }
+                if r(50) == 0 {
+                    p.end_stream(stream);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn clusterer_reads_exactly_the_requested_blocks_in_bounded_runs() {
+    let mut r = rng(5);
+    for max in [1u64, 3, 16, 64] {
+        let mut c = Clusterer::new(max).unwrap();
+        for _ in 0..300 {
+            let fetches: Vec<Fetch> = (0..1 + r(12))
+                .map(|_| Fetch { first: BlockKey::new(r(2) as u32, r(200)).unwrap(), n: 1 + r(40), sync: r(2) == 0 })
+                .collect();
+            let mut out = Vec::new();
+            c.cluster(&fetches, &mut out);
+            // Model: the sets of sync and async blocks, sync taking precedence.
+            let mut sync = BTreeSet::new();
+            let mut asyn = BTreeSet::new();
+            for f in &fetches {
+                for b in f.first.block()..f.first.block() + f.n {
+                    let key = BlockKey::new(f.first.volume(), b).unwrap();
+                    if f.sync {
+                        sync.insert(key);
+                    } else {
+                        asyn.insert(key);
+                    }
+                }
+            }
+            asyn.retain(|key| !sync.contains(key));
+            let (mut got_sync, mut got_async) = (BTreeSet::new(), BTreeSet::new());
+            let mut seen_async = false;
+            for d in &out {
+                assert!(d.n >= 1 && d.n <= max);
+                seen_async |= !d.sync;
+                assert!(!(seen_async && d.sync), "sync reads come first");
+                for b in d.first.block()..d.first.block() + d.n {
+                    let key = BlockKey::new(d.first.volume(), b).unwrap();
+                    let fresh = if d.sync { got_sync.insert(key) } else { got_async.insert(key) };
+                    assert!(fresh, "{key:?} read twice");
+                }
+            }
+            assert_eq!(got_sync, sync);
+            assert_eq!(got_async, asyn);
+            // Maximal runs: two consecutive reads of one class are not mergeable unless the first is full.
+            for w in out.windows(2) {
+                if w[0].sync == w[1].sync && w[0].first.volume() == w[1].first.volume() {
+                    assert!(w[0].first.block() + w[0].n < w[1].first.block() || w[0].n == max, "{w:?}");
+                }
+            }
+        }
+    }
+}
