@@ -33,8 +33,8 @@
 //! reads [`Redcap::read`] proposes). The controller counts the measured time spent active and inactive and the
 //! number of switches.
 //!
-//! **State**: 24 bytes per segment slot (segment key, length, LRU links) plus the index's 4-byte handle and
-//! control byte per segment; no per-block state.
+//! **State**: 24 bytes per segment slot (segment key, length, LRU links) plus the index's 16-byte entry (key and
+//! slot) and control byte per segment; no per-block state.
 
 use crate::key::{BlockKey, MAX_BLOCK};
 use crate::prefetch::{Fetch, U64Map};
@@ -568,5 +568,10 @@ mod tests {
         assert!((c.active_fraction() - 1000.0 / 1700.0).abs() < 1e-12);
         assert_eq!(c.end_period(), None, "empty period");
         assert!(RedcapControl::new(RedcapControlConfig { period: 0, margin_pct: 5 }).is_err());
+    }
+
+    #[test]
+    fn state_size_is_as_documented() {
+        assert_eq!(std::mem::size_of::<Slot>(), 24);
     }
 }

@@ -51,7 +51,8 @@
 //! access at block 0 (default 3), `cold` synchronous group otherwise (default 1), `max` largest group
 //! (default 32 blocks), `first_block` the first-block rule (default true).
 //!
-//! **State**: 48 bytes per stream (two groups of two `u64`, a flag, padded) plus the hash-table slot.
+//! **State**: 32 bytes per stream (two groups of two `u64`) plus the stream id and hashbrown's control byte in
+//! the table (41 bytes a stream in all, before the table's spare room).
 
 use super::{push_fetch, state_of, BlockState, BlockView, Demand, Fetch, Prefetcher, PrefetcherConfig, U64Map};
 use crate::cache::Op;
@@ -310,5 +311,10 @@ mod tests {
         assert_eq!(triples(&f[0]), [(4, 3, true)]);
         assert_eq!(triples(&f[1]), [(8, 6, false)]);
         assert_eq!(triples(&f[2]), [(14, 12, false)]);
+    }
+
+    #[test]
+    fn state_size_is_as_documented() {
+        assert_eq!(std::mem::size_of::<Stream>(), 32);
     }
 }

@@ -42,7 +42,8 @@
 //! **Parameters** (`ondemand(max_kb=128)`): `max_kb` the maximum window (the kernel's `read_ahead_kb`, default
 //! 128 KiB = 32 blocks of 4 KiB; converted with the cache's block size).
 //!
-//! **State**: 48 bytes per stream plus the hash-table slot, and 16 bytes per live marker (an index from the
+//! **State**: 56 bytes per stream (the window, the last block read, the marker) plus the stream id and control
+//! byte in the table, and 17 bytes per live marker (an index from the
 //! marked block to its stream, for evictions).
 
 use super::{kib_to_blocks, push_fetch, BlockState, BlockView, Demand, Fetch, Prefetcher, PrefetcherConfig, U64Map};
@@ -389,5 +390,10 @@ mod tests {
         let f = run(big.as_mut(), &[(0, 1), (1, 1)], 100_000);
         assert_eq!(triples(&f[0]), [(1, 3, true)], "max 256 blocks of 512 B: initial window 4");
         assert_eq!(triples(&f[1]), [(4, 16, false)], "then x4 while below max/16");
+    }
+
+    #[test]
+    fn state_size_is_as_documented() {
+        assert_eq!(std::mem::size_of::<Window>(), 56);
     }
 }
