@@ -35,7 +35,10 @@
 //! 4. **Special case: block in flight.** "Before the actual I/O operation on a prefetched block is completed, an
 //!    on-demand access to the block may arrive. When this happens, the kernel does not perform any further
 //!    prefetching." (A request starting in the window with a block that the [`BlockView`] reports
-//!    [`BlockState::InFlight`]; the state is left unchanged.)
+//!    [`BlockState::InFlight`]; the state is left unchanged.) Case (i) also requires that the block "has
+//!    already been prefetched": a request whose first block is in the window but absent (its prefetch was
+//!    evicted unused) prefetches nothing either, as in the 2.4 source, where such a page is read locked and
+//!    `generic_file_readahead` issues nothing for a locked page inside the window.
 //! 5. **Special case: previous group.** "An on-demand accessed block is found in the read-ahead window but not
 //!    in the current read-ahead group, i.e., it is found in the previous read-ahead group. Further prefetching
 //!    is not performed in this case either."
@@ -151,6 +154,9 @@ impl Prefetcher for Linux24 {
         let in_window = st.cur.contains(b) || st.prev.contains(b);
         if in_window && (b..=last).any(|x| state_of(view, d.first, x) == BlockState::InFlight) {
             return; // special case 1
+        }
+        if in_window && state_of(view, d.first, b) == BlockState::Absent {
+            return; // in the window but not "already been prefetched" (evicted unused): no read-ahead
         }
         if st.cur.contains(b) {
             // Sequential: asynchronous prefetch of twice the group, after the group.
@@ -268,6 +274,20 @@ mod tests {
         let mut p = Linux24::new(Linux24Config { cold: 3, ..Default::default() });
         let f = run(&mut p, &[(5, 1), (50, 1)], 1000);
         assert_eq!(triples(&f[1]), [(51, 3, true)]);
+    }
+
+    #[test]
+    fn an_evicted_prefetch_in_the_window_prefetches_nothing() {
+        let mut p = lx();
+        let mut view = SetView::default();
+        let mut out = Vec::new();
+        p.on_demand(&read(1, 0, 1, 1000), &view, &mut out);
+        view.resident.extend([k(0), k(2), k(3)]); // block 1 was prefetched and evicted
+        out.clear();
+        p.on_demand(&read(1, 1, 1, 1000), &view, &mut out);
+        assert!(out.is_empty());
+        p.on_demand(&read(1, 2, 1, 1000), &view, &mut out);
+        assert_eq!(triples(&out), [(4, 6, false)], "the next prefetched block continues the stream");
     }
 
     #[test]
