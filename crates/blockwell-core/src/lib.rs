@@ -9,13 +9,17 @@
 //! - [`policy`]: the replacement policies, one module each, and their registry.
 //! - [`cache`]: [`cache::BlockCache`], a policy over a byte budget at a block size, producing plans.
 //! - [`prefetch`]: the prefetchers (observe demand requests, propose block ranges), one module each.
+//! - [`cluster`]: merges block fetches into device requests.
+//! - [`redcap`]: the REDCAP segment cache and its activation controller.
 //! - [`stats`]: block- and request-level counters split by reads and writes.
 
 pub mod arena;
 pub mod cache;
+pub mod cluster;
 pub mod key;
 pub mod policy;
 pub mod prefetch;
+pub mod redcap;
 pub mod stats;
 
 pub use cache::{BlockCache, CacheConfig, CacheError, Op, Plan};
