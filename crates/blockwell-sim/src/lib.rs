@@ -10,3 +10,4 @@ pub mod layout;
 pub mod mrc;
 pub mod replay;
 pub mod workload;
+pub mod workloads;
