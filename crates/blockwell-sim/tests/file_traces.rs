@@ -107,3 +107,33 @@ fn open_loop_round_trip_keeps_writers_dirs_and_empty_files() {
     let back = read_from(&text[..], Path::new("x")).unwrap().workload;
     assert_eq!(back, w);
 }
+
+/// The error messages and the per-request size quoted in docs/file-traces.md.
+#[test]
+fn documented_messages_and_sizes() {
+    let e = |s: &str| read_from(s.as_bytes(), Path::new("trace.csv")).unwrap_err().to_string();
+    assert_eq!(e("0,0,f,0,0,R"), "trace.csv:1: size: expected a number >= 1, found '0'");
+    assert_eq!(e("0,0,f,0,1,X"), "trace.csv:1: op: expected R or W, found 'X'");
+    assert_eq!(
+        e("time_ns,proc,file,offset,size,op"),
+        "trace.csv:1: header: expected 'time_ns,process,file,offset,size,op' or \
+         'time_ns,process,file,offset,size,op,think_ns', found 'time_ns,proc,file,offset,size,op'"
+    );
+    assert_eq!(
+        e("time_ns,process,file,offset,size,op\n0,0,f,0,1,R,5"),
+        "trace.csv:2: expected 6 comma-separated fields (time_ns,process,file,offset,size,op,think_ns), found 7"
+    );
+    assert_eq!(std::mem::size_of::<FileRequest>(), 48);
+    // The example of the docs reads.
+    let t = read_from(
+        "# blockwell file trace: an example\n# file,src/main.c,10000,0,0\n# file,data.db,33554432\n\
+         time_ns,process,file,offset,size,op,think_ns\n0,0,src/main.c,0,4096,R,0\n\
+         120000,0,src/main.c,4096,4096,R,0\n150000,1,data.db,819200,8192,R,0\n200000,1,data.db,8192,4096,W,0\n\
+         ,2,notes.txt,0,100,W,5000\n"
+            .as_bytes(),
+        Path::new("x"),
+    )
+    .unwrap();
+    assert_eq!(t.workload.processes.len(), 3);
+    assert_eq!(t.workload.files[1].size, 33_554_432);
+}

@@ -295,3 +295,60 @@ fn default_sizes() {
         );
     }
 }
+
+/// Prints how each layout places two generated workloads (for docs/workloads.md):
+/// `cargo test -p blockwell-sim --test workload_generators layout_stats -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn layout_stats() {
+    println!("| workload | layout | extents per file | mean extent (KiB) | 128 KiB segments holding 2+ files | disk span (MiB) |");
+    println!("|---|---|---|---|---|---|");
+    for spec in ["strided-4k(procs=8)", "kernel-read(procs=8)"] {
+        let w = gen(spec);
+        for &kind in LayoutKind::ALL {
+            let m = FileMap::build(kind, &w.files, 4096, 1);
+            m.validate(&w.files).unwrap();
+            let extents: usize = (0..w.files.len() as u32).map(|f| m.extents(f).len()).sum();
+            let blocks: u64 = w.files.iter().map(|f| f.size.div_ceil(4096)).sum();
+            let mut owner: std::collections::HashMap<u64, (u32, bool)> = std::collections::HashMap::new();
+            for f in 0..w.files.len() as u32 {
+                for &(_, d, n) in m.extents(f) {
+                    for seg in d / 32..=(d + n - 1) / 32 {
+                        let e = owner.entry(seg).or_insert((f, false));
+                        if e.0 != f {
+                            e.1 = true;
+                        }
+                    }
+                }
+            }
+            let shared = owner.values().filter(|v| v.1).count();
+            println!(
+                "| `{spec}` | `{}` | {:.1} | {:.1} | {:.0} % | {:.0} |",
+                kind.name(),
+                extents as f64 / w.files.len() as f64,
+                blocks as f64 * 4.0 / extents as f64,
+                100.0 * shared as f64 / owner.len() as f64,
+                m.disk_blocks() as f64 * 4096.0 / MIB as f64
+            );
+        }
+    }
+}
+
+/// The error messages quoted in docs/workloads.md.
+#[test]
+fn documented_error_messages() {
+    let e = |s: &str| WorkloadSpec::parse(s).unwrap_err().to_string();
+    assert_eq!(
+        e("nope"),
+        "unknown workload 'nope' (known: kernel-read, ior, tac, strided-4k, strided-512k, loop, random, mix-seq, mix-random)"
+    );
+    assert_eq!(
+        e("strided-4k(bogus=1)"),
+        "workload 'strided-4k': unknown parameter 'bogus' (known: file_mb, fill, procs, request_kb, stride_kb, think_us)"
+    );
+    assert_eq!(e("tac(procs=33)"), "workload 'tac': parameter 'procs': 33 is not between 1 and 32");
+    assert_eq!(
+        e("strided-4k(file_mb=big)"),
+        "workload 'strided-4k': parameter 'file_mb': invalid type: string \"big\", expected u64"
+    );
+}
