@@ -113,6 +113,8 @@ impl FromStr for LayoutKind {
 pub enum LayoutError {
     #[error("unknown layout '{name}' (known: {known})")]
     Unknown { name: String, known: String },
+    #[error("unknown layout parameter '{param}' (known: {known})")]
+    UnknownParam { param: String, known: String },
     #[error("layout parameter '{param}': {message}")]
     BadParam { param: &'static str, message: String },
 }
@@ -183,6 +185,68 @@ impl LayoutParams {
         Ok(())
     }
 }
+
+/// A layout with parameter overrides, as written on a command line: `scattered`, `block-groups(fill=0.3)`,
+/// `single-extent(ag_bytes=268435456)`. Values are numbers; parameter names are the fields of [`LayoutParams`]
+/// (`-` accepted for `_`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayoutSpec {
+    pub kind: LayoutKind,
+    pub params: LayoutParams,
+}
+
+impl LayoutSpec {
+    /// Parses `name` or `name(key=value,...)`; unknown parameters and bad values are errors naming them.
+    /// Ranges that depend on the block size are checked by [`FileMap::build_with`].
+    pub fn parse(s: &str) -> Result<Self, LayoutError> {
+        let s = s.trim();
+        let (name, args) = match s.find('(') {
+            Some(i) if s.ends_with(')') => (&s[..i], &s[i + 1..s.len() - 1]),
+            Some(_) => {
+                return Err(LayoutError::BadParam { param: "spec", message: format!("'{s}' has no closing ')'") })
+            }
+            None => (s, ""),
+        };
+        let kind: LayoutKind = name.parse()?;
+        let defaults = match serde_json::to_value(LayoutParams::default()) {
+            Ok(serde_json::Value::Object(m)) => m,
+            _ => serde_json::Map::new(),
+        };
+        let mut m = defaults.clone();
+        for kv in args.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+            let (k, v) = kv.split_once('=').ok_or_else(|| LayoutError::BadParam {
+                param: "spec",
+                message: format!("expected key=value, found '{kv}'"),
+            })?;
+            let k = k.trim().replace('-', "_");
+            let Some(&param) = LAYOUT_PARAMS.iter().find(|p| **p == k) else {
+                return Err(LayoutError::UnknownParam { param: k, known: LAYOUT_PARAMS.join(", ") });
+            };
+            let value: serde_json::Value = serde_json::from_str(v.trim()).map_err(|_| LayoutError::BadParam {
+                param,
+                message: format!("expected a number, found '{}'", v.trim()),
+            })?;
+            let mut one = defaults.clone();
+            one.insert(k.clone(), value.clone());
+            if let Err(e) = serde_json::from_value::<LayoutParams>(serde_json::Value::Object(one)) {
+                return Err(LayoutError::BadParam { param, message: e.to_string() });
+            }
+            m.insert(k, value);
+        }
+        let params: LayoutParams = serde_json::from_value(serde_json::Value::Object(m))
+            .map_err(|e| LayoutError::BadParam { param: "spec", message: e.to_string() })?;
+        Ok(LayoutSpec { kind, params })
+    }
+
+    /// [`FileMap::build_with`] with this spec's kind and parameters.
+    pub fn build(&self, files: &[FileInfo], block_size: u64, seed: u64) -> Result<FileMap, LayoutError> {
+        FileMap::build_with(self.kind, files, block_size, seed, &self.params)
+    }
+}
+
+/// The parameter names of [`LayoutParams`].
+pub const LAYOUT_PARAMS: &[&str] =
+    &["chunk_min", "chunk_max", "group_bytes", "group_reserved_bytes", "ag_bytes", "run_min", "run_max", "fill"];
 
 /// One step of the creation model: `file`'s writer appends `blocks` blocks to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -497,5 +561,34 @@ mod tests {
         assert_eq!("Block_Groups".parse::<LayoutKind>().unwrap(), LayoutKind::BlockGroups);
         let e = "ntfs".parse::<LayoutKind>().unwrap_err().to_string();
         assert!(e.contains("'ntfs'") && e.contains("scattered"), "{e}");
+    }
+
+    #[test]
+    fn specs_parse_and_name_bad_parameters() {
+        let s = LayoutSpec::parse("block-groups(fill=0.25, group-bytes=1048576)").unwrap();
+        assert_eq!(s.kind, LayoutKind::BlockGroups);
+        assert_eq!((s.params.fill, s.params.group_bytes), (0.25, 1 << 20));
+        assert_eq!(LayoutSpec::parse("scattered").unwrap().params, LayoutParams::default());
+        let e = LayoutSpec::parse("scattered(bogus=1)").unwrap_err().to_string();
+        assert!(e.contains("'bogus'") && e.contains("run_max"), "{e}");
+        let e = LayoutSpec::parse("scattered(run_max=x)").unwrap_err();
+        assert!(matches!(e, LayoutError::BadParam { param: "run_max", .. }), "{e}");
+        let e = LayoutSpec::parse("scattered(run_max=-1)").unwrap_err();
+        assert!(matches!(e, LayoutError::BadParam { param: "run_max", .. }), "{e}");
+        assert!(LayoutSpec::parse("scattered(run_max=1").is_err());
+        // Ranges are checked at build time.
+        let f = [FileInfo { size: 1, writer: 0, dir: 0 }];
+        let e = LayoutSpec::parse("scattered(run_min=9,run_max=8)").unwrap().build(&f, 4096, 0).unwrap_err();
+        assert!(matches!(e, LayoutError::BadParam { param: "run_min", .. }), "{e}");
+    }
+
+    #[test]
+    fn param_names_are_the_fields() {
+        let v = serde_json::to_value(LayoutParams::default()).unwrap();
+        let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut names = LAYOUT_PARAMS.to_vec();
+        keys.sort_unstable();
+        names.sort_unstable();
+        assert_eq!(keys, names);
     }
 }
