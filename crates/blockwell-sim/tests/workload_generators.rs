@@ -352,3 +352,29 @@ fn documented_error_messages() {
         "workload 'strided-4k': parameter 'file_mb': invalid type: string \"big\", expected u64"
     );
 }
+
+/// Times generation and layout at the papers' scale (32 processes, 1 GiB files; a kernel tree of 18,000 files
+/// per process): `cargo test --release -p blockwell-sim --test workload_generators paper_scale -- --ignored
+/// --nocapture`.
+#[test]
+#[ignore]
+fn paper_scale_timing() {
+    println!("| workload | requests | generate | contiguous | block-groups | single-extent | scattered |");
+    println!("|---|---|---|---|---|---|---|");
+    for spec in [
+        "strided-4k(procs=32,file_mb=1024)",
+        "tac(procs=32,file_mb=1024)",
+        "kernel-read(procs=32,files=18000,dirs=1000)",
+    ] {
+        let t = std::time::Instant::now();
+        let w = gen(spec);
+        let mut row = format!("| `{spec}` | {} | {:.0} ms |", w.requests(), t.elapsed().as_secs_f64() * 1e3);
+        for &k in LayoutKind::ALL {
+            let t = std::time::Instant::now();
+            let m = FileMap::build(k, &w.files, 4096, 1);
+            row += &format!(" {:.0} ms |", t.elapsed().as_secs_f64() * 1e3);
+            assert_eq!(m.files(), w.files.len());
+        }
+        println!("{row}");
+    }
+}
