@@ -33,10 +33,14 @@
 //!   file goes at its group's next free block, or into the next group that has room for the whole file, or
 //!   past the end of the disk when none has.
 //! - `scattered` (ReiserFS-like apparent randomness, seed 000 §3): each file is cut into runs of
-//!   `run_min ..= run_max` blocks (1–16 by default, from the seed); the disk region is cut into slots of
-//!   `run_max` blocks, enough that the data fills `fill` of them; run `k` (counting runs of all files in file
-//!   order) goes at the start of slot `π(k)`, where `π` is a seeded pseudo-random permutation. So a file's runs
-//!   land all over the region and consecutive file blocks are contiguous only within a run.
+//!   `run_min ..= run_max` blocks (1–16 by default, from the seed). The disk is cut into slots of `run_max`
+//!   blocks, and the slots into windows of `window` slots (16: 1 MiB with 4 KiB blocks). Counting the runs of
+//!   all files in file order, each window takes the next `max(1, ⌊window × fill⌋)` runs (8 by default) and puts
+//!   them at the starts of its slots in a seeded pseudo-random order. So a file's consecutive runs are
+//!   scattered within a window, windows follow each other: requests look random at the scale of a window, yet
+//!   the blocks of a window are all read within a short span (seed 000 sees ReiserFS's prefetched segments
+//!   reused when the REDCAP cache holds every process's window, and evicted first when it does not). With
+//!   `window` at least the number of slots the whole layout needs, placement is random over the whole region.
 //!
 //! Every layout gives each block of each file exactly one disk block, never shared with another file block,
 //! and is a pure function of (files, block size, seed, parameters).
@@ -137,6 +141,8 @@ pub struct LayoutParams {
     pub run_min: u64,
     /// `scattered`: largest run (and slot size), in blocks.
     pub run_max: u64,
+    /// `scattered`: slots (of `run_max` blocks) per window within which runs are shuffled.
+    pub window: u64,
     /// `block-groups`, `single-extent`, `scattered`: fraction of the disk region the data fills, in (0, 1].
     pub fill: f64,
 }
@@ -151,6 +157,7 @@ impl Default for LayoutParams {
             ag_bytes: 1 << 30,
             run_min: 1,
             run_max: 16,
+            window: 16,
             fill: 0.5,
         }
     }
@@ -178,6 +185,9 @@ impl LayoutParams {
         }
         if self.run_min == 0 || self.run_min > self.run_max {
             return bad("run_min", format!("must be between 1 and run_max ({})", self.run_max));
+        }
+        if self.window == 0 {
+            return bad("window", "must be at least 1 slot".into());
         }
         if !(self.fill > 0.0 && self.fill <= 1.0) {
             return bad("fill", format!("{} is not in (0, 1]", self.fill));
@@ -245,8 +255,17 @@ impl LayoutSpec {
 }
 
 /// The parameter names of [`LayoutParams`].
-pub const LAYOUT_PARAMS: &[&str] =
-    &["chunk_min", "chunk_max", "group_bytes", "group_reserved_bytes", "ag_bytes", "run_min", "run_max", "fill"];
+pub const LAYOUT_PARAMS: &[&str] = &[
+    "chunk_min",
+    "chunk_max",
+    "group_bytes",
+    "group_reserved_bytes",
+    "ag_bytes",
+    "run_min",
+    "run_max",
+    "window",
+    "fill",
+];
 
 /// One step of the creation model: `file`'s writer appends `blocks` blocks to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -456,10 +475,16 @@ impl FileMap {
                 at += len;
             }
         }
-        let slots = ((runs.len() as f64 / p.fill).ceil() as u64).max(runs.len() as u64).max(1);
-        let perm = Permutation::new(slots, seed);
-        for (k, &(f, fb, len)) in runs.iter().enumerate() {
-            self.push(f, fb, perm.apply(k as u64) * rmax, len);
+        // Window w takes runs w*per .. (w+1)*per and shuffles them over its `window` slots.
+        // A window larger than the whole layout is the whole layout.
+        let w = p.window.min(((runs.len() as f64 / p.fill).ceil() as u64).max(1));
+        let per = ((w as f64 * p.fill).floor() as u64).clamp(1, w);
+        for (win, group) in runs.chunks(per as usize).enumerate() {
+            let win = win as u64;
+            let perm = Permutation::new(w, SplitMix64(seed ^ win.wrapping_mul(0x9e37_79b9_7f4a_7c15)).next_u64());
+            for (i, &(f, fb, len)) in group.iter().enumerate() {
+                self.push(f, fb, (win * w + perm.apply(i as u64)) * rmax, len);
+            }
         }
     }
 
