@@ -143,7 +143,7 @@ pub struct LayoutParams {
     pub run_max: u64,
     /// `scattered`: slots (of `run_max` blocks) per window within which runs are shuffled.
     pub window: u64,
-    /// `block-groups`, `single-extent`, `scattered`: fraction of the disk region the data fills, in (0, 1].
+    /// `block-groups`, `single-extent`, `scattered`: fraction of the disk region the data fills, 0.01 to 1.
     pub fill: f64,
 }
 
@@ -189,8 +189,8 @@ impl LayoutParams {
         if self.window == 0 {
             return bad("window", "must be at least 1 slot".into());
         }
-        if !(self.fill > 0.0 && self.fill <= 1.0) {
-            return bad("fill", format!("{} is not in (0, 1]", self.fill));
+        if !(self.fill >= 0.01 && self.fill <= 1.0) {
+            return bad("fill", format!("{} is not between 0.01 and 1", self.fill));
         }
         Ok(())
     }
