@@ -8,9 +8,9 @@
 //! its files one after another in file-index order, all writers at the same time, and the allocator sees their
 //! writes round-robin, one chunk per writer per round (a chunk is `chunk_min ..= chunk_max` bytes, 4 KiB–64 KiB
 //! by default, drawn from the seed, rounded up to whole blocks and cut at the end of the file). Files written
-//! by different writers are therefore written *concurrently*, files of one writer *sequentially*. Layouts that
-//! allocate on write (`block-groups`) take the chunks in this order; the others use it only for the order in
-//! which files are created (the round of a file's first chunk).
+//! by different writers are therefore written *concurrently*, files of one writer *sequentially*. `block-groups`
+//! allocates the chunks in this order; `single-extent` uses it only for the order in which files are created
+//! (the round of a file's first chunk); `contiguous` and `scattered` go by file index.
 //!
 //! # Layouts
 //!
@@ -18,8 +18,8 @@
 //!   layout (a freshly written, defragmented disk); the baseline.
 //! - `block-groups` (ext2/ext3): the disk is divided into block groups of `group_bytes` (128 MiB: ext2/3 with
 //!   4 KiB blocks have 32768 blocks per group, one block bitmap block's worth of bits), the first
-//!   `group_reserved_bytes` of each holding metadata (bitmaps and the inode table: 2 MiB + 8 KiB, what
-//!   `mke2fs` gives a 4 KiB-block file system at one inode per 8 KiB). Directories are spread over the groups
+//!   `group_reserved_bytes` of each holding metadata (two bitmap blocks and the inode table: 2 MiB + 8 KiB
+//!   for 16384 inodes of 128 bytes, one per 8 KiB, as mke2fs of the seed's time made them). Directories are spread over the groups
 //!   like ext3's Orlov allocator spreads top-level directories: each directory's home group is picked
 //!   pseudo-randomly from the seed among the groups of a disk that the data fills to `fill` (half, by
 //!   default). A file's blocks are allocated in its directory's group, each chunk at the group's next free
@@ -38,8 +38,9 @@
 //!   all files in file order, each window takes the next `max(1, ⌊window × fill⌋)` runs (8 by default) and puts
 //!   them at the starts of its slots in a seeded pseudo-random order. So a file's consecutive runs are
 //!   scattered within a window, windows follow each other: requests look random at the scale of a window, yet
-//!   the blocks of a window are all read within a short span (seed 000 sees ReiserFS's prefetched segments
-//!   reused when the REDCAP cache holds every process's window, and evicted first when it does not). With
+//!   the blocks of a window are all read within a short span (seed 000 explains its ReiserFS results by prefetched
+//!   segments that are reused when the REDCAP cache is large enough for the processes' footprint, and evicted
+//!   before reuse when it is not). With
 //!   `window` at least the number of slots the whole layout needs, placement is random over the whole region.
 //!
 //! Every layout gives each block of each file exactly one disk block, never shared with another file block,
