@@ -195,6 +195,15 @@ fn mixes_combine_looping_and_random_processes() {
 }
 
 #[test]
+fn sequential_fraction_counts_continuations() {
+    assert_eq!(gen("ior(procs=2,file_mb=1,request_kb=256)").sequential_fraction(), 6.0 / 8.0);
+    assert_eq!(gen("strided-4k(procs=1,file_mb=1)").sequential_fraction(), 0.0);
+    assert_eq!(gen("tac(procs=1,file_mb=1)").sequential_fraction(), 0.0);
+    assert!(gen("random(requests=10000)").sequential_fraction() < 0.01);
+    assert_eq!(Workload::default().sequential_fraction(), 0.0);
+}
+
+#[test]
 fn generators_are_deterministic_and_seeded() {
     for spec in ["kernel-read(files=100)", "loop(files=50)", "random(requests=1000)", "mix-seq(loop_files=10)"] {
         assert_eq!(gen(spec), gen(spec), "{spec}");
@@ -279,19 +288,20 @@ fn list_describes_every_generator() {
 #[test]
 #[ignore]
 fn default_sizes() {
-    println!("| workload | processes | files | data (MiB) | requests | bytes requested (MiB) |");
-    println!("|---|---|---|---|---|---|");
+    println!("| workload | processes | files | data (MiB) | requests | bytes requested (MiB) | sequential requests |");
+    println!("|---|---|---|---|---|---|---|");
     for &k in WorkloadKind::ALL {
         let w = gen(k.name());
         let data: u64 = w.files.iter().map(|f| f.size).sum();
         println!(
-            "| `{}` | {} | {} | {:.1} | {} | {:.1} |",
+            "| `{}` | {} | {} | {:.1} | {} | {:.1} | {:.0} % |",
             k.name(),
             w.processes.len(),
             w.files.len(),
             data as f64 / MIB as f64,
             w.requests(),
-            w.bytes() as f64 / MIB as f64
+            w.bytes() as f64 / MIB as f64,
+            100.0 * w.sequential_fraction()
         );
     }
 }
