@@ -27,7 +27,8 @@
 //!   writers get interleaved extents of one chunk each, while a file written alone is one extent. A full group
 //!   spills into the next group with free space (new groups are added past the end if needed). Not modelled:
 //!   ext3's per-file reservation windows, delayed allocation, freed space.
-//! - `single-extent` (JFS-like; XFS behaves alike for these workloads): every file is one extent, placed in
+//! - `single-extent` (JFS-like; seed 000 groups XFS with the interleaving file systems, so `block-groups`
+//!   with XFS's allocation-group size is the closer model for XFS): every file is one extent, placed in
 //!   creation order. The disk is divided into allocation groups of `ag_bytes` (1 GiB, the JFS allocation-group
 //!   size seed 000 reports); the k-th directory (in creation order) gets allocation group `k mod groups`, and a
 //!   file goes at its group's next free block, or into the next group that has room for the whole file, or
