@@ -5,8 +5,10 @@
 //! workloads.
 
 pub mod analysis;
+pub mod filetrace;
 pub mod gen;
 pub mod layout;
 pub mod mrc;
 pub mod replay;
 pub mod workload;
+pub mod workloads;

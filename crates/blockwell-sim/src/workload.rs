@@ -41,3 +41,62 @@ pub struct Workload {
     pub files: Vec<FileInfo>,
     pub processes: Vec<Vec<FileRequest>>,
 }
+
+/// A request that does not fit its workload.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("process {process}, request {index}: {message}")]
+pub struct WorkloadError {
+    pub process: usize,
+    pub index: usize,
+    pub message: String,
+}
+
+impl Workload {
+    /// Requests of all processes.
+    pub fn requests(&self) -> usize {
+        self.processes.iter().map(Vec::len).sum()
+    }
+
+    /// Bytes requested by all processes (reads and writes).
+    pub fn bytes(&self) -> u64 {
+        self.processes.iter().flatten().map(|r| r.len).sum()
+    }
+
+    /// Fraction of requests that continue their process's previous request to the same file (start where it
+    /// ended): the "sequential references" of seed 001's Table 2, at request granularity. 0 for no requests.
+    pub fn sequential_fraction(&self) -> f64 {
+        let mut seq = 0u64;
+        let mut last_end: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
+        for reqs in &self.processes {
+            last_end.clear();
+            for r in reqs {
+                if last_end.insert(r.file, r.offset.saturating_add(r.len)) == Some(r.offset) {
+                    seq += 1;
+                }
+            }
+        }
+        match self.requests() {
+            0 => 0.0,
+            n => seq as f64 / n as f64,
+        }
+    }
+
+    /// Checks that every request names a file of the workload, has `len >= 1` and lies within the file.
+    pub fn validate(&self) -> Result<(), WorkloadError> {
+        for (process, reqs) in self.processes.iter().enumerate() {
+            for (index, r) in reqs.iter().enumerate() {
+                let err = |message: String| Err(WorkloadError { process, index, message });
+                let Some(f) = self.files.get(r.file as usize) else {
+                    return err(format!("file {} of {}", r.file, self.files.len()));
+                };
+                if r.len == 0 {
+                    return err("zero length".into());
+                }
+                if r.offset.checked_add(r.len).map_or(true, |end| end > f.size) {
+                    return err(format!("bytes {}+{} past the end of file {} ({} B)", r.offset, r.len, r.file, f.size));
+                }
+            }
+        }
+        Ok(())
+    }
+}
