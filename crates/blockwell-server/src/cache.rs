@@ -23,12 +23,19 @@ use crate::backend::Backend;
 use crate::stats::{Counters, StatsSnapshot};
 use blockwell_core::key::{block_span, MAX_BLOCK};
 use blockwell_core::policy::PolicyError;
+use blockwell_core::prefetch::{
+    BlockState, BlockView, Demand, Fetch, PrefetchError, Prefetcher, PrefetcherKind, PrefetcherSpec,
+};
+use blockwell_core::redcap::{ReadPlan, Redcap, RedcapConfig};
 use blockwell_core::{Access, BlockCache, BlockKey, CacheConfig, CacheError, DynPolicy, Op, Plan, PolicySpec, Preset};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 use std::str::FromStr;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::Instant;
 
 /// Number of striped write locks.
 const STRIPES: usize = 64;
@@ -36,6 +43,11 @@ const STRIPES: usize = 64;
 const STREAMS: usize = 16;
 /// Blocks per prefetch group (one backend request) of the CACHE command.
 const PREFETCH_GROUP: usize = 256;
+/// Asynchronous prefetch ranges waiting for the worker; more are dropped (and counted).
+const ASYNC_QUEUE: usize = 256;
+/// Worker messages that are not ranges.
+const STOP: u64 = u64::MAX;
+const QUIESCE: u64 = u64::MAX - 1;
 
 /// What writes do.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -108,6 +120,8 @@ pub struct CachedConfig {
     /// A stream of back-to-back requests reaching this many bytes bypasses the cache (bcache's
     /// `sequential_cutoff`); 0 turns it off.
     pub sequential_cutoff: u64,
+    /// The prefetcher (`none`, `redcap`, `linux24`, `ondemand`, `stride`, ...; see `docs/prefetchers.md`).
+    pub prefetch: PrefetcherSpec,
 }
 
 impl CachedConfig {
@@ -121,6 +135,7 @@ impl CachedConfig {
             mode: WriteMode::default(),
             admission: Admission::default(),
             sequential_cutoff: 0,
+            prefetch: PrefetcherSpec::new(PrefetcherKind::NoPrefetch),
         }
     }
 }
@@ -145,6 +160,10 @@ pub enum CachedError {
     Admission(String),
     #[error("device of {size} B has more blocks of {block_size} B than a block key holds")]
     DeviceTooLarge { size: u64, block_size: u64 },
+    #[error(transparent)]
+    Prefetch(#[from] PrefetchError),
+    #[error("cannot start the prefetch worker: {0}")]
+    Worker(io::Error),
 }
 
 /// Hash of a block number for the slot map: one multiply and a fold (SipHash costs more than the rest of a
@@ -260,6 +279,65 @@ struct State {
     streams: Streams,
     next_token: u64,
     plan: Plan,
+    prefetcher: Box<dyn Prefetcher>,
+    /// Scratch for the prefetcher's proposals.
+    fetches: Vec<Fetch>,
+    /// With the `redcap` prefetcher: its segment cache run in the shadow, to estimate the time with REDCAP
+    /// while it is switched off.
+    redcap: Option<Redcap>,
+    redcap_plan: ReadPlan,
+    timing: IoModel,
+}
+
+/// An online estimate of the backend's read time, `latency + bytes * per_byte`, from measured reads: REDCAP's
+/// activation compares measured time with an estimate of the time the other way (seed `000_*`: "the
+/// algorithm is independent of the underlying device, because it only takes into account the I/O time of the
+/// issued disk requests"). Latency is a moving average over reads of at most 8 KiB, the per-byte cost one over
+/// reads of 64 KiB or more (after the latency is taken off).
+#[derive(Default)]
+struct IoModel {
+    latency_ns: f64,
+    per_byte_ns: f64,
+    small: u64,
+    large: u64,
+}
+
+impl IoModel {
+    fn observe(&mut self, bytes: u64, ns: u64) {
+        let t = ns as f64;
+        if bytes <= 8192 {
+            self.small += 1;
+            let w = if self.small < 8 { 1.0 / self.small as f64 } else { 0.125 };
+            self.latency_ns += w * (t - self.latency_ns);
+        } else if bytes >= 65536 {
+            self.large += 1;
+            let w = if self.large < 8 { 1.0 / self.large as f64 } else { 0.125 };
+            let lat = if self.small > 0 { self.latency_ns.min(t) } else { 0.0 };
+            self.per_byte_ns += w * ((t - lat) / bytes as f64 - self.per_byte_ns);
+        }
+        if self.small == 0 && self.latency_ns == 0.0 {
+            // Until a small read is seen, a large read's time is the best guess of a request's cost.
+            self.latency_ns = t;
+        }
+    }
+
+    /// Estimated time of one read of `bytes`.
+    fn estimate(&self, bytes: u64) -> u64 {
+        (self.latency_ns + self.per_byte_ns * bytes as f64).max(0.0) as u64
+    }
+}
+
+/// The cache's map as a prefetcher sees it: data present is resident, data being fetched is in flight.
+struct MapView<'a>(&'a BlockMap<Entry>);
+
+impl BlockView for MapView<'_> {
+    fn state(&self, key: BlockKey) -> BlockState {
+        match self.0.get(&key.block()) {
+            Some(Entry::Ready(_)) => BlockState::Resident,
+            Some(Entry::Pending(_)) => BlockState::InFlight,
+            None => BlockState::Absent,
+        }
+    }
 }
 
 fn key(block: u64) -> BlockKey {
@@ -336,14 +414,52 @@ impl State {
                     self.set_entry(b, e);
                 }
             }
-            for v in &plan.victims {
-                if !self.engine.contains(v.key) {
-                    self.set_entry(v.key.block(), None);
-                }
-            }
+            self.forget_victims(&plan);
         }
         self.plan = plan;
         hit
+    }
+
+    /// Drops the entries of `plan`'s victims and tells the prefetcher.
+    fn forget_victims(&mut self, plan: &Plan) {
+        for v in &plan.victims {
+            self.prefetcher.on_evict(v);
+            if !self.engine.contains(v.key) {
+                self.set_entry(v.key.block(), None);
+            }
+        }
+    }
+
+    /// Inserts the absent blocks of `first..first+n` as one prefetch group per [`PREFETCH_GROUP`] blocks
+    /// (the policy's seed-001 adaptation) and marks those the policy kept `Pending(token)`. Returns how many.
+    fn prefetch_range(&mut self, first: u64, n: u64, token: u64) -> u64 {
+        let mut plan = std::mem::take(&mut self.plan);
+        let mut group = Vec::with_capacity(PREFETCH_GROUP.min(n as usize));
+        let mut inserted = 0;
+        let mut b = first;
+        while b < first + n {
+            group.clear();
+            while b < first + n && group.len() < PREFETCH_GROUP {
+                if !self.map.contains_key(&b) && !self.engine.contains(key(b)) {
+                    group.push(Access::new(key(b)));
+                }
+                b += 1;
+            }
+            if group.is_empty() {
+                continue;
+            }
+            plan.clear();
+            self.engine.prefetch(&group, &mut plan);
+            for a in &group {
+                if self.engine.contains(a.key) {
+                    self.set_entry(a.key.block(), Some(Entry::Pending(token)));
+                    inserted += 1;
+                }
+            }
+            self.forget_victims(&plan);
+        }
+        self.plan = plan;
+        inserted
     }
 
     /// Whether a request extends a sequential stream past the cutoff.
@@ -360,8 +476,18 @@ impl State {
 }
 
 /// A RAM cache over a backend. See the module documentation.
-pub struct CachedBackend<B> {
+pub struct CachedBackend<B: Backend + 'static> {
+    inner: Arc<Inner<B>>,
+    worker: Option<JoinHandle<()>>,
+}
+
+/// The cache proper, shared with the asynchronous prefetch worker.
+struct Inner<B> {
     backend: B,
+    /// Asynchronous prefetch ranges (first block, blocks) for the worker; `None` without a prefetcher.
+    async_tx: Option<SyncSender<(u64, u64)>>,
+    /// Who waits for [`CachedBackend::quiesce`].
+    quiesce: Mutex<Option<SyncSender<()>>>,
     state: Mutex<State>,
     stripes: Vec<Mutex<()>>,
     counters: Counters,
@@ -372,10 +498,79 @@ pub struct CachedBackend<B> {
     cutoff: u64,
 }
 
-impl<B: Backend> CachedBackend<B> {
+impl<B: Backend + 'static> CachedBackend<B> {
     /// A cache of `config` over `backend`. Refuses policies that may exceed their capacity
-    /// (`libcachesim_quirks`) and offline policies (OPT).
+    /// (`libcachesim_quirks`) and offline policies (OPT). With a prefetcher, starts the worker thread that
+    /// performs its asynchronous fetches.
     pub fn new(backend: B, config: CachedConfig) -> Result<Self, CachedError> {
+        let prefetching = config.prefetch.kind != PrefetcherKind::NoPrefetch;
+        let (tx, rx) = if prefetching {
+            let (tx, rx) = sync_channel(ASYNC_QUEUE);
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
+        let inner = Arc::new(Inner::new(backend, config, tx)?);
+        let worker = match rx {
+            Some(rx) => {
+                let i = inner.clone();
+                Some(
+                    thread::Builder::new()
+                        .name("cache-prefetch".into())
+                        .spawn(move || i.prefetch_worker(rx))
+                        .map_err(CachedError::Worker)?,
+                )
+            }
+            None => None,
+        };
+        Ok(CachedBackend { inner, worker })
+    }
+
+    /// The wrapped backend.
+    pub fn inner(&self) -> &B {
+        &self.inner.backend
+    }
+
+    pub fn capacity_blocks(&self) -> usize {
+        self.inner.capacity
+    }
+
+    /// All counters.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        self.inner.snapshot()
+    }
+
+    /// Checks the layer's invariants: every entry is resident in the engine, slots are not shared, every slot
+    /// is either in use or free, and no more slots than blocks of capacity exist.
+    pub fn validate(&self) -> Result<(), String> {
+        self.inner.validate()
+    }
+
+    /// Waits until the asynchronous prefetches queued so far have been performed (tests, benchmarks).
+    pub fn quiesce(&self) {
+        if let Some(tx) = &self.inner.async_tx {
+            let (done_tx, done_rx) = sync_channel(1);
+            *self.inner.quiesce.lock().unwrap_or_else(|e| e.into_inner()) = Some(done_tx);
+            if tx.send((QUIESCE, 0)).is_ok() {
+                let _ = done_rx.recv();
+            }
+        }
+    }
+}
+
+impl<B: Backend + 'static> Drop for CachedBackend<B> {
+    fn drop(&mut self) {
+        if let Some(tx) = &self.inner.async_tx {
+            let _ = tx.send((STOP, 0));
+        }
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+impl<B: Backend> Inner<B> {
+    fn new(backend: B, config: CachedConfig, async_tx: Option<SyncSender<(u64, u64)>>) -> Result<Self, CachedError> {
         let cc = CacheConfig::new(config.block_size, config.capacity_bytes)?;
         let resolved = config.policy.config(config.preset)?;
         if resolved.get("libcachesim_quirks") == Some(&serde_json::Value::Bool(true)) {
@@ -399,8 +594,22 @@ impl<B: Backend> CachedBackend<B> {
             }
             _ => None,
         };
-        Ok(CachedBackend {
+        let prefetcher = config.prefetch.build(config.block_size)?;
+        let redcap = if config.prefetch.kind == PrefetcherKind::Redcap {
+            let c = config.prefetch.config()?;
+            let seg_kb = c.get("segment_kb").and_then(serde_json::Value::as_u64).unwrap_or(128);
+            let seg_blocks = (seg_kb * 1024 / config.block_size).max(1);
+            let segments = (capacity as u64 / seg_blocks).max(1) as usize;
+            Some(Redcap::new(RedcapConfig { segments, segment_blocks: seg_blocks }).map_err(|e| {
+                CachedError::Prefetch(PrefetchError::Invalid { prefetcher: "redcap".into(), message: e.to_string() })
+            })?)
+        } else {
+            None
+        };
+        Ok(Inner {
             backend,
+            async_tx,
+            quiesce: Mutex::new(None),
             state: Mutex::new(State {
                 engine: BlockCache::new(cc, policy),
                 map: BlockMap::default(),
@@ -410,6 +619,11 @@ impl<B: Backend> CachedBackend<B> {
                 streams: Streams::default(),
                 next_token: 0,
                 plan: Plan::default(),
+                prefetcher,
+                fetches: Vec::new(),
+                redcap,
+                redcap_plan: ReadPlan::default(),
+                timing: IoModel::default(),
             }),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             counters: Counters::default(),
@@ -421,30 +635,22 @@ impl<B: Backend> CachedBackend<B> {
         })
     }
 
-    /// The wrapped backend.
-    pub fn inner(&self) -> &B {
-        &self.backend
-    }
-
-    pub fn capacity_blocks(&self) -> usize {
-        self.capacity
-    }
-
-    /// All counters.
-    pub fn snapshot(&self) -> StatsSnapshot {
+    fn snapshot(&self) -> StatsSnapshot {
         let st = self.lock();
-        StatsSnapshot::build(
+        let mut s = StatsSnapshot::build(
             &self.counters,
             st.engine.stats(),
             st.slots.len() as u64,
             self.capacity as u64,
             st.engine.policy().len() as u64,
-        )
+        );
+        if st.redcap.is_some() {
+            s.redcap_active = Some(st.prefetcher.is_active());
+        }
+        s
     }
 
-    /// Checks the layer's invariants: every entry is resident in the engine, slots are not shared, every slot
-    /// is either in use or free, and no more slots than blocks of capacity exist.
-    pub fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), String> {
         let st = self.lock();
         st.engine.policy().validate()?;
         if st.slots.len() > self.capacity {
@@ -509,10 +715,13 @@ impl<B: Backend> CachedBackend<B> {
         self.backend.read_at(buf, offset)
     }
 
-    /// Reads the runs of blocks marked in `need` (relative to `first`) from the backend, copies the request's
-    /// part into `buf` (when given) and installs blocks still `Pending(token)`.
-    fn fetch(&self, first: u64, need: &[bool], token: u64, mut buf: Option<(&mut [u8], u64)>) -> io::Result<()> {
+    /// Reads the runs of blocks marked in `need` (relative to `first`) from the backend, one request per run,
+    /// copies the part inside the request `[offset, offset + buf.len())` into `buf` (when given) and installs
+    /// blocks still `Pending(token)`. Returns the backend time spent, in ns; each read's time also feeds the
+    /// [`IoModel`].
+    fn fetch(&self, first: u64, need: &[bool], token: u64, mut buf: Option<(&mut [u8], u64)>) -> io::Result<u64> {
         let mut fetched: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut timed: Vec<(u64, u64)> = Vec::new();
         let mut i = 0;
         let mut result = Ok(());
         while i < need.len() {
@@ -528,20 +737,27 @@ impl<B: Backend> CachedBackend<B> {
             let off = b0 * self.block_size;
             let end = ((first + i as u64) * self.block_size).min(self.size);
             let mut data = vec![0u8; (end - off) as usize];
+            let t0 = Instant::now();
             if let Err(e) = self.backend_read(&mut data, off) {
                 result = Err(e);
                 break;
             }
+            timed.push((end - off, t0.elapsed().as_nanos() as u64));
             if let Some((buf, offset)) = buf.as_mut() {
                 let lo = off.max(*offset);
                 let hi = end.min(*offset + buf.len() as u64);
-                buf[(lo - *offset) as usize..(hi - *offset) as usize]
-                    .copy_from_slice(&data[(lo - off) as usize..(hi - off) as usize]);
+                if lo < hi {
+                    buf[(lo - *offset) as usize..(hi - *offset) as usize]
+                        .copy_from_slice(&data[(lo - off) as usize..(hi - off) as usize]);
+                }
             }
             fetched.push((b0, data));
         }
         let mut st = self.lock();
-        if result.is_err() {
+        for &(bytes, ns) in &timed {
+            st.timing.observe(bytes, ns);
+        }
+        if let Err(e) = result {
             // Drop what this request left pending: nobody will fill it.
             for (j, _) in need.iter().enumerate().filter(|x| *x.1) {
                 let b = first + j as u64;
@@ -549,7 +765,7 @@ impl<B: Backend> CachedBackend<B> {
                     st.invalidate(b);
                 }
             }
-            return result;
+            return Err(e);
         }
         let bs = self.block_size as usize;
         for (b0, data) in &fetched {
@@ -560,7 +776,86 @@ impl<B: Backend> CachedBackend<B> {
                 }
             }
         }
-        Ok(())
+        Ok(timed.iter().map(|t| t.1).sum())
+    }
+
+    /// Blocks of the device.
+    fn blocks(&self) -> u64 {
+        self.size.div_ceil(self.block_size)
+    }
+
+    /// Asks the prefetcher about a demand request; queues its asynchronous proposals for the worker and returns
+    /// the synchronous ones (in `st.fetches`).
+    fn propose(&self, st: &mut State, op: Op, first: u64, n: u64) {
+        st.fetches.clear();
+        if self.async_tx.is_none() || n == 0 {
+            return;
+        }
+        let d = Demand { stream: 0, op, first: key(first), n, end: self.blocks() };
+        let State { prefetcher, map, fetches, .. } = st;
+        prefetcher.on_demand(&d, &MapView(map), fetches);
+        let tx = self.async_tx.as_ref().expect("checked above");
+        fetches.retain(|f| {
+            if f.sync {
+                return true;
+            }
+            let lo = f.first.block().min(self.blocks());
+            let n = f.n.min(self.blocks() - lo);
+            if n > 0 && tx.try_send((lo, n)).is_err() {
+                Counters::add(&self.counters.prefetch_dropped, 1);
+            }
+            false
+        });
+    }
+
+    /// REDCAP's activation–deactivation step for one read request of `n` blocks from `first`: `measured_ns` is
+    /// the backend time the request took; `demand_blocks` the blocks a cache without REDCAP's segments would
+    /// have read (misses and first hits on prefetched blocks). The segment cache runs in the shadow all along,
+    /// so that while REDCAP is off the time with it can be estimated.
+    fn redcap_step(&self, st: &mut State, first: u64, n: u64, measured_ns: u64, demand_blocks: u64) {
+        let State { redcap, redcap_plan, prefetcher, timing, .. } = st;
+        let Some(shadow) = redcap.as_mut() else { return };
+        shadow.read(key(first), n, self.blocks(), redcap_plan);
+        let was = prefetcher.is_active();
+        let (with, without) = if was {
+            let without = if demand_blocks > 0 { timing.estimate(demand_blocks * self.block_size) } else { 0 };
+            (measured_ns, without)
+        } else {
+            let with = redcap_plan.fetches.iter().map(|f| timing.estimate(f.n * self.block_size)).sum();
+            (with, measured_ns)
+        };
+        prefetcher.on_io_time(with, without);
+        if prefetcher.is_active() != was {
+            Counters::add(&self.counters.redcap_switches, 1);
+        }
+    }
+
+    /// The worker that performs asynchronous prefetches: each range's absent blocks are inserted as a prefetch
+    /// group, read from the backend in one request per run, and installed unless a write overtook them.
+    fn prefetch_worker(&self, rx: Receiver<(u64, u64)>) {
+        while let Ok((first, n)) = rx.recv() {
+            match first {
+                STOP => return,
+                QUIESCE => {
+                    if let Some(tx) = self.quiesce.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                        let _ = tx.send(());
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            let n = n.min(self.capacity as u64);
+            let mut st = self.lock();
+            let token = st.token();
+            if st.prefetch_range(first, n, token) == 0 {
+                continue;
+            }
+            let need: Vec<bool> = (first..first + n).map(|b| st.map.get(&b) == Some(&Entry::Pending(token))).collect();
+            drop(st);
+            Counters::add(&self.counters.prefetch_blocks_read, need.iter().filter(|&&x| x).count() as u64);
+            // An error leaves nothing pending; the demand read will try again and report it.
+            let _ = self.fetch(first, &need, token, None);
+        }
     }
 
     fn refuse_writes(&self) -> io::Result<()> {
@@ -582,7 +877,7 @@ impl<B: Backend> CachedBackend<B> {
     }
 }
 
-impl<B: Backend> Backend for CachedBackend<B> {
+impl<B: Backend> Backend for Inner<B> {
     fn size(&self) -> u64 {
         self.size
     }
@@ -601,15 +896,27 @@ impl<B: Backend> Backend for CachedBackend<B> {
         }
         // Every block is resident with its data: the steps of `read_at`, where each block hits.
         st.bypass(self.cutoff, offset, len);
+        self.propose(&mut st, Op::Read, first, n);
+        // Nothing is missing, so synchronous proposals (outside the request) are read in the background.
+        for f in std::mem::take(&mut st.fetches) {
+            if let Some(tx) = &self.async_tx {
+                if tx.try_send((f.first.block(), f.n)).is_err() {
+                    Counters::add(&self.counters.prefetch_dropped, 1);
+                }
+            }
+        }
+        let used = st.engine.stats().prefetch_used;
         let mut plan = std::mem::take(&mut st.plan);
         st.engine.access_blocks(Op::Read, key(first), n, &[], &mut plan);
         debug_assert!(plan.misses.is_empty() && plan.victims.is_empty(), "a resident block missed");
         st.plan = plan;
+        let first_hits = st.engine.stats().prefetch_used - used;
         for b in first..first + n {
             if let Some(&Entry::Ready(s)) = st.map.get(&b) {
                 self.copy_out(b, &st.slots[s as usize][..self.block_len(b)], buf, offset);
             }
         }
+        self.redcap_step(&mut st, first, n, 0, first_hits);
         drop(st);
         Counters::add(&self.counters.read_requests, 1);
         Counters::add(&self.counters.read_request_hits, 1);
@@ -629,6 +936,8 @@ impl<B: Backend> Backend for CachedBackend<B> {
             Counters::add(&self.counters.bypassed, 1);
             return self.backend_read(buf, offset);
         }
+        // The prefetcher sees the request before it is served (what is resident, what is in flight).
+        self.propose(&mut st, Op::Read, first, n);
         let token = st.token();
         let mut vis = Vec::with_capacity(n as usize);
         let mut rejected = 0;
@@ -637,31 +946,68 @@ impl<B: Backend> Backend for CachedBackend<B> {
             rejected += u64::from(!v);
             vis.push(v);
         }
+        let used = st.engine.stats().prefetch_used;
         let hit = st.access(Op::Read, first, &vis, token);
-        let mut need = vec![false; n as usize];
+        let first_hits = st.engine.stats().prefetch_used - used;
+        // Synchronous proposals (a REDCAP segment, a read-ahead group) are read with the demand blocks: the
+        // range to fetch grows to cover them, and their absent blocks enter the cache as prefetches.
+        let (mut lo, mut hi) = (first, first + n);
+        let sync: Vec<Fetch> = std::mem::take(&mut st.fetches);
+        for f in &sync {
+            let a = f.first.block().min(self.blocks());
+            let b = a + f.n.min(self.blocks() - a);
+            if a < b {
+                st.prefetch_range(a, b - a, token);
+                lo = lo.min(a);
+                hi = hi.max(b);
+            }
+        }
+        st.fetches = sync;
+        let mut need = vec![false; (hi - lo) as usize];
         let mut pending_hits = 0;
+        let mut missed = 0;
         for (i, h) in hit.iter().enumerate() {
             let b = first + i as u64;
+            let j = (b - lo) as usize;
             match (h, st.map.get(&b)) {
                 (true, Some(&Entry::Ready(s))) => {
                     self.copy_out(b, &st.slots[s as usize][..self.block_len(b)], buf, offset)
                 }
                 (true, _) => {
                     pending_hits += 1;
-                    need[i] = true;
+                    need[j] = true;
                 }
-                (false, _) => need[i] = true,
+                (false, _) => {
+                    missed += 1;
+                    need[j] = true;
+                }
+            }
+        }
+        let mut prefetched = 0;
+        for b in (lo..first).chain(first + n..hi) {
+            if st.map.get(&b) == Some(&Entry::Pending(token)) {
+                need[(b - lo) as usize] = true;
+                prefetched += 1;
             }
         }
         drop(st);
         Counters::add(&self.counters.admission_rejections, rejected);
         Counters::add(&self.counters.read_uncounted_misses, rejected);
         Counters::add(&self.counters.pending_hits, pending_hits);
-        if !need.contains(&true) {
+        Counters::add(&self.counters.prefetch_blocks_read, prefetched);
+        let measured = if need.contains(&true) {
+            // Runs separated by resident blocks stay separate requests; a REDCAP segment with no resident
+            // block inside is one request.
+            self.fetch(lo, &need, token, Some((buf, offset)))?
+        } else {
             Counters::add(&self.counters.read_request_hits, 1);
-            return Ok(());
+            0
+        };
+        if self.async_tx.is_some() {
+            let mut st = self.lock();
+            self.redcap_step(&mut st, first, n, measured, missed + first_hits);
         }
-        self.fetch(first, &need, token, Some((buf, offset)))
+        Ok(())
     }
 
     fn write_at(&self, buf: &[u8], offset: u64, fua: bool) -> io::Result<()> {
@@ -759,37 +1105,10 @@ impl<B: Backend> Backend for CachedBackend<B> {
         let n = n.min(self.capacity as u64);
         let mut st = self.lock();
         let token = st.token();
-        let mut plan = std::mem::take(&mut st.plan);
-        let mut need = vec![false; n as usize];
-        let mut group = Vec::with_capacity(PREFETCH_GROUP);
-        let mut b = first;
-        while b < first + n {
-            group.clear();
-            while b < first + n && group.len() < PREFETCH_GROUP {
-                if !st.engine.contains(key(b)) {
-                    group.push(Access::new(key(b)));
-                }
-                b += 1;
-            }
-            plan.clear();
-            st.engine.prefetch(&group, &mut plan);
-            for a in &group {
-                if st.engine.contains(a.key) {
-                    st.set_entry(a.key.block(), Some(Entry::Pending(token)));
-                }
-            }
-            for v in &plan.victims {
-                if !st.engine.contains(v.key) {
-                    st.set_entry(v.key.block(), None);
-                }
-            }
-        }
-        st.plan = plan;
-        for (i, x) in need.iter_mut().enumerate() {
-            *x = st.map.get(&(first + i as u64)) == Some(&Entry::Pending(token));
-        }
+        st.prefetch_range(first, n, token);
+        let need: Vec<bool> = (first..first + n).map(|b| st.map.get(&b) == Some(&Entry::Pending(token))).collect();
         drop(st);
-        self.fetch(first, &need, token, None)
+        self.fetch(first, &need, token, None).map(|_| ())
     }
 
     fn is_read_only(&self) -> bool {
@@ -803,5 +1122,41 @@ impl<B: Backend> Backend for CachedBackend<B> {
 
     fn block_status(&self, offset: u64, len: u64) -> Option<io::Result<Vec<(u64, u32)>>> {
         self.backend.block_status(offset, len)
+    }
+}
+
+impl<B: Backend + 'static> Backend for CachedBackend<B> {
+    fn size(&self) -> u64 {
+        self.inner.size
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.inner.read_at(buf, offset)
+    }
+    fn try_read_fast(&self, buf: &mut [u8], offset: u64) -> bool {
+        self.inner.try_read_fast(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64, fua: bool) -> io::Result<()> {
+        self.inner.write_at(buf, offset, fua)
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.inner.flush()
+    }
+    fn trim(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
+        self.inner.trim(offset, len, fua)
+    }
+    fn write_zeroes(&self, offset: u64, len: u64, may_trim: bool, fua: bool) -> io::Result<()> {
+        self.inner.write_zeroes(offset, len, may_trim, fua)
+    }
+    fn cache(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.inner.cache(offset, len)
+    }
+    fn is_read_only(&self) -> bool {
+        self.inner.is_read_only()
+    }
+    fn can_multi_conn(&self) -> bool {
+        self.inner.can_multi_conn()
+    }
+    fn block_status(&self, offset: u64, len: u64) -> Option<io::Result<Vec<(u64, u32)>>> {
+        self.inner.block_status(offset, len)
     }
 }

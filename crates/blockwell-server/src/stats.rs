@@ -34,6 +34,9 @@ pub struct Counters {
     pub write_uncounted_misses: AtomicU64,
     /// Blocks dropped by write-around writes, TRIM, WRITE_ZEROES and bypassed writes.
     pub invalidations: AtomicU64,
+    pub prefetch_blocks_read: AtomicU64,
+    pub prefetch_dropped: AtomicU64,
+    pub redcap_switches: AtomicU64,
 }
 
 impl Counters {
@@ -69,6 +72,15 @@ pub struct StatsSnapshot {
     pub pending_hits: u64,
     pub fills_dropped: u64,
     pub invalidations: u64,
+    /// Blocks read from the backend by prefetches (synchronous segment or read-ahead groups and asynchronous
+    /// windows), not counting the demand blocks read with them.
+    pub prefetch_blocks_read: u64,
+    /// Asynchronous prefetch ranges dropped because the worker's queue was full.
+    pub prefetch_dropped: u64,
+    /// With the `redcap` prefetcher: whether REDCAP is switched on now (`None` with another prefetcher).
+    pub redcap_active: Option<bool>,
+    /// With the `redcap` prefetcher: how many times the activation algorithm switched it on or off.
+    pub redcap_switches: u64,
 }
 
 impl StatsSnapshot {
@@ -100,6 +112,10 @@ impl StatsSnapshot {
             pending_hits: g(&c.pending_hits),
             fills_dropped: g(&c.fills_dropped),
             invalidations: g(&c.invalidations),
+            prefetch_blocks_read: g(&c.prefetch_blocks_read),
+            prefetch_dropped: g(&c.prefetch_dropped),
+            redcap_active: None,
+            redcap_switches: g(&c.redcap_switches),
         }
     }
 
@@ -131,7 +147,7 @@ mod tests {
         let line = s.to_status_line();
         assert!(line.contains("bypassed 3"), "{line}");
         assert!(line.contains("slots_allocated 2"), "{line}");
-        assert_eq!(line.split(' ').count(), 2 * 24, "{line}");
+        assert_eq!(line.split(' ').count(), 2 * 28, "{line}");
         assert!(!line.contains('\n'));
     }
 }

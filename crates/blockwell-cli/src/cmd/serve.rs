@@ -12,6 +12,7 @@
 use super::common::parse_bytes;
 use anyhow::{anyhow, bail, Context};
 use blockwell_core::policy::{PolicySpec, Preset};
+use blockwell_core::prefetch::PrefetcherSpec;
 use blockwell_server::backend::Backend;
 use blockwell_server::cache::{Admission, CachedBackend, CachedConfig, WriteMode};
 use blockwell_server::control::{self, Request};
@@ -71,6 +72,12 @@ pub struct StackArgs {
     /// sequential_cutoff.
     #[arg(long, default_value = "0")]
     pub sequential_cutoff: String,
+
+    /// Prefetcher run by the cache: `none`, `redcap` (seed 000's segment fetch on read misses, switching
+    /// itself off when it loses), `linux24`, `ondemand`, `bsd`, `obl`, `stride`, with optional parameters
+    /// (`redcap(segment_kb=128)`; see `blockwell list`). Asynchronous fetches run on a background worker.
+    #[arg(long, default_value = "none")]
+    pub prefetch: String,
 
     /// Emulate a slow device under the cache: `hdd` (8 ms + 100 MB/s per request, one head), `ssd`, or `none`.
     #[arg(long, default_value = "none")]
@@ -154,6 +161,7 @@ impl StackArgs {
         let policy = PolicySpec::parse(&self.policy).with_context(|| self.key("policy"))?;
         let admission: Admission = self.admission.parse().with_context(|| self.key("admission"))?;
         let cutoff = parse_bytes(&self.sequential_cutoff).with_context(|| self.key("sequential_cutoff"))?;
+        let prefetch = PrefetcherSpec::parse(&self.prefetch).with_context(|| self.key("prefetch"))?;
         Ok(Some(CachedConfig {
             block_size,
             capacity_bytes: cache_bytes,
@@ -162,6 +170,7 @@ impl StackArgs {
             mode,
             admission,
             sequential_cutoff: cutoff,
+            prefetch,
         }))
     }
 
@@ -222,6 +231,7 @@ const EXPORT_KEYS: &[&str] = &[
     "mode",
     "admission",
     "sequential_cutoff",
+    "prefetch",
     "delay",
 ];
 const TOP_KEYS: &[&str] = &["listen", "unix", "control", "metrics", "export"];
@@ -308,6 +318,7 @@ impl ServeConfig {
                 "preset" => stack.preset = s()?,
                 "mode" => stack.mode = s()?,
                 "admission" => stack.admission = s()?,
+                "prefetch" => stack.prefetch = s()?,
                 "delay" => stack.delay = s()?,
                 _ => bail!("unknown key '{k}' (known: {})", EXPORT_KEYS.join(", ")),
             }
@@ -450,8 +461,14 @@ impl Live {
             }
             None => s.push_str(" none 0 0 cache off"),
         }
-        // REDCAP (relevance-driven prefetch) is not implemented yet.
-        s.push_str(" redcap n/a");
+        // REDCAP's state when it is the prefetcher: on or off (its activation algorithm) and switches so far.
+        match self.stats.as_ref().and_then(|x| x.snapshot()) {
+            Some(c) if c.redcap_active.is_some() => {
+                let on = if c.redcap_active == Some(true) { "on" } else { "off" };
+                let _ = write!(s, " redcap {on} switches {}", c.redcap_switches);
+            }
+            _ => s.push_str(" redcap n/a"),
+        }
         s
     }
 
@@ -465,7 +482,9 @@ impl Live {
             "policy": self.policy,
             "cache": stats.and_then(|s| s.snapshot()),
             "delay": stats.and_then(|s| s.delay()),
-            "redcap": Value::Null,
+            "redcap": stats.and_then(|s| s.snapshot()).and_then(|c| {
+                c.redcap_active.map(|a| json!({"active": a, "switches": c.redcap_switches}))
+            }),
         })
     }
 }
