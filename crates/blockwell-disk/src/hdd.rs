@@ -851,3 +851,262 @@ impl DiskModel for HddModel {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::presets;
+
+    fn model(p: HddParams) -> HddModel {
+        HddModel::new(p).unwrap()
+    }
+
+    #[test]
+    fn seek_curves_are_continuous_and_monotone() {
+        for (name, _) in presets::HDD_PRESETS {
+            let p = presets::hdd(name).unwrap();
+            let m = model(p.clone());
+            assert_eq!(m.seek_ns(0), 0);
+            let mut prev = 0;
+            let mut max_step = 0;
+            for d in 1..p.cylinders {
+                let t = m.seek_ns(d);
+                assert!(t >= prev, "{name}: seek({d}) = {t} < seek({}) = {prev}", d - 1);
+                if d > 1 {
+                    max_step = max_step.max(t - prev);
+                }
+                prev = t;
+            }
+            // No jump at the regime boundary: the largest step between neighbours is the sqrt regime's first one.
+            let first_step = m.seek_ns(2) - m.seek_ns(1);
+            assert!(max_step <= first_step.max(20_000), "{name}: step {max_step} ns > first step {first_step} ns");
+        }
+    }
+
+    #[test]
+    fn datasheet_fit_reproduces_the_three_numbers() {
+        let p = presets::wd1200bb();
+        let s = &p.seek;
+        assert!((s.time_ms(1) - 2.0).abs() < 1e-9);
+        assert!((s.time_ms(p.cylinders - 1) - 21.0).abs() < 1e-6);
+        assert!((s.mean_random_ms(p.cylinders) - 8.9).abs() < 1e-3, "{}", s.mean_random_ms(p.cylinders));
+        assert!((s.time_ms(s.d0 - 1) - s.time_ms(s.d0)).abs() < 0.01);
+        assert!(SeekCurve::fit_datasheet(2.0, 30.0, 21.0, 1000, 200).is_err());
+    }
+
+    #[test]
+    fn zones_map_every_sector_inside_the_geometry() {
+        for (name, _) in presets::HDD_PRESETS {
+            let p = presets::hdd(name).unwrap();
+            let m = model(p.clone());
+            assert!(m.capacity_sectors() <= p.zone_sectors());
+            assert_eq!(m.locate(0), (0, 0));
+            let (c, h) = m.locate(m.capacity_sectors() - 1);
+            assert!(c < p.cylinders && h < p.heads, "{name}: last sector at ({c}, {h})");
+            // Sectors per track of zone 0 fill head 0 first, then head 1.
+            let spt = u64::from(p.zones[0].sectors_per_track);
+            assert_eq!(m.locate(spt - 1), (0, 0));
+            assert_eq!(m.locate(spt), (0, 1));
+            // Wrap-around.
+            assert_eq!(m.locate(m.capacity_sectors() + spt), (0, 1));
+        }
+    }
+
+    /// Barracuda without buffer effects: only mechanics, overhead and bus.
+    fn bare() -> HddParams {
+        HddParams { segments: 0, write_cache: false, ..presets::barracuda() }
+    }
+
+    #[test]
+    fn rotational_wait_depends_on_time_and_stays_within_one_revolution() {
+        let mut m = model(bare());
+        let rev = m.revolution_ns();
+        let mut seen = Vec::new();
+        for i in 0..64u64 {
+            m.reset();
+            // Sector 0 is under cylinder 0, where the head starts: no seek.
+            seen.push(m.service(i * rev / 64 + 7 * rev, &DiskRequest::read(0, 1)));
+        }
+        let (lo, hi) = (*seen.iter().min().unwrap(), *seen.iter().max().unwrap());
+        assert!(hi > lo, "the service time must depend on the arrival time");
+        assert!(hi - lo < rev, "spread {} ns exceeds one revolution {rev} ns", hi - lo);
+        // Same phase of the platter, same answer.
+        m.reset();
+        let a = m.service(1_000_000, &DiskRequest::read(0, 1));
+        m.reset();
+        let b = m.service(1_000_000 + 5 * rev, &DiskRequest::read(0, 1));
+        assert_eq!(a, b);
+    }
+
+    /// A deterministic pseudo-random sequence (no RNG dependency).
+    fn lcg(x: &mut u64) -> u64 {
+        *x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *x >> 33
+    }
+
+    fn run(m: &mut dyn DiskModel, reqs: &[DiskRequest], gap_ns: u64) -> u64 {
+        let (mut t, mut total) = (0, 0);
+        for r in reqs {
+            let s = m.service(t, r);
+            total += s;
+            t += s + gap_ns;
+        }
+        total
+    }
+
+    #[test]
+    fn sequential_reads_are_faster_than_random_ones() {
+        for p in [bare(), presets::barracuda(), presets::cheetah9lp(), presets::hp97560(), presets::wd1200bb()] {
+            let mut m = model(p.clone());
+            let seq: Vec<DiskRequest> = (0..200).map(|i| DiskRequest::read(1_000_000 + 16 * i, 16)).collect();
+            let mut x = 42;
+            let cap = m.capacity_sectors();
+            let rnd: Vec<DiskRequest> = (0..200).map(|_| DiskRequest::read(lcg(&mut x) % (cap - 16), 16)).collect();
+            let ts = run(&mut m, &seq, 0);
+            m.reset();
+            let tr = run(&mut m, &rnd, 0);
+            // Without a buffer each sequential read arrives after its first sector has passed (command
+            // overhead) and waits most of a revolution, yet still skips the seek; with read-ahead it is a hit.
+            let factor = if p.segments == 0 { 1 } else { 3 };
+            assert!(ts * factor < tr, "{}: sequential {ts} ns vs random {tr} ns", p.name);
+        }
+    }
+
+    #[test]
+    fn read_ahead_makes_the_next_read_a_hit_after_idle_time() {
+        let p = presets::barracuda();
+        let mut m = model(p.clone());
+        let first = m.service(0, &DiskRequest::read(500_000, 8));
+        // 20 ms idle: the disk reads ahead well past sector 500_016.
+        let t = first + 20_000_000;
+        let second = m.service(t, &DiskRequest::read(500_008, 8));
+        let hit = ms_to_ns(p.overhead.read_hit_after_read) + 8 * ms_to_ns(p.bus_us_per_sector / 1000.0);
+        assert_eq!(second, hit, "a read-ahead hit costs overhead + bus transfer only");
+        // Past the segment (281 sectors): a miss again.
+        let third = m.service(t + second + 20_000_000, &DiskRequest::read(500_000 + 400, 8));
+        assert!(third > hit + 1_000_000, "beyond the segment: {third} ns");
+
+        // Without read-ahead the same second read goes to the media.
+        let mut m = model(HddParams { read_ahead: false, ..p.clone() });
+        let first = m.service(0, &DiskRequest::read(500_000, 8));
+        let second = m.service(first + 20_000_000, &DiskRequest::read(500_008, 8));
+        assert!(second > hit, "no read-ahead: {second} ns");
+
+        // Immediately after the first read, the next sectors are not read yet, but the request rides the
+        // read-ahead stream: no seek, no rotational wait, far less than a revolution.
+        let mut m = model(p.clone());
+        let first = m.service(0, &DiskRequest::read(500_000, 8));
+        let second = m.service(first, &DiskRequest::read(500_008, 8));
+        assert!(second < hit + m.revolution_ns() / 4, "continuation: {second} ns");
+    }
+
+    #[test]
+    fn partial_hit_sends_the_buffered_part_and_reads_the_rest() {
+        let p = presets::barracuda();
+        let mut m = model(HddParams { read_ahead: false, ..p.clone() });
+        let first = m.service(0, &DiskRequest::read(800_000, 16));
+        let t = first + 30_000_000;
+        // 8 buffered + 8 from the media.
+        let partial = m.service(t, &DiskRequest::read(800_008, 16));
+        let mut cold = model(HddParams { read_ahead: false, ..p });
+        cold.service(0, &DiskRequest::read(800_000, 16));
+        assert!(partial > 16 * 134_000, "the second half comes from the media: {partial}");
+        // A fully buffered read is cheaper than the partial one.
+        let full = m.service(t + partial + 1_000_000, &DiskRequest::read(800_010, 4));
+        assert!(full < partial);
+    }
+
+    #[test]
+    fn write_cache_acknowledges_after_the_bus_transfer() {
+        let p = presets::barracuda();
+        let mut m = model(p.clone());
+        let w = m.service(0, &DiskRequest::write(2_000_000, 4));
+        let expect = ms_to_ns(p.overhead.write_miss_after_read) + 4 * ms_to_ns(0.134);
+        assert_eq!(w, expect);
+        // Written data is readable from the buffer.
+        let r = m.service(w + 50_000_000, &DiskRequest::read(2_000_000, 4));
+        assert_eq!(r, ms_to_ns(p.overhead.read_hit_after_write) + 4 * ms_to_ns(0.134));
+        // A read miss right after the write waits for the destage; after idle time it does not.
+        let mut a = model(p.clone());
+        let w = a.service(0, &DiskRequest::write(4_000_000, 64));
+        let busy = a.service(w, &DiskRequest::read(10, 8));
+        let mut b = model(p.clone());
+        let w = b.service(0, &DiskRequest::write(4_000_000, 64));
+        let idle = b.service(w + 100_000_000, &DiskRequest::read(10, 8));
+        assert!(busy > idle, "destage must delay the read: {busy} vs {idle}");
+        // Write-through: the write includes the media access.
+        let mut c = model(HddParams { write_cache: false, ..p });
+        let wt = c.service(0, &DiskRequest::write(2_000_000, 4));
+        assert!(wt > expect + 1_000_000, "write-through {wt} ns");
+    }
+
+    #[test]
+    fn multi_track_transfers_pay_track_switches() {
+        let p = bare();
+        let spt = u64::from(p.zones[0].sectors_per_track);
+        let mut m = model(p.clone());
+        let one = m.service(0, &DiskRequest::read(0, spt));
+        m.reset();
+        let many = m.service(0, &DiskRequest::read(0, 6 * spt)); // 5 head switches + 1 cylinder switch
+                                                                 // The bus (134 us/sector) is slower than the media here, so compare the media-bound hp97560 too.
+        assert!(many > 6 * one - 6 * m.revolution_ns(), "{many} vs {one}");
+        let hp = presets::hp97560();
+        let mut h = model(HddParams { segments: 0, bus_us_per_sector: 0.0, ..hp.clone() });
+        let spt = u64::from(hp.zones[0].sectors_per_track);
+        let t1 = h.service(0, &DiskRequest::read(0, spt));
+        h.reset();
+        let t2 = h.service(0, &DiskRequest::read(0, 2 * spt));
+        let rev = h.revolution_ns();
+        // One more track: one more revolution of transfer plus the switch (head switch 1.6 ms, skew 8 sectors).
+        assert!(t2 - t1 >= rev + ms_to_ns(1.6) - 1, "{t1} {t2}");
+        assert!(t2 - t1 < 2 * rev + ms_to_ns(1.6), "{t1} {t2}");
+    }
+
+    #[test]
+    fn same_inputs_same_outputs_and_clone_starts_fresh() {
+        let mut x = 7;
+        let reqs: Vec<DiskRequest> = (0..500)
+            .map(|i| {
+                let s = lcg(&mut x) % 4_000_000;
+                if i % 3 == 0 {
+                    DiskRequest::write(s, 8)
+                } else {
+                    DiskRequest::read(s, 1 + lcg(&mut x) % 32)
+                }
+            })
+            .collect();
+        let mut a = model(presets::barracuda());
+        let mut b = a.boxed_clone();
+        let ta: Vec<u64> = reqs
+            .iter()
+            .scan(0, |t, r| {
+                let s = a.service(*t, r);
+                *t += s + 3_000_000;
+                Some(s)
+            })
+            .collect();
+        let tb: Vec<u64> = reqs
+            .iter()
+            .scan(0, |t, r| {
+                let s = b.service(*t, r);
+                *t += s + 3_000_000;
+                Some(s)
+            })
+            .collect();
+        assert_eq!(ta, tb);
+        a.reset();
+        let again = a.service(0, &reqs[0]);
+        assert_eq!(again, ta[0]);
+    }
+
+    #[test]
+    fn bad_parameters_are_rejected_by_name() {
+        let e = HddModel::new(HddParams { rpm: 0, ..presets::barracuda() }).unwrap_err();
+        assert!(e.contains("rpm"), "{e}");
+        let e = HddModel::new(HddParams { capacity_sectors: u64::MAX, ..presets::barracuda() }).unwrap_err();
+        assert!(e.contains("capacity_sectors"), "{e}");
+        let mut p = presets::barracuda();
+        p.zones[1].first_cyl = 10;
+        assert!(HddModel::new(p).unwrap_err().contains("zone 1"));
+    }
+}

@@ -104,3 +104,18 @@ impl DiskModel for MemoryModel {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cost_is_blocks_times_latency_times_slowdown() {
+        let mut dram = MemoryModel::new(MemoryParams::dram()).unwrap();
+        let mut ecs = MemoryModel::new(MemoryParams::ecs()).unwrap();
+        assert_eq!(dram.service(0, &DiskRequest::read(0, 8)), 1950);
+        assert_eq!(dram.service(0, &DiskRequest::read(4, 8)), 2 * 1950, "straddles two 4 KiB blocks");
+        assert_eq!(ecs.service(0, &DiskRequest::write(0, 64)), 8 * 3 * 1950);
+        assert!(MemoryModel::new(MemoryParams { slowdown: 0.0, ..MemoryParams::dram() }).is_err());
+    }
+}

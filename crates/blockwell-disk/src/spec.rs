@@ -44,8 +44,8 @@ pub struct DiskSpec {
 pub fn list() -> Vec<(&'static str, &'static str)> {
     let mut v: Vec<(&str, &str)> = presets::HDD_PRESETS.to_vec();
     v.extend_from_slice(&[
-        ("sata-ssd", "SATA SSD: 90 us read, 50 us write per 4 KiB page, 530 MB/s, 8 channels (also: ssd)"),
-        ("nvme-ssd", "NVMe SSD: 70 us read, 20 us write per 4 KiB page, 3400 MB/s, 8 channels"),
+        ("sata-ssd", "SATA SSD: 90 us read, 50 us write per 4 KiB page, 530 MB/s, 16 parallel units (also: ssd)"),
+        ("nvme-ssd", "NVMe SSD: 70 us read, 20 us write per 4 KiB page, 3400 MB/s, 64 parallel units"),
         ("memory", "DRAM tier: 1950 ns per 4 KiB block x slowdown (default 1) (also: dram)"),
         ("ecs", "seed 002's extended storage: file memory 3x slower than DRAM (memory(slowdown=3))"),
     ]);
@@ -220,5 +220,61 @@ impl std::str::FromStr for DiskSpec {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         DiskSpec::parse(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DiskRequest;
+
+    #[test]
+    fn every_listed_name_builds() {
+        for (name, desc) in list() {
+            let s = DiskSpec::parse(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let m = s.build().unwrap();
+            assert!(m.capacity_sectors() > 0, "{name}");
+            assert!(!desc.is_empty());
+            assert!(!m.describe().is_empty());
+        }
+    }
+
+    #[test]
+    fn overrides_apply() {
+        let s = DiskSpec::parse("ssd(read_us=80, write_us=200, mbps=500, channels=8)").unwrap();
+        match &s.params {
+            DeviceParams::Ssd(p) => {
+                assert_eq!((p.read_us, p.write_us, p.mbps, p.channels), (80.0, 200.0, 500.0, 8));
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut m = DiskSpec::parse("memory(slowdown=4)").unwrap().build().unwrap();
+        assert_eq!(m.service(0, &DiskRequest::read(0, 8)), 4 * 1950);
+        let s = DiskSpec::parse("Barracuda(write_cache=off,segments=8,segment-sectors=128)").unwrap();
+        match &s.params {
+            DeviceParams::Hdd(h) => assert!(!h.write_cache && h.segments == 8 && h.segment_sectors == 128),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(s.label(), "Barracuda(write_cache=off,segments=8,segment-sectors=128)");
+    }
+
+    #[test]
+    fn errors_name_the_bad_part() {
+        let e = DiskSpec::parse("floppy").unwrap_err().to_string();
+        assert!(e.contains("unknown disk model 'floppy'") && e.contains("barracuda"), "{e}");
+        let e = DiskSpec::parse("ssd(latency=3)").unwrap_err().to_string();
+        assert!(e.contains("unknown parameter 'latency'") && e.contains("read_us"), "{e}");
+        let e = DiskSpec::parse("ssd(channels=many)").unwrap_err().to_string();
+        assert!(e.contains("'channels'") && e.contains("many"), "{e}");
+        let e = DiskSpec::parse("ssd(channels=0)").unwrap_err().to_string();
+        assert!(e.contains("channels must be > 0"), "{e}");
+        let e = DiskSpec::parse("memory(slowdown=4").unwrap_err().to_string();
+        assert!(e.contains("closing ')'"), "{e}");
+        let e = DiskSpec::parse("memory(slowdown)").unwrap_err().to_string();
+        assert!(e.contains("key=value"), "{e}");
+        let e = DiskSpec::parse("cheetah9lp(read_ahead=maybe)").unwrap_err().to_string();
+        assert!(e.contains("'read_ahead'") && e.contains("boolean"), "{e}");
+        let e = DiskSpec::parse("hp97560(rpm=0)").unwrap_err().to_string();
+        assert!(e.contains("rpm"), "{e}");
     }
 }

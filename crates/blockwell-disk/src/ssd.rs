@@ -18,7 +18,7 @@
 //! | `read_us` | 90 | 70 | page read latency |
 //! | `write_us` | 50 | 20 | page write latency (as the host sees it, DRAM-buffered) |
 //! | `mbps` | 530 | 3400 | host interface bandwidth, MB/s |
-//! | `channels` | 8 | 8 | parallel flash channels |
+//! | `channels` | 16 | 64 | parallel flash units (channels × dies), enough for `mbps` on sequential reads |
 //! | `page_kib` | 4 | 4 | page size |
 //! | `capacity_gb` | 256 | 1024 | capacity (10^9 bytes) |
 
@@ -45,7 +45,7 @@ impl SsdParams {
             read_us: 90.0,
             write_us: 50.0,
             mbps: 530.0,
-            channels: 8,
+            channels: 16,
             page_kib: 4,
             capacity_gb: 256.0,
         }
@@ -58,7 +58,7 @@ impl SsdParams {
             read_us: 70.0,
             write_us: 20.0,
             mbps: 3400.0,
-            channels: 8,
+            channels: 64,
             page_kib: 4,
             capacity_gb: 1024.0,
         }
@@ -166,5 +166,50 @@ impl DiskModel for SsdModel {
             "{}: read {} us, write {} us per {} KiB page, {} MB/s, {} channels, {} GB",
             p.name, p.read_us, p.write_us, p.page_kib, p.mbps, p.channels, p.capacity_gb
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ssd(channels: u32) -> SsdModel {
+        SsdModel::new(SsdParams { channels, mbps: 1e6, ..SsdParams::sata() }).unwrap()
+    }
+
+    #[test]
+    fn pages_on_different_channels_proceed_in_parallel() {
+        // 8 pages of 4 KiB = 64 sectors.
+        let mut m = ssd(8);
+        let one = m.service(0, &DiskRequest::read(0, 8));
+        let eight = m.service(1_000_000, &DiskRequest::read(0, 64));
+        let sixteen = m.service(2_000_000, &DiskRequest::read(0, 128));
+        assert!(eight < one + one / 10, "8 pages on 8 channels ≈ one page: {eight} vs {one}");
+        assert!(sixteen >= 2 * 90_000 && sixteen < 2 * 90_000 + 10_000, "two rounds: {sixteen}");
+        let mut serial = ssd(1);
+        let eight1 = serial.service(0, &DiskRequest::read(0, 64));
+        assert!(eight1 >= 8 * 90_000, "one channel serializes: {eight1}");
+    }
+
+    #[test]
+    fn bandwidth_bounds_large_requests_and_writes_use_write_latency() {
+        let mut m = SsdModel::new(SsdParams::sata()).unwrap();
+        let mib = m.service(0, &DiskRequest::read(0, 2048)); // 1 MiB at 530 MB/s ≈ 1.98 ms
+        assert!(mib >= 1_978_000 && mib < 2_100_000, "{mib}");
+        m.reset();
+        let w = m.service(0, &DiskRequest::write(0, 8));
+        let r = m.service(w, &DiskRequest::read(0, 8));
+        assert!(w < r, "write {w} vs read {r}");
+    }
+
+    #[test]
+    fn a_busy_channel_delays_an_early_request() {
+        let mut m = ssd(8);
+        let a = m.service(0, &DiskRequest::read(0, 8));
+        // Issued before the first finished (a caller that overlaps requests): waits for channel 0.
+        let b = m.service(a / 2, &DiskRequest::read(0, 8));
+        assert!(b > a / 2 + 90_000 - 1, "{a} {b}");
+        let c = m.service(a / 2 + b, &DiskRequest::read(8, 8)); // channel 1 is free
+        assert!(c <= a);
     }
 }

@@ -193,3 +193,52 @@ pub fn validate(model: &mut dyn DiskModel, records: &[TraceRecord]) -> Validatio
         simulated_us: simulated,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::{MemoryModel, MemoryParams};
+
+    #[test]
+    fn parses_lines_and_reports_bad_ones_with_file_and_line() {
+        let text = "R Hit    2992396   4  13670.00000  35942.00000\nW Miss 8 8 1971.5 0\n";
+        let r = parse_trace(text, Path::new("t.trace")).unwrap();
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0].op, DiskOp::Read);
+        assert_eq!((r[0].sector, r[0].sectors, r[0].service_us, r[0].next_us), (2992396, 4, 13670.0, 35942.0));
+        assert_eq!(r[1].op, DiskOp::Write);
+        let e = parse_trace("R Hit 1 4 10 10\nX Hit 1 4 10 10\n", Path::new("t.trace")).unwrap_err();
+        assert_eq!(e.to_string(), "t.trace:2: expected R or W, found 'X'");
+        let e = parse_trace("R Hit 1 4 10\n", Path::new("t.trace")).unwrap_err().to_string();
+        assert!(e.starts_with("t.trace:1: expected 6 fields"), "{e}");
+        let e = parse_trace("R Hit 1 four 10 10\n", Path::new("t.trace")).unwrap_err().to_string();
+        assert_eq!(e, "t.trace:1: expected a block count, found 'four'");
+        let e = parse_trace("R Hit 1 4 -3 10\n", Path::new("t.trace")).unwrap_err().to_string();
+        assert!(e.starts_with("t.trace:1: expected a service time"), "{e}");
+        assert!(matches!(parse_trace("\n", Path::new("e")), Err(ValidateError::Empty { .. })));
+    }
+
+    #[test]
+    fn demerit_is_the_rms_horizontal_cdf_distance() {
+        let a = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(demerit(&a, &a), 0.0);
+        let b = [2.0, 3.0, 4.0, 5.0]; // shifted by 1
+        assert!((demerit(&a, &b) - 1.0).abs() < 1e-12);
+        // Order does not matter; different sizes work.
+        assert!(
+            (demerit(&[4.0, 1.0, 3.0, 2.0], &[3.0, 5.0]) - demerit(&[1.0, 2.0, 3.0, 4.0], &[3.0, 5.0])).abs() < 1e-12
+        );
+    }
+
+    #[test]
+    fn replay_issues_each_request_after_the_previous_completion_plus_the_gap() {
+        // A constant-time device: completion times are predictable.
+        let mut m = MemoryModel::new(MemoryParams::dram()).unwrap();
+        let recs = parse_trace("R a 0 8 5 100\nR a 8 8 5 100\n", Path::new("t")).unwrap();
+        let v = validate(&mut m, &recs);
+        assert_eq!(v.simulated_us, vec![1.95, 1.95]);
+        assert_eq!(v.mean_measured_us, 5.0);
+        assert!((v.relative_error - (1.95 - 5.0) / 5.0).abs() < 1e-12);
+        assert!((v.demerit_us - 3.05).abs() < 1e-9);
+    }
+}
