@@ -185,7 +185,7 @@ mod tests {
         let eight = m.service(1_000_000, &DiskRequest::read(0, 64));
         let sixteen = m.service(2_000_000, &DiskRequest::read(0, 128));
         assert!(eight < one + one / 10, "8 pages on 8 channels ≈ one page: {eight} vs {one}");
-        assert!(sixteen >= 2 * 90_000 && sixteen < 2 * 90_000 + 10_000, "two rounds: {sixteen}");
+        assert!((2 * 90_000..2 * 90_000 + 10_000).contains(&sixteen), "two rounds: {sixteen}");
         let mut serial = ssd(1);
         let eight1 = serial.service(0, &DiskRequest::read(0, 64));
         assert!(eight1 >= 8 * 90_000, "one channel serializes: {eight1}");
@@ -195,7 +195,7 @@ mod tests {
     fn bandwidth_bounds_large_requests_and_writes_use_write_latency() {
         let mut m = SsdModel::new(SsdParams::sata()).unwrap();
         let mib = m.service(0, &DiskRequest::read(0, 2048)); // 1 MiB at 530 MB/s ≈ 1.98 ms
-        assert!(mib >= 1_978_000 && mib < 2_100_000, "{mib}");
+        assert!((1_978_000..2_100_000).contains(&mib), "{mib}");
         m.reset();
         let w = m.service(0, &DiskRequest::write(0, 8));
         let r = m.service(w, &DiskRequest::read(0, 8));
