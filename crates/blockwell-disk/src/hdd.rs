@@ -25,7 +25,8 @@
 //!   then is in the buffer. A read entirely in a segment costs the hit overhead + bus transfer only. A read that
 //!   starts inside a segment and runs past it (a partial hit) sends the buffered part at once and reads the rest;
 //!   a read that starts inside the segment being read ahead continues the read-ahead stream with no seek or
-//!   rotational repositioning. A write stops read-ahead. No read-ahead after a read served entirely from the buffer
+//!   rotational repositioning. A read served entirely from another segment lets the read-ahead go on; anything
+//!   that needs the mechanism (a miss, a partial hit, a write) stops it where it got to. No read-ahead after a read served entirely from the buffer
 //!   (DiskSim `Read-ahead on idle hit = 0`). Simplification: after a media read the segment keeps the request's
 //!   sectors and what follows, not what preceded them.
 //! - **Write cache** (`write_cache`): the write is acknowledged after overhead + bus transfer; the media write
@@ -733,17 +734,19 @@ impl HddModel {
                 return done;
             }
         }
-        self.stop_read_ahead(now);
-        // 2. Another segment.
-        if let Some(i) = self.st.segs.iter().position(|s| s.contains(start)) {
+        // 2. Another segment. A full hit needs no mechanism: a read-ahead elsewhere goes on.
+        let ra_seg = self.st.ra.map(|ra| ra.seg);
+        if let Some(i) = (0..self.st.segs.len()).find(|&i| Some(i) != ra_seg && self.st.segs[i].contains(start)) {
             let t0 = now + self.overhead(DiskOp::Read, true);
             self.st.segs[i].stamp = self.st.clock;
             let seg_end = self.st.segs[i].end;
             if end <= seg_end {
                 return t0 + n * self.d.bus_ns;
             }
+            self.stop_read_ahead(now);
             return self.read_media(t0, start, n, seg_end, i);
         }
+        self.stop_read_ahead(now);
         // 3. A miss (or no buffer).
         let t0 = now + self.overhead(DiskOp::Read, false);
         let seg = self.lru_segment();
@@ -998,6 +1001,20 @@ mod tests {
         let first = m.service(0, &DiskRequest::read(500_000, 8));
         let second = m.service(first, &DiskRequest::read(500_008, 8));
         assert!(second < hit + m.revolution_ns() / 4, "continuation: {second} ns");
+    }
+
+    #[test]
+    fn read_ahead_goes_on_while_another_segment_serves_a_hit() {
+        let p = presets::barracuda();
+        let hit = ms_to_ns(p.overhead.read_hit_after_read) + 8 * ms_to_ns(p.bus_us_per_sector / 1000.0);
+        let mut m = model(p);
+        let mut t = 0;
+        t += m.service(t, &DiskRequest::read(100_000, 8)) + 20_000_000; // stream A, read ahead fully
+        t += m.service(t, &DiskRequest::read(2_000_000, 8)); // stream B starts reading ahead
+        let a = m.service(t, &DiskRequest::read(100_008, 8)); // A hits its segment: B's read-ahead goes on
+        assert_eq!(a, hit);
+        t += a + 20_000_000;
+        assert_eq!(m.service(t, &DiskRequest::read(2_000_008, 8)), hit, "B was read ahead meanwhile");
     }
 
     #[test]
