@@ -127,7 +127,11 @@ impl SeekCurve {
         full_ms: f64,
         cylinders: u32,
         d0: u32,
-    ) -> Result<SeekCurve, String> {
+    ) -> Result<SeekCurve, crate::ParamError> {
+        Self::fit(track_ms, average_ms, full_ms, cylinders, d0).map_err(crate::ParamError)
+    }
+
+    fn fit(track_ms: f64, average_ms: f64, full_ms: f64, cylinders: u32, d0: u32) -> Result<SeekCurve, String> {
         if !(cylinders >= 4 && d0 >= 2 && d0 + 1 < cylinders) {
             return Err(format!("need 2 <= d0 < cylinders-1 (d0 {d0}, cylinders {cylinders})"));
         }
@@ -266,8 +270,12 @@ impl HddParams {
             .sum()
     }
 
-    /// Rejects parameter sets the model cannot run; `Err` names the parameter.
-    pub fn check(&self) -> Result<(), String> {
+    /// Rejects values the model cannot use; the error names the parameter.
+    pub fn check(&self) -> Result<(), crate::ParamError> {
+        self.problems().map_err(crate::ParamError)
+    }
+
+    fn problems(&self) -> Result<(), String> {
         let pos = |name: &str, v: f64| {
             if v.is_finite() && v >= 0.0 {
                 Ok(())
@@ -571,7 +579,7 @@ pub struct HddModel {
 
 impl HddModel {
     /// A disk in its power-on state; `Err` names a bad parameter.
-    pub fn new(p: HddParams) -> Result<HddModel, String> {
+    pub fn new(p: HddParams) -> Result<HddModel, crate::ParamError> {
         p.check()?;
         let d = Derived::new(&p);
         let st = State::power_on(p.segments);
@@ -1119,11 +1127,11 @@ mod tests {
     #[test]
     fn bad_parameters_are_rejected_by_name() {
         let e = HddModel::new(HddParams { rpm: 0, ..presets::barracuda() }).unwrap_err();
-        assert!(e.contains("rpm"), "{e}");
+        assert!(e.to_string().contains("rpm"), "{e}");
         let e = HddModel::new(HddParams { capacity_sectors: u64::MAX, ..presets::barracuda() }).unwrap_err();
-        assert!(e.contains("capacity_sectors"), "{e}");
+        assert!(e.to_string().contains("capacity_sectors"), "{e}");
         let mut p = presets::barracuda();
         p.zones[1].first_cyl = 10;
-        assert!(HddModel::new(p).unwrap_err().contains("zone 1"));
+        assert!(HddModel::new(p).unwrap_err().to_string().contains("zone 1"));
     }
 }

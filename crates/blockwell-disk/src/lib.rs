@@ -27,6 +27,12 @@ pub use hdd::{HddModel, HddParams, SeekCurve, Zone};
 pub use memory::{MemoryModel, MemoryParams};
 pub use spec::{DiskSpec, SpecError};
 pub use ssd::{SsdModel, SsdParams};
+pub use validate::{ValidateError, Validation};
+
+/// A model parameter that makes no sense; the message names the parameter and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ParamError(pub String);
 
 /// Bytes per sector: request addresses and sizes are in 512 B sectors.
 pub const SECTOR: u64 = 512;

@@ -195,8 +195,13 @@ impl DiskSpec {
             DeviceParams::Ssd(p) => p.check(),
             DeviceParams::Memory(p) => p.check(),
         };
-        checked.map_err(|message| SpecError::Invalid { model: model.clone(), message })?;
+        checked.map_err(|e| SpecError::Invalid { model: model.clone(), message: e.0 })?;
         Ok(DiskSpec { params, text: s.to_string() })
+    }
+
+    /// Parses `s` and builds the model in one step.
+    pub fn model(s: &str) -> Result<Box<dyn DiskModel>, SpecError> {
+        DiskSpec::parse(s)?.build()
     }
 
     /// The text the spec was parsed from.
@@ -206,7 +211,7 @@ impl DiskSpec {
 
     /// A model in its power-on state.
     pub fn build(&self) -> Result<Box<dyn DiskModel>, SpecError> {
-        let invalid = |message: String| SpecError::Invalid { model: self.text.clone(), message };
+        let invalid = |e: crate::ParamError| SpecError::Invalid { model: self.text.clone(), message: e.0 };
         Ok(match &self.params {
             DeviceParams::Hdd(h) => Box::new(HddModel::new(h.clone()).map_err(invalid)?),
             DeviceParams::Ssd(p) => Box::new(SsdModel::new(p.clone()).map_err(invalid)?),

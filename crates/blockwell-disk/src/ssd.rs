@@ -64,8 +64,12 @@ impl SsdParams {
         }
     }
 
-    /// Rejects values the model cannot use; `Err` names the parameter.
-    pub fn check(&self) -> Result<(), String> {
+    /// Rejects values the model cannot use; the error names the parameter.
+    pub fn check(&self) -> Result<(), crate::ParamError> {
+        self.problems().map_err(crate::ParamError)
+    }
+
+    fn problems(&self) -> Result<(), String> {
         for (n, v) in [("read_us", self.read_us), ("write_us", self.write_us)] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{n} must be a finite number >= 0 (is {v})"));
@@ -101,7 +105,7 @@ pub struct SsdModel {
 }
 
 impl SsdModel {
-    pub fn new(p: SsdParams) -> Result<SsdModel, String> {
+    pub fn new(p: SsdParams) -> Result<SsdModel, crate::ParamError> {
         p.check()?;
         let page_sectors = (u64::from(p.page_kib) * 1024 / SECTOR).max(1);
         Ok(SsdModel {
