@@ -821,7 +821,7 @@ impl HddModel {
 
 impl DiskModel for HddModel {
     fn service(&mut self, now_ns: u64, req: &DiskRequest) -> u64 {
-        let n = req.sectors.max(1);
+        let n = req.sectors.clamp(1, self.d.cap);
         let start = req.sector % self.d.cap;
         self.st.clock += 1;
         let done = match req.op {

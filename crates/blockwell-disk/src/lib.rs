@@ -69,7 +69,7 @@ impl DiskRequest {
 pub trait DiskModel: Send {
     /// Starts serving `req` at `now_ns` (nanoseconds on the caller's clock; never less than the previous call's
     /// `now_ns` + the service time it returned) and returns its service time in nanoseconds. Sectors beyond the
-    /// capacity wrap around.
+    /// capacity wrap around; a request is at least one sector and at most the capacity (models clamp `sectors`).
     fn service(&mut self, now_ns: u64, req: &DiskRequest) -> u64;
 
     /// Capacity in sectors.

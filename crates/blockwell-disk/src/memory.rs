@@ -86,7 +86,7 @@ impl MemoryModel {
 impl DiskModel for MemoryModel {
     fn service(&mut self, _now_ns: u64, req: &DiskRequest) -> u64 {
         let start = req.sector % self.cap;
-        let n = req.sectors.max(1);
+        let n = req.sectors.clamp(1, self.cap);
         let blocks = (start + n - 1) / self.block_sectors - start / self.block_sectors + 1;
         blocks * self.per_block_ns
     }

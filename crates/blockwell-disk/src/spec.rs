@@ -264,6 +264,50 @@ mod tests {
     }
 
     #[test]
+    fn every_model_survives_odd_requests_and_is_deterministic() {
+        let mut x = 99u64;
+        let mut next = || {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x >> 11
+        };
+        let reqs: Vec<(u64, DiskRequest)> = (0..400)
+            .map(|i| {
+                let sector = match i % 5 {
+                    0 => u64::MAX - next() % 1000, // far beyond the capacity: wraps
+                    1 => next(),
+                    _ => next() % 10_000_000,
+                };
+                let sectors = match i % 7 {
+                    _ if i == 1 => u64::MAX, // clamped to the capacity
+                    0 => 0,                  // treated as 1
+                    1 => 1 << 16,
+                    _ => 1 + next() % 300,
+                };
+                let op = if i % 3 == 0 { crate::DiskOp::Write } else { crate::DiskOp::Read };
+                let gap = [0, 10_000, 5_000_000][(i % 3) as usize];
+                (gap, DiskRequest { op, sector, sectors })
+            })
+            .collect();
+        for (name, _) in list() {
+            let mut a = DiskSpec::model(name).unwrap();
+            let mut b = a.boxed_clone();
+            let run = |m: &mut Box<dyn crate::DiskModel>| {
+                let mut t = 0u64;
+                reqs.iter()
+                    .map(|(gap, r)| {
+                        let s = m.service(t, r);
+                        t += s + gap;
+                        s
+                    })
+                    .collect::<Vec<u64>>()
+            };
+            let (ra, rb) = (run(&mut a), run(&mut b));
+            assert_eq!(ra, rb, "{name}");
+            assert!(ra.iter().all(|&s| s > 0), "{name}: every request takes some time");
+        }
+    }
+
+    #[test]
     fn errors_name_the_bad_part() {
         let e = DiskSpec::parse("floppy").unwrap_err().to_string();
         assert!(e.contains("unknown disk model 'floppy'") && e.contains("barracuda"), "{e}");
