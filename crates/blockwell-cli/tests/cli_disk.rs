@@ -33,6 +33,19 @@ fn time_one_request() {
 }
 
 #[test]
+fn bench_sequential_beats_random_on_a_disk() {
+    let mean = |pattern: &str| -> f64 {
+        let out = ok(&["disk", "bench", "--model", "wd1200bb", "--pattern", pattern, "--count", "500"]);
+        let at = out.find("mean ").expect("a mean") + 5;
+        out[at..].split_whitespace().next().unwrap().parse().unwrap()
+    };
+    let (rnd, seq) = (mean("random"), mean("sequential"));
+    assert!(seq * 10.0 < rnd, "sequential {seq} ms vs random {rnd} ms");
+    let e = fails(&["disk", "bench", "--pattern", "zigzag"]);
+    assert!(e.contains("--pattern"), "{e}");
+}
+
+#[test]
 fn bad_specs_and_options_are_one_line_errors() {
     let e = fails(&["disk", "time", "--model", "floppy"]);
     assert!(e.contains("unknown disk model 'floppy'"), "{e}");

@@ -23,6 +23,37 @@ horizontal distance between the two CDFs), in µs and as % of the measured mean.
     Validate(ValidateArgs),
     /// Service time of one request on a device in its power-on state (head at cylinder 0, empty buffer).
     Time(TimeArgs),
+    /// Mean service time of a synthetic stream (random or sequential), one request at a time.
+    Bench(BenchArgs),
+}
+
+/// Options of `blockwell disk bench`.
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Device spec (see `blockwell disk list`).
+    #[arg(long, value_name = "SPEC", default_value = "barracuda")]
+    pub model: String,
+
+    /// `random` (uniform over the device, aligned to the request size, a fixed pseudo-random sequence) or
+    /// `sequential` (from sector 0).
+    #[arg(long, value_name = "PATTERN", default_value = "random")]
+    pub pattern: String,
+
+    /// `read` or `write`.
+    #[arg(long, value_name = "OP", default_value = "read")]
+    pub op: String,
+
+    /// Sectors per request.
+    #[arg(long, value_name = "K", default_value_t = 8)]
+    pub sectors: u64,
+
+    /// Number of requests.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub count: u64,
+
+    /// Idle time between a completion and the next request, in µs.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    pub gap_us: u64,
 }
 
 /// Options of `blockwell disk validate`.
@@ -74,6 +105,7 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
         Command::List => list(),
         Command::Validate(a) => run_validate(a),
         Command::Time(a) => time(a),
+        Command::Bench(a) => bench(a),
     }
 }
 
@@ -89,12 +121,58 @@ fn list() -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn time(a: TimeArgs) -> anyhow::Result<ExitCode> {
-    let op = match a.op.to_ascii_lowercase().as_str() {
-        "read" | "r" => DiskOp::Read,
-        "write" | "w" => DiskOp::Write,
+fn parse_op(s: &str) -> anyhow::Result<DiskOp> {
+    match s.to_ascii_lowercase().as_str() {
+        "read" | "r" => Ok(DiskOp::Read),
+        "write" | "w" => Ok(DiskOp::Write),
         other => bail!("--op: expected read or write, found '{other}'"),
+    }
+}
+
+fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
+    let op = parse_op(&a.op)?;
+    let random = match a.pattern.to_ascii_lowercase().as_str() {
+        "random" | "rand" => true,
+        "sequential" | "seq" => false,
+        other => bail!("--pattern: expected random or sequential, found '{other}'"),
     };
+    if a.sectors == 0 || a.count == 0 {
+        bail!("--sectors and --count must be >= 1");
+    }
+    let spec = DiskSpec::parse(&a.model)?;
+    let mut m = spec.build()?;
+    let cap = m.capacity_sectors();
+    let span = cap.saturating_sub(a.sectors).max(1);
+    let mut x: u64 = 0x5eed;
+    let (mut t, mut total) = (0u64, 0u64);
+    for i in 0..a.count {
+        let sector = if random {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 11) % (span / a.sectors).max(1) * a.sectors
+        } else {
+            (i * a.sectors) % cap
+        };
+        let s = m.service(t, &DiskRequest { op, sector, sectors: a.sectors });
+        total += s;
+        t += s + a.gap_us * 1000;
+    }
+    let mean_ns = total as f64 / a.count as f64;
+    println!("{}", m.describe());
+    println!(
+        "{} {} of {} sectors x {}: mean {:.3} ms, {:.0} requests/s, {:.2} MB/s while busy",
+        if random { "random" } else { "sequential" },
+        if op == DiskOp::Read { "reads" } else { "writes" },
+        a.sectors,
+        a.count,
+        mean_ns / 1e6,
+        1e9 / mean_ns,
+        (a.sectors * blockwell_disk::SECTOR) as f64 / mean_ns * 1e3
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn time(a: TimeArgs) -> anyhow::Result<ExitCode> {
+    let op = parse_op(&a.op)?;
     if a.sectors == 0 {
         bail!("--sectors must be >= 1");
     }
