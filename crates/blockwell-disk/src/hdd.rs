@@ -725,7 +725,13 @@ impl HddModel {
                 if end <= frontier {
                     return t0 + n * self.d.bus_ns;
                 }
-                // Continue the read-ahead stream past the frontier: no repositioning.
+                if done == ra.limit {
+                    // The read-ahead finished before the request came: what lies beyond the segment needs the
+                    // mechanism again (a partial hit, below).
+                    self.stop_read_ahead(now);
+                    return self.read_after_read_ahead(now, start, n);
+                }
+                // The read-ahead is still going: the request rides it past the frontier, no repositioning.
                 let w = Walk {
                     d: &self.d,
                     lbn: ra.from,
@@ -742,6 +748,12 @@ impl HddModel {
                 return done;
             }
         }
+        self.read_after_read_ahead(now, start, n)
+    }
+
+    /// A read that the read-ahead in progress (if any) does not serve.
+    fn read_after_read_ahead(&mut self, now: u64, start: u64, n: u64) -> u64 {
+        let end = start + n;
         // 2. Another segment. A full hit needs no mechanism: a read-ahead elsewhere goes on.
         let ra_seg = self.st.ra.map(|ra| ra.seg);
         if let Some(i) = (0..self.st.segs.len()).find(|&i| Some(i) != ra_seg && self.st.segs[i].contains(start)) {
@@ -1023,6 +1035,20 @@ mod tests {
         assert_eq!(a, hit);
         t += a + 20_000_000;
         assert_eq!(m.service(t, &DiskRequest::read(2_000_008, 8)), hit, "B was read ahead meanwhile");
+    }
+
+    #[test]
+    fn a_finished_read_ahead_does_not_extend_past_the_segment() {
+        // No bus time, so that only the media shows: a request that starts in the read-ahead segment and runs
+        // past its end must read the sectors beyond it from the media, after the read-ahead stopped.
+        let p = HddParams { bus_us_per_sector: 0.0, ..presets::barracuda() };
+        let spt = u64::from(p.zones[0].sectors_per_track);
+        let mut m = model(p.clone());
+        let first = m.service(0, &DiskRequest::read(100, 8)); // segment: 100..381 once the read-ahead is done
+        let t = first + 50_000_000;
+        let s = m.service(t, &DiskRequest::read(370, 40)); // 11 buffered, 29 beyond the segment
+        let media_29 = 29 * m.revolution_ns() / spt;
+        assert!(s >= ms_to_ns(p.overhead.read_hit_after_read) + media_29, "{s} ns");
     }
 
     #[test]
