@@ -27,8 +27,9 @@
 //!   a read that starts inside the segment being read ahead continues the read-ahead stream with no seek or
 //!   rotational repositioning. A read served entirely from another segment lets the read-ahead go on; anything
 //!   that needs the mechanism (a miss, a partial hit, a write) stops it where it got to. No read-ahead after a read served entirely from the buffer
-//!   (DiskSim `Read-ahead on idle hit = 0`). Simplification: after a media read the segment keeps the request's
-//!   sectors and what follows, not what preceded them.
+//!   (DiskSim `Read-ahead on idle hit = 0`). Simplifications: after a media read the segment keeps the request's
+//!   sectors and what follows, not what preceded them; a segment is not refilled as the host drains it (no
+//!   circular buffer), so a sequential stream of small reads repositions once per segment.
 //! - **Write cache** (`write_cache`): the write is acknowledged after overhead + bus transfer; the media write
 //!   (destage) starts at once in the background and holds the mechanism (a later read miss waits for it). At most
 //!   `max_write_segments` destages may be pending; one more waits for the oldest. With the write cache off, a
