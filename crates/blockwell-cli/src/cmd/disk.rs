@@ -235,18 +235,7 @@ fn file_name(p: &Path) -> String {
     p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_else(|| p.display().to_string())
 }
 
-/// The font embedded for plot text (see `assets/FONTS.md`).
-static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
-
-fn register_font() -> anyhow::Result<()> {
-    static ONCE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let ok = *ONCE
-        .get_or_init(|| plotters::style::register_font("sans-serif", plotters::style::FontStyle::Normal, FONT).is_ok());
-    if !ok {
-        bail!("the embedded plot font does not load");
-    }
-    Ok(())
-}
+use super::common::register_font;
 
 /// Sorted values as CDF points, thinned to at most ~2000 steps.
 fn cdf(values: &[f64]) -> Vec<(f64, f64)> {

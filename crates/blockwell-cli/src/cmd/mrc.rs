@@ -211,18 +211,7 @@ fn write_csv(path: &Path, points: &[MrcPoint]) -> anyhow::Result<()> {
 // ---------------------------------------------------------------------------------------------------------------
 // Plotting
 
-/// The font embedded for plot text (see `assets/FONTS.md`).
-static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
-
-fn register_font() -> anyhow::Result<()> {
-    static ONCE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let ok = *ONCE
-        .get_or_init(|| plotters::style::register_font("sans-serif", plotters::style::FontStyle::Normal, FONT).is_ok());
-    if !ok {
-        bail!("the embedded plot font does not load");
-    }
-    Ok(())
-}
+use super::common::register_font;
 
 /// Plots the curve (densely sampled) with the table's points marked.
 pub fn plot(path: &Path, kind: PlotKind, title: &str, c: &Mrc, marks: &[MrcPoint]) -> anyhow::Result<()> {
