@@ -135,6 +135,20 @@ pub fn parse_sizes(s: &str) -> anyhow::Result<Vec<SizeSpec>> {
     s.split(',').filter(|x| !x.trim().is_empty()).map(SizeSpec::parse).collect()
 }
 
+/// The font embedded for plot text (see `assets/FONTS.md`).
+static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
+
+/// Registers the embedded font with plotters (once); every plotting command calls it first.
+pub fn register_font() -> anyhow::Result<()> {
+    static ONCE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let ok = *ONCE
+        .get_or_init(|| plotters::style::register_font("sans-serif", plotters::style::FontStyle::Normal, FONT).is_ok());
+    if !ok {
+        anyhow::bail!("the embedded plot font does not load");
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,18 +168,4 @@ mod tests {
         assert_eq!(SizeSpec::Percent(5.0).blocks(4096, 269_210), 13460, "rounded down, as the reference");
         assert_eq!(SizeSpec::Percent(0.0001).blocks(4096, 10), 1, "at least one block");
     }
-}
-
-/// The font embedded for plot text (see `assets/FONTS.md`).
-static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
-
-/// Registers the embedded font with plotters (once); every plotting command calls it first.
-pub fn register_font() -> anyhow::Result<()> {
-    static ONCE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let ok = *ONCE
-        .get_or_init(|| plotters::style::register_font("sans-serif", plotters::style::FontStyle::Normal, FONT).is_ok());
-    if !ok {
-        anyhow::bail!("the embedded plot font does not load");
-    }
-    Ok(())
 }
