@@ -294,15 +294,29 @@ struct State {
 /// algorithm is independent of the underlying device, because it only takes into account the I/O time of the
 /// issued disk requests"). Latency is a moving average over reads of at most 8 KiB, the per-byte cost one over
 /// reads of 64 KiB or more (after the latency is taken off).
+///
+/// While REDCAP is on, every read miss reads a whole segment, so small reads (the latency) would never be seen:
+/// the first 4 read misses with a segment to fetch, and then one in [`PROBE_EVERY`], read only their own blocks
+/// ([`IoModel::probe`]) and are left out of the activation algorithm's sums.
 #[derive(Default)]
 struct IoModel {
     latency_ns: f64,
     per_byte_ns: f64,
     small: u64,
     large: u64,
+    misses: u64,
 }
 
+/// One read miss in this many is a probe (see [`IoModel`]).
+const PROBE_EVERY: u64 = 32;
+
 impl IoModel {
+    /// Called for each read miss that would fetch a segment: should this one read only its own blocks?
+    fn probe(&mut self) -> bool {
+        self.misses += 1;
+        self.small < 4 || self.misses % PROBE_EVERY == 0
+    }
+
     fn observe(&mut self, bytes: u64, ns: u64) {
         let t = ns as f64;
         if bytes <= 8192 {
@@ -938,6 +952,10 @@ impl<B: Backend> Backend for Inner<B> {
         }
         // The prefetcher sees the request before it is served (what is resident, what is in flight).
         self.propose(&mut st, Op::Read, first, n);
+        let probe = st.redcap.is_some() && !st.fetches.is_empty() && st.timing.probe();
+        if probe {
+            st.fetches.clear();
+        }
         let token = st.token();
         let mut vis = Vec::with_capacity(n as usize);
         let mut rejected = 0;
@@ -1003,7 +1021,7 @@ impl<B: Backend> Backend for Inner<B> {
             Counters::add(&self.counters.read_request_hits, 1);
             0
         };
-        if self.async_tx.is_some() {
+        if self.async_tx.is_some() && !probe {
             let mut st = self.lock();
             self.redcap_step(&mut st, first, n, measured, missed + first_hits);
         }

@@ -1,8 +1,10 @@
 //! CachedBackend over a MemBackend, against a reference model.
 
+use blockwell_core::prefetch::PrefetcherSpec;
 use blockwell_core::{PolicySpec, Preset};
 use blockwell_server::backend::{Backend, MemBackend};
 use blockwell_server::cache::{Admission, CachedBackend, CachedConfig, CachedError, WriteMode};
+use blockwell_server::delay::{DelayBackend, DelayConfig, LinearServiceTime};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -52,9 +54,14 @@ fn read_fast_first(c: &impl Backend, off: u64, len: usize) -> Vec<u8> {
 /// Threads own disjoint regions (so the model is exact), each doing unaligned reads and writes; the cache and
 /// the policy are shared by all. After each acknowledged write the backend holds the data; every read matches.
 fn random_workload(policy: &str, mode: WriteMode, threads: u64, region: u64, cap_blocks: u64) {
+    random_workload_prefetch(policy, "none", mode, threads, region, cap_blocks)
+}
+
+fn random_workload_prefetch(policy: &str, prefetch: &str, mode: WriteMode, threads: u64, region: u64, cap_blocks: u64) {
     let size = (threads * region) as usize;
     let c = Arc::new(cached(size, cap_blocks, |c| {
         c.policy = PolicySpec::parse(policy).unwrap();
+        c.prefetch = PrefetcherSpec::parse(prefetch).unwrap();
         c.mode = mode;
     }));
     let hs: Vec<_> = (0..threads)
@@ -100,6 +107,135 @@ fn random_workload(policy: &str, mode: WriteMode, threads: u64, region: u64, cap
     let s = c.snapshot();
     assert!(s.slots_allocated <= cap_blocks, "{s:?}");
     assert!(s.read_block_hits > 0 && s.evictions > 0, "{s:?}");
+}
+
+/// Prefetchers in the live cache must never change what a read returns, whatever writes race with their
+/// fetches (the asynchronous ones run on the worker thread).
+#[test]
+fn random_concurrent_workload_matches_model_with_prefetchers() {
+    for p in ["redcap(segment_kb=16)", "ondemand", "linux24", "stride", "obl", "bsd"] {
+        random_workload_prefetch("lru", p, WriteMode::WriteThrough, 3, 40 * BS + 5, 24);
+    }
+    random_workload_prefetch("arc", "redcap(segment_kb=32)", WriteMode::WriteAround, 3, 40 * BS, 24);
+}
+
+/// A backend that records each read request (offset, length).
+struct Recording(MemBackend, Mutex<Vec<(u64, usize)>>);
+
+impl Backend for Recording {
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.1.lock().unwrap().push((offset, buf.len()));
+        self.0.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64, fua: bool) -> std::io::Result<()> {
+        self.0.write_at(buf, offset, fua)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn trim(&self, o: u64, l: u64, fua: bool) -> std::io::Result<()> {
+        self.0.trim(o, l, fua)
+    }
+    fn write_zeroes(&self, o: u64, l: u64, t: bool, fua: bool) -> std::io::Result<()> {
+        self.0.write_zeroes(o, l, t, fua)
+    }
+}
+
+fn recording(size: usize, cap_blocks: u64, prefetch: &str) -> (CachedBackend<Arc<Recording>>, Arc<Recording>, Vec<u8>) {
+    let data = fill(size, 99);
+    let mem = MemBackend::new(size);
+    mem.write_at(&data, 0, false).unwrap();
+    let rec = Arc::new(Recording(mem, Mutex::new(Vec::new())));
+    let mut cfg = CachedConfig::new(cap_blocks * BS);
+    cfg.prefetch = PrefetcherSpec::parse(prefetch).unwrap();
+    (CachedBackend::new(rec.clone(), cfg).unwrap(), rec, data)
+}
+
+#[test]
+fn redcap_reads_the_whole_segment_in_one_request_and_then_hits() {
+    let (c, rec, data) = recording(1 << 20, 64, "redcap(segment_kb=128)");
+    // The first 4 misses are probes that read only their own blocks (the latency REDCAP's estimate needs).
+    for b in [130, 160, 190, 220] {
+        assert_eq!(read(&c, b * BS, 4096), data[(b * BS) as usize..((b + 1) * BS) as usize]);
+    }
+    assert_eq!(*rec.1.lock().unwrap(), [130, 160, 190, 220].map(|b| (b * BS, 4096)));
+    rec.1.lock().unwrap().clear();
+    // A 4 KiB read at block 37 misses: the aligned 128 KiB segment (blocks 32..64) is one backend read.
+    assert_eq!(read(&c, 37 * BS, 4096), data[37 * 4096..38 * 4096]);
+    assert_eq!(*rec.1.lock().unwrap(), vec![(32 * BS, 128 << 10)]);
+    // The rest of the segment is served from RAM, as first hits on prefetched blocks.
+    for b in (32..64).filter(|&b| b != 37) {
+        assert_eq!(read_fast_first(&c, b * BS + 100, 200), data[(b * BS + 100) as usize..(b * BS + 300) as usize]);
+    }
+    assert_eq!(rec.1.lock().unwrap().len(), 1, "no further backend read");
+    let s = c.snapshot();
+    assert_eq!((s.prefetch_used, s.prefetch_blocks_read, s.redcap_active), (31, 31, Some(true)));
+    // A write is not a miss that prefetches.
+    c.write_at(&[7u8; 4096], 200 * BS, false).unwrap();
+    assert_eq!(rec.1.lock().unwrap().len(), 1);
+    c.validate().unwrap();
+}
+
+#[test]
+fn read_ahead_runs_in_the_background_and_turns_a_scan_into_hits() {
+    let (c, rec, data) = recording(4 << 20, 512, "ondemand(max_kb=128)");
+    let mut fast = 0;
+    for b in 0..256u64 {
+        c.quiesce();
+        let mut buf = vec![0u8; 4096];
+        if c.try_read_fast(&mut buf, b * BS) {
+            fast += 1;
+        } else {
+            c.read_at(&mut buf, b * BS).unwrap();
+        }
+        assert_eq!(buf, data[(b * BS) as usize..((b + 1) * BS) as usize], "block {b}");
+    }
+    let reads = rec.1.lock().unwrap().clone();
+    assert!(fast >= 240, "a sequential scan is served from read-ahead: {fast} of 256 from RAM");
+    assert!(reads.len() <= 20, "read-ahead windows, not 4 KiB requests: {reads:?}");
+    assert!(reads.iter().any(|r| r.1 >= 64 << 10), "windows grow: {reads:?}");
+    let s = c.snapshot();
+    assert!(s.prefetch_used >= 240 && s.redcap_active.is_none(), "{s:?}");
+    c.validate().unwrap();
+}
+
+/// REDCAP over a slow device: random 4 KiB reads make whole-segment fetches a loss, so it switches itself
+/// off; strided reads (4 KiB of every 8 KiB) would win, which the shadow segment cache notices, and it comes
+/// back on.
+#[test]
+fn redcap_switches_off_on_random_reads_and_back_on_for_strided_reads() {
+    const SIZE: u64 = 64 << 20;
+    let slow = DelayBackend::new(
+        MemBackend::new(SIZE as usize),
+        DelayConfig {
+            model: Box::new(LinearServiceTime { latency: Duration::from_millis(2), bandwidth: 100_000_000 }),
+            serialize: true,
+        },
+    );
+    let mut cfg = CachedConfig::new(256 * BS);
+    cfg.prefetch = PrefetcherSpec::parse("redcap(segment_kb=128,period=16)").unwrap();
+    let c = CachedBackend::new(slow, cfg).unwrap();
+    let mut r = Rng(77);
+    let mut buf = vec![0u8; 4096];
+    for _ in 0..64 {
+        c.read_at(&mut buf, r.below(SIZE / BS) * BS).unwrap();
+    }
+    let s = c.snapshot();
+    assert_eq!((s.redcap_active, s.redcap_switches), (Some(false), 1), "{s:?}");
+    let before = s.prefetch_blocks_read;
+    for i in 0..128u64 {
+        let off = (1 << 20) + i * 2 * BS;
+        if !c.try_read_fast(&mut buf, off) {
+            c.read_at(&mut buf, off).unwrap();
+        }
+    }
+    let s = c.snapshot();
+    assert_eq!((s.redcap_active, s.redcap_switches), (Some(true), 2), "{s:?}");
+    assert!(s.prefetch_blocks_read > before, "segments are fetched again once it is on: {s:?}");
+    c.validate().unwrap();
 }
 
 #[test]
