@@ -352,6 +352,48 @@ fn status_and_metrics_of_a_running_server() {
     assert!(ok);
 }
 
+/// `--prefetch redcap`: qemu-io reads through a REDCAP cache; the status shows it active and the segment
+/// fetches in the counters, and the data read is the image's.
+#[test]
+fn redcap_prefetch_through_a_real_client() {
+    if !have("qemu-io") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let img = disk(d.path(), 8);
+    {
+        use std::io::Write as _;
+        let mut f = std::fs::OpenOptions::new().write(true).open(&img).unwrap();
+        f.write_all(&vec![0x5a; 1 << 20]).unwrap();
+    }
+    let sock = d.path().join("ctl.sock");
+    let s = Served::start(&[
+        "--backend",
+        img.to_str().unwrap(),
+        "--cache",
+        "2MiB",
+        "--prefetch",
+        "redcap(segment_kb=128)",
+        "--control",
+        sock.to_str().unwrap(),
+    ]);
+    // 4 KiB reads, one every 8 KiB, over 1 MiB: after the 4 probe misses, each 128 KiB segment is one backend
+    // read and serves the next 15 reads of it.
+    let cmds: Vec<String> = (0..128).map(|i| format!("read -P 0x5a {} 4k", i * 8192)).collect();
+    let cmds: Vec<&str> = cmds.iter().map(String::as_str).collect();
+    qemu_io(&s.uri, &cmds);
+    let st = status(&sock, false);
+    assert!(st.contains(" redcap on switches 0"), "{st}");
+    let j: serde_json::Value = serde_json::from_str(&status(&sock, true)).unwrap();
+    let e = &j["exports"][0];
+    assert_eq!(e["redcap"]["active"], true, "{e}");
+    let c = &e["cache"];
+    assert!(c["prefetch_used"].as_u64().unwrap() >= 100, "{c}");
+    assert!(c["backend_reads"].as_u64().unwrap() <= 16, "{c}");
+    let (ok, _) = s.stop();
+    assert!(ok);
+}
+
 #[test]
 fn structured_logs_are_one_json_object_per_line() {
     let d = tempfile::tempdir().unwrap();
