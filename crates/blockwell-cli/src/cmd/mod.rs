@@ -37,5 +37,29 @@ pub fn list() -> anyhow::Result<ExitCode> {
     for f in blockwell_trace::Format::ALL {
         println!("  {:<10} {}", f.name(), f.summary());
     }
+    println!("prefetchers (defaults; override as name(key=value,...)):");
+    for p in blockwell_core::prefetch::list() {
+        println!("  {:<10} {}", p.name, p.summary);
+        if !p.params.is_empty() {
+            let ps: Vec<String> = p.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            println!("  {:<10}   {}", "", ps.join(", "));
+        }
+    }
+    println!("disk models (blockwell disk list for details):");
+    for (name, summary) in blockwell_disk::spec::list() {
+        println!("  {name:<10} {summary}");
+    }
+    println!("file layouts:");
+    for &k in blockwell_sim::layout::LayoutKind::ALL {
+        println!("  {:<14} {}", k.name(), k.summary());
+    }
+    println!("workload generators (defaults; override as name(key=value,...)):");
+    for g in blockwell_sim::workloads::list() {
+        println!("  {:<14} {}", g.name, g.summary);
+        if !g.params.is_empty() {
+            let ps: Vec<String> = g.params.iter().map(|(k, v, _)| format!("{k}={v}")).collect();
+            println!("  {:<14}   {}", "", ps.join(", "));
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
