@@ -903,10 +903,16 @@ impl<B: Backend> Backend for Inner<B> {
         }
         let (first, n) = block_span(offset, len, self.block_size);
         let mut st = self.lock();
-        if (first..first + n).any(|b| !matches!(st.map.get(&b), Some(Entry::Ready(_))))
-            || (self.cutoff > 0 && st.streams.peek(offset, len) >= self.cutoff)
-        {
+        if self.cutoff > 0 && st.streams.peek(offset, len) >= self.cutoff {
             return false;
+        }
+        // Copy while checking that every block is there; on the first one that is not, give up (what was
+        // copied is overwritten by the slow path).
+        for b in first..first + n {
+            match st.map.get(&b) {
+                Some(&Entry::Ready(s)) => self.copy_out(b, &st.slots[s as usize][..self.block_len(b)], buf, offset),
+                _ => return false,
+            }
         }
         // Every block is resident with its data: the steps of `read_at`, where each block hits.
         st.bypass(self.cutoff, offset, len);
@@ -925,11 +931,6 @@ impl<B: Backend> Backend for Inner<B> {
         debug_assert!(plan.misses.is_empty() && plan.victims.is_empty(), "a resident block missed");
         st.plan = plan;
         let first_hits = st.engine.stats().prefetch_used - used;
-        for b in first..first + n {
-            if let Some(&Entry::Ready(s)) = st.map.get(&b) {
-                self.copy_out(b, &st.slots[s as usize][..self.block_len(b)], buf, offset);
-            }
-        }
         self.redcap_step(&mut st, first, n, 0, first_hits);
         drop(st);
         Counters::add(&self.counters.read_requests, 1);
