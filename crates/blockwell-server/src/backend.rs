@@ -42,6 +42,14 @@ pub trait Backend: Send + Sync {
         false
     }
 
+    /// Like [`Backend::try_read_fast`], but instead of copying, appends to `out` shared references to the
+    /// backend's own memory holding the range, in order (so a server can hand them to `writev` and save a
+    /// copy). `true` when served; `false` (and `out` unchanged) when not possible. The default never is.
+    fn try_read_shared(&self, offset: u64, len: u64, out: &mut Vec<SharedBytes>) -> bool {
+        let _ = (offset, len, out);
+        false
+    }
+
     fn is_read_only(&self) -> bool {
         false
     }
@@ -58,6 +66,20 @@ pub trait Backend: Send + Sync {
     fn block_status(&self, offset: u64, len: u64) -> Option<io::Result<Vec<(u64, u32)>>> {
         let _ = (offset, len);
         None
+    }
+}
+
+/// Part of a shared, immutable buffer: `buf[start..end]` (see [`Backend::try_read_shared`]).
+#[derive(Clone, Debug)]
+pub struct SharedBytes {
+    pub buf: std::sync::Arc<Box<[u8]>>,
+    pub start: usize,
+    pub end: usize,
+}
+
+impl SharedBytes {
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
     }
 }
 
@@ -156,6 +178,9 @@ macro_rules! forward_backend {
             }
             fn try_read_fast(&self, buf: &mut [u8], offset: u64) -> bool {
                 (**self).try_read_fast(buf, offset)
+            }
+            fn try_read_shared(&self, offset: u64, len: u64, out: &mut Vec<SharedBytes>) -> bool {
+                (**self).try_read_shared(offset, len, out)
             }
             fn is_read_only(&self) -> bool {
                 (**self).is_read_only()

@@ -6,7 +6,9 @@
 //! (a victim's slot is freed at once), so the slots allocated never exceed the capacity in blocks.
 //!
 //! ## Concurrency
-//! One mutex guards the engine, the map and the slots; it is never held during backend I/O. A read plans under
+//! One mutex guards the engine, the map and the slots; it is never held during backend I/O, nor while a large
+//! read copies its data (it holds references to the slots instead; a slot so held is copied before a write and
+//! not reused for another block). A read plans under
 //! the lock (hits are copied out, each missed block the engine admitted is marked *pending* with the request's
 //! token), reads the missed runs from the backend without the lock (one request per run, whole blocks), and
 //! installs a fetched block only if it is still pending with its own token. Every write updates the backend
@@ -16,8 +18,8 @@
 //! striped write locks, so that the order of backend writes and of cache updates agree.
 //!
 //! ## Cost
-//! Per cached block: the block's slot, 8 B of slot pointer, about 24 B in the map, plus the policy's metadata
-//! (see each policy's module doc).
+//! Per cached block: the block's slot, 8 B of slot pointer and 32 B of `Arc` header and boxed-slice pointer,
+//! about 24 B in the map, plus the policy's metadata (see each policy's module doc).
 
 use crate::backend::Backend;
 use crate::stats::{Counters, StatsSnapshot};
@@ -273,7 +275,9 @@ impl Streams {
 struct State {
     engine: BlockCache<dyn DynPolicy>,
     map: BlockMap<Entry>,
-    slots: Vec<Box<[u8]>>,
+    /// Block data. Shared (`Arc`) so that a large read can copy a block after letting go of the lock: a slot
+    /// still held by such a reader is never written in place (writes copy it first, reuse allocates anew).
+    slots: Vec<Slot>,
     free: Vec<u32>,
     history: Option<MissHistory>,
     streams: Streams,
@@ -354,6 +358,19 @@ impl BlockView for MapView<'_> {
     }
 }
 
+/// One block of data.
+type Slot = Arc<Box<[u8]>>;
+
+/// Where a fast read's data goes: copied into the caller's buffer, or shared as references to the slots.
+enum FastSink<'a> {
+    Copy(&'a mut [u8]),
+    Share(&'a mut Vec<crate::backend::SharedBytes>),
+}
+
+/// Requests of more blocks than this copy their data after releasing the cache's lock (so that large reads by
+/// several workers copy in parallel); smaller ones copy under it (cheaper than taking references).
+const COPY_UNLOCKED_BLOCKS: u64 = 16;
+
 fn key(block: u64) -> BlockKey {
     BlockKey::new(0, block).expect("block numbers are checked against the device size at construction")
 }
@@ -387,7 +404,7 @@ impl State {
         let slot = match self.free.pop() {
             Some(s) => s,
             None if self.slots.len() < capacity => {
-                self.slots.push(vec![0u8; block_size].into_boxed_slice());
+                self.slots.push(Arc::new(vec![0u8; block_size].into_boxed_slice()));
                 (self.slots.len() - 1) as u32
             }
             None => {
@@ -398,7 +415,12 @@ impl State {
                 return;
             }
         };
-        let s = &mut self.slots[slot as usize];
+        let arc = &mut self.slots[slot as usize];
+        if Arc::get_mut(arc).is_none() {
+            // A reader still copies the slot's previous block: leave that memory to it.
+            *arc = Arc::new(vec![0u8; block_size].into_boxed_slice());
+        }
+        let s = Arc::get_mut(arc).expect("the slot was just made unique");
         s[..data.len()].copy_from_slice(data);
         s[data.len()..].fill(0);
         self.set_entry(block, Some(Entry::Ready(slot)));
@@ -793,6 +815,69 @@ impl<B: Backend> Inner<B> {
         Ok(timed.iter().map(|t| t.1).sum())
     }
 
+    /// A read served at once from resident blocks, or nothing at all (`false`): see
+    /// [`Backend::try_read_fast`] and [`Backend::try_read_shared`].
+    fn fast_read(&self, offset: u64, len: u64, mut sink: FastSink<'_>) -> bool {
+        if len == 0 {
+            return false;
+        }
+        let (first, n) = block_span(offset, len, self.block_size);
+        let mut st = self.lock();
+        if self.cutoff > 0 && st.streams.peek(offset, len) >= self.cutoff {
+            return false;
+        }
+        // Take the data while checking that every block is there (large copies take references and copy
+        // later); on the first block that is not, give up (what was copied is overwritten by the slow path).
+        let mut later: Vec<(u64, Slot)> = Vec::new();
+        for b in first..first + n {
+            let Some(&Entry::Ready(s)) = st.map.get(&b) else { return false };
+            let slot = &st.slots[s as usize];
+            match &mut sink {
+                FastSink::Copy(buf) if n <= COPY_UNLOCKED_BLOCKS => {
+                    self.copy_out(b, &slot[..self.block_len(b)], buf, offset)
+                }
+                FastSink::Copy(_) => later.push((b, slot.clone())),
+                FastSink::Share(out) => {
+                    let start = b * self.block_size;
+                    let lo = start.max(offset);
+                    let hi = (start + self.block_len(b) as u64).min(offset + len);
+                    out.push(crate::backend::SharedBytes {
+                        buf: slot.clone(),
+                        start: (lo - start) as usize,
+                        end: (hi - start) as usize,
+                    });
+                }
+            }
+        }
+        // Every block is resident with its data: the steps of `read_at`, where each block hits.
+        st.bypass(self.cutoff, offset, len);
+        self.propose(&mut st, Op::Read, first, n);
+        // Nothing is missing, so synchronous proposals (outside the request) are read in the background.
+        for f in std::mem::take(&mut st.fetches) {
+            if let Some(tx) = &self.async_tx {
+                if tx.try_send((f.first.block(), f.n)).is_err() {
+                    Counters::add(&self.counters.prefetch_dropped, 1);
+                }
+            }
+        }
+        let used = st.engine.stats().prefetch_used;
+        let mut plan = std::mem::take(&mut st.plan);
+        st.engine.access_blocks(Op::Read, key(first), n, &[], &mut plan);
+        debug_assert!(plan.misses.is_empty() && plan.victims.is_empty(), "a resident block missed");
+        st.plan = plan;
+        let first_hits = st.engine.stats().prefetch_used - used;
+        self.redcap_step(&mut st, first, n, 0, first_hits);
+        drop(st);
+        if let FastSink::Copy(buf) = sink {
+            for (b, slot) in &later {
+                self.copy_out(*b, &slot[..self.block_len(*b)], buf, offset);
+            }
+        }
+        Counters::add(&self.counters.read_requests, 1);
+        Counters::add(&self.counters.read_request_hits, 1);
+        true
+    }
+
     /// Blocks of the device.
     fn blocks(&self) -> u64 {
         self.size.div_ceil(self.block_size)
@@ -897,45 +982,16 @@ impl<B: Backend> Backend for Inner<B> {
     }
 
     fn try_read_fast(&self, buf: &mut [u8], offset: u64) -> bool {
-        let len = buf.len() as u64;
-        if len == 0 {
-            return false;
+        self.fast_read(offset, buf.len() as u64, FastSink::Copy(buf))
+    }
+
+    fn try_read_shared(&self, offset: u64, len: u64, out: &mut Vec<crate::backend::SharedBytes>) -> bool {
+        let before = out.len();
+        let ok = self.fast_read(offset, len, FastSink::Share(out));
+        if !ok {
+            out.truncate(before);
         }
-        let (first, n) = block_span(offset, len, self.block_size);
-        let mut st = self.lock();
-        if self.cutoff > 0 && st.streams.peek(offset, len) >= self.cutoff {
-            return false;
-        }
-        // Copy while checking that every block is there; on the first one that is not, give up (what was
-        // copied is overwritten by the slow path).
-        for b in first..first + n {
-            match st.map.get(&b) {
-                Some(&Entry::Ready(s)) => self.copy_out(b, &st.slots[s as usize][..self.block_len(b)], buf, offset),
-                _ => return false,
-            }
-        }
-        // Every block is resident with its data: the steps of `read_at`, where each block hits.
-        st.bypass(self.cutoff, offset, len);
-        self.propose(&mut st, Op::Read, first, n);
-        // Nothing is missing, so synchronous proposals (outside the request) are read in the background.
-        for f in std::mem::take(&mut st.fetches) {
-            if let Some(tx) = &self.async_tx {
-                if tx.try_send((f.first.block(), f.n)).is_err() {
-                    Counters::add(&self.counters.prefetch_dropped, 1);
-                }
-            }
-        }
-        let used = st.engine.stats().prefetch_used;
-        let mut plan = std::mem::take(&mut st.plan);
-        st.engine.access_blocks(Op::Read, key(first), n, &[], &mut plan);
-        debug_assert!(plan.misses.is_empty() && plan.victims.is_empty(), "a resident block missed");
-        st.plan = plan;
-        let first_hits = st.engine.stats().prefetch_used - used;
-        self.redcap_step(&mut st, first, n, 0, first_hits);
-        drop(st);
-        Counters::add(&self.counters.read_requests, 1);
-        Counters::add(&self.counters.read_request_hits, 1);
-        true
+        ok
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
@@ -1072,7 +1128,8 @@ impl<B: Backend> Backend for Inner<B> {
                     let start = b * bs;
                     let lo = start.max(offset);
                     let hi = (start + blen as u64).min(offset + len);
-                    st.slots[s as usize][(lo - start) as usize..(hi - start) as usize]
+                    // Copy on write if a reader still holds the slot.
+                    Arc::make_mut(&mut st.slots[s as usize])[(lo - start) as usize..(hi - start) as usize]
                         .copy_from_slice(&buf[(lo - offset) as usize..(hi - offset) as usize]);
                 }
                 Some(Entry::Pending(_)) if full(b) => {
@@ -1153,6 +1210,9 @@ impl<B: Backend + 'static> Backend for CachedBackend<B> {
     }
     fn try_read_fast(&self, buf: &mut [u8], offset: u64) -> bool {
         self.inner.try_read_fast(buf, offset)
+    }
+    fn try_read_shared(&self, offset: u64, len: u64, out: &mut Vec<crate::backend::SharedBytes>) -> bool {
+        self.inner.try_read_shared(offset, len, out)
     }
     fn write_at(&self, buf: &[u8], offset: u64, fua: bool) -> io::Result<()> {
         self.inner.write_at(buf, offset, fua)

@@ -238,6 +238,81 @@ fn redcap_switches_off_on_random_reads_and_back_on_for_strided_reads() {
     c.validate().unwrap();
 }
 
+/// Large reads copy their blocks after releasing the cache's lock. While they do, evictions reuse slots and
+/// writes overwrite blocks: a reader must still see, for every block, that block's data (an old or a new
+/// version, never another block's, never a mix of two versions).
+#[test]
+fn large_reads_copying_unlocked_never_see_another_blocks_data() {
+    const BLOCKS: u64 = 256;
+    // Block b, version v: every 8-byte word is (b << 32 | v).
+    let block = |b: u64, v: u64| -> Vec<u8> { (0..BS / 8).flat_map(|_| ((b << 32) | v).to_le_bytes()).collect() };
+    let mem = MemBackend::new((BLOCKS * BS) as usize);
+    for b in 0..BLOCKS {
+        mem.write_at(&block(b, 0), b * BS, false).unwrap();
+    }
+    let c = Arc::new(CachedBackend::new(mem, CachedConfig::new(64 * BS)).unwrap());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (c, stop) = (c.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut r = Rng(5);
+            let mut v = 1;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let b = r.below(BLOCKS);
+                c.write_at(&block(b, v), b * BS, false).unwrap();
+                v += 1;
+            }
+        })
+    };
+    let readers: Vec<_> = (0..3)
+        .map(|t| {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                let mut r = Rng(11 + t);
+                let mut fast = 0;
+                for _ in 0..400 {
+                    let first = r.below(BLOCKS - 40);
+                    let n = 17 + r.below(24);
+                    let got = read_fast_first(&*c, first * BS, (n * BS) as usize);
+                    fast += u64::from(c.try_read_fast(&mut vec![0; (n * BS) as usize], first * BS));
+                    for (i, blk) in got.chunks(BS as usize).enumerate() {
+                        let w0 = u64::from_le_bytes(blk[..8].try_into().unwrap());
+                        assert_eq!(w0 >> 32, first + i as u64, "block {} holds another block's data", first + i as u64);
+                        assert!(blk.chunks(8).all(|w| w == &blk[..8]), "block {} mixes versions", first + i as u64);
+                    }
+                }
+                fast
+            })
+        })
+        .collect();
+    let fast: u64 = readers.into_iter().map(|h| h.join().unwrap()).sum();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    c.validate().unwrap();
+    assert!(fast > 0, "some large reads took the unlocked-copy path");
+}
+
+#[test]
+fn shared_reads_hand_out_the_cached_bytes_in_order() {
+    let c = cached(64 * BS as usize, 32, |_| {});
+    let data = fill(64 * BS as usize, 3);
+    c.inner().write_at(&data, 0, false).unwrap();
+    let mut parts = Vec::new();
+    assert!(!c.try_read_shared(100, 10 * BS, &mut parts), "cold: declined");
+    assert!(parts.is_empty());
+    assert_eq!(read(&c, 0, 12 * BS as usize), data[..12 * BS as usize]);
+    assert!(c.try_read_shared(100, 10 * BS, &mut parts));
+    let joined: Vec<u8> = parts.iter().flat_map(|p| p.bytes().iter().copied()).collect();
+    assert_eq!(joined, data[100..100 + 10 * BS as usize]);
+    assert_eq!(parts.len(), 11, "one piece per block touched");
+    // A later write does not change bytes already handed out (the slot is copied on write).
+    c.write_at(&vec![0xFF; BS as usize], BS, false).unwrap();
+    assert_eq!(parts[1].bytes(), &data[BS as usize..2 * BS as usize]);
+    assert_eq!(read(&c, BS, BS as usize), vec![0xFF; BS as usize]);
+    drop(parts);
+    c.validate().unwrap();
+}
+
 #[test]
 fn fast_path_serves_only_whole_hits_and_counts_like_read_at() {
     let c = cached(64 * BS as usize, 8, |_| {});
