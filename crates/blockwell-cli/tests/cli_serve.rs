@@ -203,6 +203,10 @@ fn bad_serve_options_are_one_clear_error() {
     assert!(util::fails(&["serve", "--backend", b, "--policy", "opt"]).contains("--cache"));
     assert!(util::fails(&["serve", "--backend", b, "--policy", "lirs", "--preset", "libcachesim"]).contains("quirks"));
     assert!(util::fails(&["serve", "--backend", b, "--delay", "floppy"]).contains("--delay"));
+    let e = util::fails(&["serve", "--backend", b, "--delay", "wd1200bb(spin=1)"]);
+    assert!(e.contains("--delay") && e.contains("spin"), "{e}");
+    let e = util::fails(&["serve", "--backend", b, "--prefetch", "linux24(max=0x)"]);
+    assert!(e.contains("--prefetch") && e.contains("max"), "{e}");
     assert!(util::fails(&["serve", "--backend", b, "--mode", "write-back"]).contains("--mode"));
     assert!(util::fails(&["serve", "--backend", b, "--listen", "nowhere"]).contains("--listen"));
 }
@@ -396,6 +400,21 @@ fn redcap_prefetch_through_a_real_client() {
     assert!(c["backend_reads"].as_u64().unwrap() <= 16, "{c}");
     let (ok, _) = s.stop();
     assert!(ok);
+}
+
+/// `--delay` with a disk model: a write and a read-back through the emulated WD1200BB (seed 000's disk).
+#[test]
+fn disk_model_under_the_cache() {
+    if !have("qemu-io") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let img = disk(d.path(), 4);
+    let s = Served::start(&["--backend", img.to_str().unwrap(), "--cache", "0", "--delay", "wd1200bb"]);
+    qemu_io(&s.uri, &["write -P 0x3c 64k 64k", "read -P 0x3c 64k 64k", "read -P 0 0 4k"]);
+    let (ok, out) = s.stop();
+    assert!(ok, "{out}");
+    assert!(std::fs::read(&img).unwrap()[65536..131072].iter().all(|&b| b == 0x3c));
 }
 
 #[test]

@@ -3,15 +3,18 @@
 //! Each request sleeps for the time a [`ServiceTime`] model gives, then goes to the wrapped backend. With
 //! [`DelayConfig::serialize`] set, requests pass one at a time through a single "head" mutex, as on a
 //! single-spindle disk, so that concurrency does not make the emulated device faster than the device. The model
-//! is a trait so that a real disk model (`blockwell-disk`) can plug in; [`LinearServiceTime`] is
-//! `latency + len / bandwidth`.
+//! is a trait: [`LinearServiceTime`] is `latency + len / bandwidth`; [`DiskServiceTime`] runs one of
+//! `blockwell-disk`'s device models (seek, rotation, zones, on-disk buffer: the same models the time-aware
+//! simulator uses) on the wall clock.
 
 use crate::backend::Backend;
 use serde::Serialize;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use blockwell_disk::{DiskModel, DiskOp, DiskRequest, SECTOR};
 
 /// Kind of request, as a service-time model sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +68,37 @@ impl ServiceTime for LinearServiceTime {
     }
 }
 
+/// A `blockwell-disk` device model on the wall clock: a request's service time is what the model says for it
+/// starting now (time since the emulator was built), so head position, rotation and the on-disk buffer carry
+/// from one request to the next. FLUSH and TRIM take no time (the models have no write-back cache state to
+/// drain by default). Use it with [`DelayConfig::serialize`] (a disk serves one request at a time), which
+/// [`DelayConfig::disk`] sets.
+pub struct DiskServiceTime {
+    model: Mutex<Box<dyn DiskModel>>,
+    start: Instant,
+}
+
+impl DiskServiceTime {
+    pub fn new(model: Box<dyn DiskModel>) -> Self {
+        DiskServiceTime { model: Mutex::new(model), start: Instant::now() }
+    }
+}
+
+impl ServiceTime for DiskServiceTime {
+    fn service_time(&self, kind: IoKind, offset: u64, len: u64) -> Duration {
+        let op = match kind {
+            IoKind::Read => DiskOp::Read,
+            IoKind::Write | IoKind::WriteZeroes => DiskOp::Write,
+            IoKind::Flush | IoKind::Trim => return Duration::ZERO,
+        };
+        let sector = offset / SECTOR;
+        let sectors = ((offset % SECTOR + len).div_ceil(SECTOR)).max(1);
+        let now = self.start.elapsed().as_nanos() as u64;
+        let mut m = self.model.lock().unwrap_or_else(|e| e.into_inner());
+        Duration::from_nanos(m.service(now, &DiskRequest { op, sector, sectors }))
+    }
+}
+
 /// Requests and bytes that went through a [`DelayBackend`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct DelayStats {
@@ -88,6 +122,21 @@ impl DelayConfig {
     /// A preset name (`hdd`, `ssd`) with a serialized head.
     pub fn preset(name: &str) -> Option<Self> {
         LinearServiceTime::preset(name).map(|m| DelayConfig { model: Box::new(m), serialize: true })
+    }
+
+    /// A `blockwell-disk` model (`wd1200bb`, `cheetah9lp`, `sata-ssd`, `barracuda(write_cache=0)`, ...; see
+    /// `blockwell disk list`) with a serialized head.
+    pub fn disk(spec: &str) -> Result<Self, blockwell_disk::spec::SpecError> {
+        let model = blockwell_disk::spec::DiskSpec::model(spec)?;
+        Ok(DelayConfig { model: Box::new(DiskServiceTime::new(model)), serialize: true })
+    }
+
+    /// `hdd`/`ssd` (the linear presets) or any `blockwell-disk` model spec.
+    pub fn parse(spec: &str) -> Result<Self, blockwell_disk::spec::SpecError> {
+        match Self::preset(spec) {
+            Some(c) => Ok(c),
+            None => Self::disk(spec),
+        }
     }
 }
 
@@ -145,9 +194,10 @@ impl<B: Backend> DelayBackend<B> {
         if let Some(b) = bytes {
             b.fetch_add(len, Ordering::Relaxed);
         }
+        // The head first: a stateful model must see requests in the order the device serves them.
+        let _head = self.head.as_ref().map(|m| m.lock().unwrap_or_else(|e| e.into_inner()));
         let t = self.model.service_time(kind, offset, len);
         self.delay_ns.fetch_add(t.as_nanos() as u64, Ordering::Relaxed);
-        let _head = self.head.as_ref().map(|m| m.lock().unwrap_or_else(|e| e.into_inner()));
         std::thread::sleep(t);
         f()
     }

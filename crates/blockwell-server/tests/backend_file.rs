@@ -183,3 +183,32 @@ fn layers_stack_cache_over_delay_over_file() {
     assert!(c.can_multi_conn());
     assert_eq!(c.block_status(0, MIB).unwrap().unwrap().iter().map(|e| e.0).sum::<u64>(), MIB);
 }
+
+/// A `blockwell-disk` model as the emulator's service time: the model's state carries across requests, so a
+/// read right after the previous one (served from the on-disk buffer's read-ahead or the next sectors) costs
+/// less than one across the disk; every delay is what the model said (counted in `delay_ns`).
+#[test]
+fn disk_model_service_times_follow_the_heads_position() {
+    use blockwell_server::delay::{DiskServiceTime, IoKind, ServiceTime};
+    let model = blockwell_disk::DiskSpec::model("wd1200bb").unwrap();
+    let st = DiskServiceTime::new(model);
+    let first = st.service_time(IoKind::Read, 0, 4096);
+    std::thread::sleep(first + Duration::from_millis(20));
+    let next = st.service_time(IoKind::Read, 4096, 4096);
+    let far = st.service_time(IoKind::Read, 100_000_000_000, 4096);
+    assert!(next < far, "sequential {next:?} vs far {far:?}");
+    assert!(far > Duration::from_millis(5) && far < Duration::from_millis(40), "{far:?}");
+    assert_eq!(st.service_time(IoKind::Flush, 0, 0), Duration::ZERO);
+    // Through the DelayBackend: the delay counter is the sum of the model's times, each slept in full.
+    let d = DelayBackend::new(MemBackend::new(1 << 20), DelayConfig::disk("cheetah9lp").unwrap());
+    let t = Instant::now();
+    for i in 0..5u64 {
+        d.read_at(&mut [0; 4096], i * 200_000).unwrap();
+    }
+    let s = d.stats();
+    assert_eq!(s.reads, 5);
+    assert!(t.elapsed() >= Duration::from_nanos(s.delay_ns) && s.delay_ns > 0, "{:?} {s:?}", t.elapsed());
+    assert!(DelayConfig::parse("hdd").is_ok() && DelayConfig::parse("barracuda").is_ok());
+    let e = DelayConfig::parse("floppy").err().unwrap().to_string();
+    assert!(e.contains("floppy") && e.contains("wd1200bb"), "{e}");
+}

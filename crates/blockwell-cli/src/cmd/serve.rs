@@ -79,7 +79,9 @@ pub struct StackArgs {
     #[arg(long, default_value = "none")]
     pub prefetch: String,
 
-    /// Emulate a slow device under the cache: `hdd` (8 ms + 100 MB/s per request, one head), `ssd`, or `none`.
+    /// Emulate a slow device under the cache: `hdd` (8 ms + 100 MB/s per request, one head), `ssd`, a disk
+    /// model of `blockwell disk list` (`wd1200bb`, `cheetah9lp`, `barracuda`, `sata-ssd`...: seek, rotation and
+    /// on-disk buffer on the wall clock), or `none`.
     #[arg(long, default_value = "none")]
     pub delay: String,
 
@@ -141,8 +143,10 @@ impl StackArgs {
     pub fn check(&self) -> anyhow::Result<()> {
         self.write_mode()?;
         self.cache_config(WriteMode::ReadOnly)?;
-        if self.delay != "none" && DelayConfig::preset(&self.delay).is_none() {
-            bail!("{}: unknown device '{}' (known: hdd, ssd, none)", self.key("delay"), self.delay);
+        if self.delay != "none" {
+            if let Err(e) = DelayConfig::parse(&self.delay) {
+                bail!("{}: {e} (or hdd, ssd: a fixed latency + bandwidth; none)", self.key("delay"));
+            }
         }
         Ok(())
     }
@@ -185,8 +189,8 @@ impl StackArgs {
         let (lower, delay): (Box<dyn Backend>, _) = match self.delay.as_str() {
             "none" => (Box::new(file), None),
             name => {
-                let cfg = DelayConfig::preset(name).with_context(|| {
-                    format!("{}: unknown device '{name}' (known: hdd, ssd, none)", self.key("delay"))
+                let cfg = DelayConfig::parse(name).map_err(|e| {
+                    anyhow!("{}: {e} (or hdd, ssd: a fixed latency + bandwidth; none)", self.key("delay"))
                 })?;
                 let d = Arc::new(DelayBackend::new(file, cfg));
                 (Box::new(d.clone()), Some(d))
