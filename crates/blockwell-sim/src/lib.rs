@@ -9,4 +9,5 @@ pub mod gen;
 pub mod layout;
 pub mod mrc;
 pub mod replay;
+pub mod vtime;
 pub mod workload;
