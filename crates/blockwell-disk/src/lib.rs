@@ -4,6 +4,29 @@
 //! did before? It has state (head position, angular position at a time, buffer contents) but reads no clock: the
 //! caller passes the time at which the device starts serving the request. Queueing is the caller's business;
 //! a model serves one request at a time.
+//!
+//! - [`hdd`]: a hard disk (two-regime seek curve, rotation with angular position, zones, track and cylinder
+//!   switches with skew, per-command overheads, bus transfer, and the on-disk segmented buffer with read-ahead and
+//!   an optional write cache). Presets with cited parameters are in [`presets`].
+//! - [`ssd`]: per-op latency, bandwidth and parallel channels.
+//! - [`memory`]: a memory tier (latency per block × a slowdown factor relative to DRAM), for seed `002_*`'s
+//!   extended storage.
+//! - [`spec`]: the one registry: [`DiskSpec::parse`] turns `"barracuda"`, `"ssd(read_us=80,channels=8)"` or
+//!   `"memory(slowdown=4)"` into a `Box<dyn DiskModel>`; [`spec::list`] names every preset.
+//! - [`validate`]: replays DiskSim's validation traces (measured service times of real disks) through a model and
+//!   compares the distributions (mean, Ruemmler-Wilkes demerit).
+
+pub mod hdd;
+pub mod memory;
+pub mod presets;
+pub mod spec;
+pub mod ssd;
+pub mod validate;
+
+pub use hdd::{HddModel, HddParams, SeekCurve, Zone};
+pub use memory::{MemoryModel, MemoryParams};
+pub use spec::{DiskSpec, SpecError};
+pub use ssd::{SsdModel, SsdParams};
 
 /// Bytes per sector: request addresses and sizes are in 512 B sectors.
 pub const SECTOR: u64 = 512;
@@ -26,6 +49,16 @@ pub struct DiskRequest {
     pub sectors: u64,
 }
 
+impl DiskRequest {
+    pub const fn read(sector: u64, sectors: u64) -> Self {
+        DiskRequest { op: DiskOp::Read, sector, sectors }
+    }
+
+    pub const fn write(sector: u64, sectors: u64) -> Self {
+        DiskRequest { op: DiskOp::Write, sector, sectors }
+    }
+}
+
 /// A device timing model.
 pub trait DiskModel: Send {
     /// Starts serving `req` at `now_ns` (nanoseconds on the caller's clock; never less than the previous call's
@@ -44,4 +77,13 @@ pub trait DiskModel: Send {
 
     /// A short description (preset name and main parameters) for reports.
     fn describe(&self) -> String;
+}
+
+/// Milliseconds (as in data sheets and DiskSim parameter files) to integer nanoseconds, rounded.
+pub(crate) fn ms_to_ns(ms: f64) -> u64 {
+    if ms.is_finite() && ms > 0.0 {
+        (ms * 1e6).round() as u64
+    } else {
+        0
+    }
 }

@@ -1,0 +1,280 @@
+//! The device registry: one place that names every model and preset and parses specs such as `barracuda`,
+//! `barracuda(write_cache=0,segments=8)`, `ssd(read_us=80,write_us=200,mbps=500,channels=8)` or
+//! `memory(slowdown=4)` into a [`DiskSpec`], then a `Box<dyn DiskModel>`. Same shape as
+//! `blockwell_core::PolicySpec::parse`: `name` or `name(key=value,...)`, unknown names and parameters are errors
+//! that list what is known, and values are checked when parsed, not in the middle of a run.
+
+use crate::hdd::{HddModel, HddParams};
+use crate::memory::{MemoryModel, MemoryParams};
+use crate::presets;
+use crate::ssd::{SsdModel, SsdParams};
+use crate::DiskModel;
+
+/// A bad device spec.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SpecError {
+    #[error("unknown disk model '{name}' (known: {known})")]
+    UnknownModel { name: String, known: String },
+    #[error("{model}: unknown parameter '{param}' (known: {known})")]
+    UnknownParam { model: String, param: String, known: String },
+    #[error("{model}: parameter '{param}': expected {expected}, found '{value}'")]
+    BadValue { model: String, param: String, value: String, expected: String },
+    #[error("{model}: {message}")]
+    Invalid { model: String, message: String },
+    #[error("disk spec '{spec}': {message}")]
+    Syntax { spec: String, message: String },
+}
+
+/// A parsed device: which model with which parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DeviceParams {
+    Hdd(HddParams),
+    Ssd(SsdParams),
+    Memory(MemoryParams),
+}
+
+/// A parsed spec (keeps the text it came from, for reports).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DiskSpec {
+    pub params: DeviceParams,
+    text: String,
+}
+
+/// Every preset and model name with a one-line description.
+pub fn list() -> Vec<(&'static str, &'static str)> {
+    let mut v: Vec<(&str, &str)> = presets::HDD_PRESETS.to_vec();
+    v.extend_from_slice(&[
+        ("sata-ssd", "SATA SSD: 90 us read, 50 us write per 4 KiB page, 530 MB/s, 16 parallel units (also: ssd)"),
+        ("nvme-ssd", "NVMe SSD: 70 us read, 20 us write per 4 KiB page, 3400 MB/s, 64 parallel units"),
+        ("memory", "DRAM tier: 1950 ns per 4 KiB block x slowdown (default 1) (also: dram)"),
+        ("ecs", "seed 002's extended storage: file memory 3x slower than DRAM (memory(slowdown=3))"),
+    ]);
+    v
+}
+
+/// The parameters each kind of model takes, for error messages and `blockwell disk list`.
+pub const HDD_KEYS: &[&str] = &[
+    "segments",
+    "segment_sectors",
+    "read_ahead",
+    "write_cache",
+    "max_write_segments",
+    "bus_us",
+    "overhead_ms",
+    "head_switch_ms",
+    "write_settle_ms",
+    "rpm",
+    "seek_a",
+    "seek_b",
+    "seek_d0",
+    "seek_c",
+    "seek_e",
+];
+pub const SSD_KEYS: &[&str] = &["read_us", "write_us", "mbps", "channels", "page_kib", "capacity_gb"];
+pub const MEMORY_KEYS: &[&str] = &["slowdown", "block_kib", "dram_ns", "capacity_gb"];
+
+fn base(name: &str) -> Option<DeviceParams> {
+    if let Some(h) = presets::hdd(name) {
+        return Some(DeviceParams::Hdd(h));
+    }
+    match name.to_ascii_lowercase().as_str() {
+        "ssd" | "sata-ssd" | "sata_ssd" => Some(DeviceParams::Ssd(SsdParams::sata())),
+        "nvme-ssd" | "nvme_ssd" | "nvme" => Some(DeviceParams::Ssd(SsdParams::nvme())),
+        "memory" | "dram" | "mem" => Some(DeviceParams::Memory(MemoryParams::dram())),
+        "ecs" | "es" => Some(DeviceParams::Memory(MemoryParams::ecs())),
+        _ => None,
+    }
+}
+
+struct Setter<'a> {
+    model: &'a str,
+    key: &'a str,
+    value: &'a str,
+}
+
+impl Setter<'_> {
+    fn bad(&self, expected: &str) -> SpecError {
+        SpecError::BadValue {
+            model: self.model.into(),
+            param: self.key.into(),
+            value: self.value.into(),
+            expected: expected.into(),
+        }
+    }
+
+    fn f64(&self) -> Result<f64, SpecError> {
+        self.value.parse::<f64>().ok().filter(|v| v.is_finite()).ok_or_else(|| self.bad("a number"))
+    }
+
+    fn u32(&self) -> Result<u32, SpecError> {
+        self.value.parse::<u32>().map_err(|_| self.bad("a non-negative integer"))
+    }
+
+    fn u64(&self) -> Result<u64, SpecError> {
+        self.value.parse::<u64>().map_err(|_| self.bad("a non-negative integer"))
+    }
+
+    fn bool(&self) -> Result<bool, SpecError> {
+        match self.value.to_ascii_lowercase().as_str() {
+            "1" | "true" | "on" | "yes" => Ok(true),
+            "0" | "false" | "off" | "no" => Ok(false),
+            _ => Err(self.bad("a boolean (0/1, true/false, on/off)")),
+        }
+    }
+}
+
+fn unknown(model: &str, key: &str, known: &[&str]) -> SpecError {
+    SpecError::UnknownParam { model: model.into(), param: key.into(), known: known.join(", ") }
+}
+
+impl DiskSpec {
+    /// Parses `name` or `name(key=value,...)`.
+    pub fn parse(s: &str) -> Result<DiskSpec, SpecError> {
+        let s = s.trim();
+        let (name, args) = match s.find('(') {
+            Some(i) if s.ends_with(')') => (s[..i].trim(), &s[i + 1..s.len() - 1]),
+            Some(_) => {
+                return Err(SpecError::Syntax {
+                    spec: s.into(),
+                    message: "expected name(key=value,...) with a closing ')'".into(),
+                })
+            }
+            None => (s, ""),
+        };
+        let mut params = base(name).ok_or_else(|| SpecError::UnknownModel {
+            name: name.into(),
+            known: list().iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
+        })?;
+        let model = name.to_ascii_lowercase();
+        for kv in args.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+            let (k, v) = kv.split_once('=').ok_or_else(|| SpecError::Syntax {
+                spec: s.into(),
+                message: format!("expected key=value, found '{kv}'"),
+            })?;
+            let key = k.trim().replace('-', "_");
+            let set = Setter { model: &model, key: &key, value: v.trim() };
+            match &mut params {
+                DeviceParams::Hdd(h) => match key.as_str() {
+                    "segments" => h.segments = set.u32()?,
+                    "segment_sectors" => h.segment_sectors = set.u32()?,
+                    "read_ahead" => h.read_ahead = set.bool()?,
+                    "write_cache" => h.write_cache = set.bool()?,
+                    "max_write_segments" => h.max_write_segments = set.u32()?,
+                    "bus_us" => h.bus_us_per_sector = set.f64()?,
+                    "overhead_ms" => h.overhead.set_all(set.f64()?),
+                    "head_switch_ms" => h.head_switch_ms = set.f64()?,
+                    "write_settle_ms" => h.write_settle_ms = set.f64()?,
+                    "rpm" => h.rpm = set.u32()?,
+                    "seek_a" => h.seek.a = set.f64()?,
+                    "seek_b" => h.seek.b = set.f64()?,
+                    "seek_d0" => h.seek.d0 = set.u32()?,
+                    "seek_c" => h.seek.c = set.f64()?,
+                    "seek_e" => h.seek.e = set.f64()?,
+                    _ => return Err(unknown(&model, &key, HDD_KEYS)),
+                },
+                DeviceParams::Ssd(p) => match key.as_str() {
+                    "read_us" => p.read_us = set.f64()?,
+                    "write_us" => p.write_us = set.f64()?,
+                    "mbps" => p.mbps = set.f64()?,
+                    "channels" => p.channels = set.u32()?,
+                    "page_kib" => p.page_kib = set.u32()?,
+                    "capacity_gb" => p.capacity_gb = set.f64()?,
+                    _ => return Err(unknown(&model, &key, SSD_KEYS)),
+                },
+                DeviceParams::Memory(p) => match key.as_str() {
+                    "slowdown" => p.slowdown = set.f64()?,
+                    "block_kib" => p.block_kib = set.u32()?,
+                    "dram_ns" => p.dram_ns = set.u64()?,
+                    "capacity_gb" => p.capacity_gb = set.f64()?,
+                    _ => return Err(unknown(&model, &key, MEMORY_KEYS)),
+                },
+            }
+        }
+        let checked = match &params {
+            DeviceParams::Hdd(h) => h.check(),
+            DeviceParams::Ssd(p) => p.check(),
+            DeviceParams::Memory(p) => p.check(),
+        };
+        checked.map_err(|message| SpecError::Invalid { model: model.clone(), message })?;
+        Ok(DiskSpec { params, text: s.to_string() })
+    }
+
+    /// The text the spec was parsed from.
+    pub fn label(&self) -> &str {
+        &self.text
+    }
+
+    /// A model in its power-on state.
+    pub fn build(&self) -> Result<Box<dyn DiskModel>, SpecError> {
+        let invalid = |message: String| SpecError::Invalid { model: self.text.clone(), message };
+        Ok(match &self.params {
+            DeviceParams::Hdd(h) => Box::new(HddModel::new(h.clone()).map_err(invalid)?),
+            DeviceParams::Ssd(p) => Box::new(SsdModel::new(p.clone()).map_err(invalid)?),
+            DeviceParams::Memory(p) => Box::new(MemoryModel::new(p.clone()).map_err(invalid)?),
+        })
+    }
+}
+
+impl std::str::FromStr for DiskSpec {
+    type Err = SpecError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        DiskSpec::parse(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DiskRequest;
+
+    #[test]
+    fn every_listed_name_builds() {
+        for (name, desc) in list() {
+            let s = DiskSpec::parse(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let m = s.build().unwrap();
+            assert!(m.capacity_sectors() > 0, "{name}");
+            assert!(!desc.is_empty());
+            assert!(!m.describe().is_empty());
+        }
+    }
+
+    #[test]
+    fn overrides_apply() {
+        let s = DiskSpec::parse("ssd(read_us=80, write_us=200, mbps=500, channels=8)").unwrap();
+        match &s.params {
+            DeviceParams::Ssd(p) => {
+                assert_eq!((p.read_us, p.write_us, p.mbps, p.channels), (80.0, 200.0, 500.0, 8));
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut m = DiskSpec::parse("memory(slowdown=4)").unwrap().build().unwrap();
+        assert_eq!(m.service(0, &DiskRequest::read(0, 8)), 4 * 1950);
+        let s = DiskSpec::parse("Barracuda(write_cache=off,segments=8,segment-sectors=128)").unwrap();
+        match &s.params {
+            DeviceParams::Hdd(h) => assert!(!h.write_cache && h.segments == 8 && h.segment_sectors == 128),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(s.label(), "Barracuda(write_cache=off,segments=8,segment-sectors=128)");
+    }
+
+    #[test]
+    fn errors_name_the_bad_part() {
+        let e = DiskSpec::parse("floppy").unwrap_err().to_string();
+        assert!(e.contains("unknown disk model 'floppy'") && e.contains("barracuda"), "{e}");
+        let e = DiskSpec::parse("ssd(latency=3)").unwrap_err().to_string();
+        assert!(e.contains("unknown parameter 'latency'") && e.contains("read_us"), "{e}");
+        let e = DiskSpec::parse("ssd(channels=many)").unwrap_err().to_string();
+        assert!(e.contains("'channels'") && e.contains("many"), "{e}");
+        let e = DiskSpec::parse("ssd(channels=0)").unwrap_err().to_string();
+        assert!(e.contains("channels must be > 0"), "{e}");
+        let e = DiskSpec::parse("memory(slowdown=4").unwrap_err().to_string();
+        assert!(e.contains("closing ')'"), "{e}");
+        let e = DiskSpec::parse("memory(slowdown)").unwrap_err().to_string();
+        assert!(e.contains("key=value"), "{e}");
+        let e = DiskSpec::parse("cheetah9lp(read_ahead=maybe)").unwrap_err().to_string();
+        assert!(e.contains("'read_ahead'") && e.contains("boolean"), "{e}");
+        let e = DiskSpec::parse("hp97560(rpm=0)").unwrap_err().to_string();
+        assert!(e.contains("rpm"), "{e}");
+    }
+}
