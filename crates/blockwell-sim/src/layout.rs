@@ -1,15 +1,238 @@
 //! File layouts: where a file's blocks live on the disk. The time-aware simulator maps page-cache misses
 //! (file, file block) to disk blocks through a [`FileMap`].
+//!
+//! # The creation model
+//!
+//! Where a file system puts a file depends on how the file was written. Blockwell models the creation of a
+//! workload's files as one concurrent phase ([`creation_schedule`]): every writer ([`FileInfo::writer`]) writes
+//! its files one after another in file-index order, all writers at the same time, and the allocator sees their
+//! writes round-robin, one chunk per writer per round (a chunk is `chunk_min ..= chunk_max` bytes, 4 KiB–64 KiB
+//! by default, drawn from the seed, rounded up to whole blocks and cut at the end of the file). Files written
+//! by different writers are therefore written *concurrently*, files of one writer *sequentially*. Layouts that
+//! allocate on write (`block-groups`) take the chunks in this order; the others use it only for the order in
+//! which files are created (the round of a file's first chunk).
+//!
+//! # Layouts
+//!
+//! - `contiguous`: files one after another in file-index order, each in one piece, no gaps. The ideal
+//!   layout (a freshly written, defragmented disk); the baseline.
+//! - `block-groups` (ext2/ext3): the disk is divided into block groups of `group_bytes` (128 MiB: ext2/3 with
+//!   4 KiB blocks have 32768 blocks per group, one block bitmap block's worth of bits), the first
+//!   `group_reserved_bytes` of each holding metadata (bitmaps and the inode table: 2 MiB + 8 KiB, what
+//!   `mke2fs` gives a 4 KiB-block file system at one inode per 8 KiB). Directories are spread over the groups
+//!   like ext3's Orlov allocator spreads top-level directories: each directory's home group is picked
+//!   pseudo-randomly from the seed among the groups of a disk that the data fills to `fill` (half, by
+//!   default). A file's blocks are allocated in its directory's group, each chunk at the group's next free
+//!   block, in the order of the creation schedule; so two files of one directory written concurrently by two
+//!   writers get interleaved extents of one chunk each, while a file written alone is one extent. A full group
+//!   spills into the next group with free space (new groups are added past the end if needed). Not modelled:
+//!   ext3's per-file reservation windows, delayed allocation, freed space.
+//! - `single-extent` (JFS-like; XFS behaves alike for these workloads): every file is one extent, placed in
+//!   creation order. The disk is divided into allocation groups of `ag_bytes` (1 GiB, the JFS allocation-group
+//!   size seed 000 reports); the k-th directory (in creation order) gets allocation group `k mod groups`, and a
+//!   file goes at its group's next free block, or into the next group that has room for the whole file, or
+//!   past the end of the disk when none has.
+//! - `scattered` (ReiserFS-like apparent randomness, seed 000 §3): each file is cut into runs of
+//!   `run_min ..= run_max` blocks (1–16 by default, from the seed); the disk region is cut into slots of
+//!   `run_max` blocks, enough that the data fills `fill` of them; run `k` (counting runs of all files in file
+//!   order) goes at the start of slot `π(k)`, where `π` is a seeded pseudo-random permutation. So a file's runs
+//!   land all over the region and consecutive file blocks are contiguous only within a run.
+//!
+//! Every layout gives each block of each file exactly one disk block, never shared with another file block,
+//! and is a pure function of (files, block size, seed, parameters).
 
+use crate::gen::{Permutation, Rng, SplitMix64};
 use crate::workload::FileInfo;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
 
 /// How a file system places files.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LayoutKind {
-    /// Files one after another in creation order, each in one piece.
+    /// Files one after another in file-index order, each in one piece.
     #[default]
     Contiguous,
+    /// ext2/ext3-like block groups: a directory's files in one group, concurrently written files interleaved.
+    BlockGroups,
+    /// JFS-like: every file one extent, allocation groups per directory.
+    SingleExtent,
+    /// ReiserFS-like apparent randomness: small runs at pseudo-random places.
+    Scattered,
+}
+
+impl LayoutKind {
+    pub const ALL: &'static [LayoutKind] =
+        &[LayoutKind::Contiguous, LayoutKind::BlockGroups, LayoutKind::SingleExtent, LayoutKind::Scattered];
+
+    /// The kebab-case name (`block-groups`).
+    pub fn name(self) -> &'static str {
+        match self {
+            LayoutKind::Contiguous => "contiguous",
+            LayoutKind::BlockGroups => "block-groups",
+            LayoutKind::SingleExtent => "single-extent",
+            LayoutKind::Scattered => "scattered",
+        }
+    }
+
+    /// One line for help texts and docs.
+    pub fn summary(self) -> &'static str {
+        match self {
+            LayoutKind::Contiguous => "files one after another, each in one piece (ideal, defragmented)",
+            LayoutKind::BlockGroups => {
+                "ext2/ext3: directories spread over 128 MiB block groups, concurrently written files interleave"
+            }
+            LayoutKind::SingleExtent => "JFS-like: each file one extent, allocation groups per directory",
+            LayoutKind::Scattered => "ReiserFS-like apparent randomness: 1-16 block runs at pseudo-random places",
+        }
+    }
+}
+
+impl fmt::Display for LayoutKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for LayoutKind {
+    type Err = LayoutError;
+
+    /// Case-insensitive; `_` is accepted for `-` (`block_groups`).
+    fn from_str(s: &str) -> Result<Self, LayoutError> {
+        let n = s.trim().to_ascii_lowercase().replace('_', "-");
+        Self::ALL.iter().copied().find(|k| k.name() == n).ok_or_else(|| LayoutError::Unknown {
+            name: s.to_string(),
+            known: Self::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
+        })
+    }
+}
+
+/// Bad layout names or parameters.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum LayoutError {
+    #[error("unknown layout '{name}' (known: {known})")]
+    Unknown { name: String, known: String },
+    #[error("layout parameter '{param}': {message}")]
+    BadParam { param: &'static str, message: String },
+}
+
+/// Tuning of the layouts (see the module doc). All sizes in bytes; they are rounded up to whole blocks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LayoutParams {
+    /// Creation model: smallest chunk a writer appends at a time.
+    pub chunk_min: u64,
+    /// Creation model: largest chunk a writer appends at a time.
+    pub chunk_max: u64,
+    /// `block-groups`: bytes per block group.
+    pub group_bytes: u64,
+    /// `block-groups`: metadata at the start of each group.
+    pub group_reserved_bytes: u64,
+    /// `single-extent`: bytes per allocation group.
+    pub ag_bytes: u64,
+    /// `scattered`: smallest run, in blocks.
+    pub run_min: u64,
+    /// `scattered`: largest run (and slot size), in blocks.
+    pub run_max: u64,
+    /// `block-groups`, `single-extent`, `scattered`: fraction of the disk region the data fills, in (0, 1].
+    pub fill: f64,
+}
+
+impl Default for LayoutParams {
+    fn default() -> Self {
+        LayoutParams {
+            chunk_min: 4 << 10,
+            chunk_max: 64 << 10,
+            group_bytes: 128 << 20,
+            group_reserved_bytes: (2 << 20) + (8 << 10),
+            ag_bytes: 1 << 30,
+            run_min: 1,
+            run_max: 16,
+            fill: 0.5,
+        }
+    }
+}
+
+impl LayoutParams {
+    /// Rejects settings no layout can use, naming the parameter.
+    pub fn validate(&self, block_size: u64) -> Result<(), LayoutError> {
+        let bad = |param, message: String| Err(LayoutError::BadParam { param, message });
+        if block_size == 0 {
+            return bad("block_size", "must be at least 1 byte".into());
+        }
+        if self.chunk_min == 0 || self.chunk_min > self.chunk_max {
+            return bad("chunk_min", format!("must be between 1 and chunk_max ({})", self.chunk_max));
+        }
+        let group = self.group_bytes.div_ceil(block_size);
+        if group < 2 {
+            return bad("group_bytes", format!("must hold at least 2 blocks of {block_size} B"));
+        }
+        if self.group_reserved_bytes.div_ceil(block_size) >= group {
+            return bad("group_reserved_bytes", format!("must be smaller than group_bytes ({})", self.group_bytes));
+        }
+        if self.ag_bytes < block_size {
+            return bad("ag_bytes", format!("must hold at least one block of {block_size} B"));
+        }
+        if self.run_min == 0 || self.run_min > self.run_max {
+            return bad("run_min", format!("must be between 1 and run_max ({})", self.run_max));
+        }
+        if !(self.fill > 0.0 && self.fill <= 1.0) {
+            return bad("fill", format!("{} is not in (0, 1]", self.fill));
+        }
+        Ok(())
+    }
+}
+
+/// One step of the creation model: `file`'s writer appends `blocks` blocks to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chunk {
+    pub file: u32,
+    pub blocks: u64,
+}
+
+/// The order in which the allocator sees the files' blocks: writers round-robin (in ascending writer id), one
+/// chunk each per round, each writer working through its files in index order. Deterministic per `seed`.
+/// Empty files get no chunk. `params` must be valid for `block_size` ([`LayoutParams::validate`]).
+pub fn creation_schedule(files: &[FileInfo], block_size: u64, params: &LayoutParams, seed: u64) -> Vec<Chunk> {
+    let bs = block_size.max(1);
+    let cmin = params.chunk_min.div_ceil(bs).max(1);
+    let cmax = params.chunk_max.div_ceil(bs).max(cmin);
+    // Per writer (ascending id): its files in index order.
+    let mut writers: std::collections::BTreeMap<u32, Vec<u32>> = std::collections::BTreeMap::new();
+    for (i, f) in files.iter().enumerate() {
+        if f.size > 0 {
+            writers.entry(f.writer).or_default().push(i as u32);
+        }
+    }
+    // (files of the writer, index of the current file, blocks left in it)
+    let mut state: Vec<(Vec<u32>, usize, u64)> = writers
+        .into_values()
+        .map(|fs| {
+            let left = files[fs[0] as usize].size.div_ceil(bs);
+            (fs, 0, left)
+        })
+        .collect();
+    let total: u64 = files.iter().map(|f| f.size.div_ceil(bs)).sum();
+    let mut out = Vec::with_capacity((total / ((cmin + cmax) / 2).max(1)) as usize + state.len());
+    let mut rng = Rng::new(seed ^ 0xc4ea_7e00_5c4e_d01e);
+    while !state.is_empty() {
+        state.retain_mut(|(fs, cur, left)| {
+            let want = cmin + rng.below(cmax - cmin + 1);
+            let n = want.min(*left);
+            out.push(Chunk { file: fs[*cur], blocks: n });
+            *left -= n;
+            if *left == 0 {
+                *cur += 1;
+                match fs.get(*cur) {
+                    Some(&f) => *left = files[f as usize].size.div_ceil(bs),
+                    None => return false,
+                }
+            }
+            true
+        });
+    }
+    out
 }
 
 /// The disk blocks of every file of a workload.
@@ -22,23 +245,157 @@ pub struct FileMap {
 }
 
 impl FileMap {
-    /// Places `files` (sizes rounded up to whole `block_size` blocks). `seed` drives layouts with randomness.
+    /// Places `files` (sizes rounded up to whole `block_size` blocks) with the default [`LayoutParams`]. `seed`
+    /// drives the creation model and layouts with randomness. A `block_size` of 0 is taken as 1.
     pub fn build(kind: LayoutKind, files: &[FileInfo], block_size: u64, seed: u64) -> FileMap {
-        let _ = seed;
+        Self::place(kind, files, block_size.max(1), seed, &LayoutParams::default())
+    }
+
+    /// Like [`FileMap::build`] with explicit parameters, checked first.
+    pub fn build_with(
+        kind: LayoutKind,
+        files: &[FileInfo],
+        block_size: u64,
+        seed: u64,
+        params: &LayoutParams,
+    ) -> Result<FileMap, LayoutError> {
+        params.validate(block_size)?;
+        Ok(Self::place(kind, files, block_size, seed, params))
+    }
+
+    fn place(kind: LayoutKind, files: &[FileInfo], bs: u64, seed: u64, p: &LayoutParams) -> FileMap {
+        let mut m = FileMap { block_size: bs, extents: vec![Vec::new(); files.len()], disk_blocks: 0 };
         match kind {
             LayoutKind::Contiguous => {
                 let mut next = 0u64;
-                let extents = files
-                    .iter()
-                    .map(|f| {
-                        let n = f.size.div_ceil(block_size);
-                        let e = vec![(0, next, n)];
-                        next += n;
-                        e
-                    })
-                    .collect();
-                FileMap { block_size, extents, disk_blocks: next }
+                for (i, f) in files.iter().enumerate() {
+                    let n = f.size.div_ceil(bs);
+                    m.push(i, 0, next, n);
+                    next += n;
+                }
             }
+            LayoutKind::BlockGroups => m.place_block_groups(files, seed, p),
+            LayoutKind::SingleExtent => m.place_single_extent(files, seed, p),
+            LayoutKind::Scattered => m.place_scattered(files, seed, p),
+        }
+        m.disk_blocks = m.extents.iter().flatten().map(|&(_, d, n)| d + n).max().unwrap_or(0);
+        m
+    }
+
+    /// Appends `n` blocks of `file` starting at file block `fb` on disk block `db`, merging with its last extent.
+    fn push(&mut self, file: usize, fb: u64, db: u64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let e = &mut self.extents[file];
+        match e.last_mut() {
+            Some(last) if last.0 + last.2 == fb && last.1 + last.2 == db => last.2 += n,
+            _ => e.push((fb, db, n)),
+        }
+    }
+
+    fn total_blocks(files: &[FileInfo], bs: u64) -> u64 {
+        files.iter().map(|f| f.size.div_ceil(bs)).sum()
+    }
+
+    /// Groups of `per_group` usable blocks needed for the data to fill `fill` of them.
+    fn groups_for(total: u64, per_group: u64, fill: f64) -> u64 {
+        ((total as f64 / fill / per_group as f64).ceil() as u64).max(1)
+    }
+
+    fn place_block_groups(&mut self, files: &[FileInfo], seed: u64, p: &LayoutParams) {
+        let bs = self.block_size;
+        let g = p.group_bytes.div_ceil(bs);
+        let r = p.group_reserved_bytes.div_ceil(bs).min(g - 1);
+        let ngroups = Self::groups_for(Self::total_blocks(files, bs), g - r, p.fill);
+        // Next free block (relative to the group start) of each group.
+        let mut next: Vec<u64> = vec![r; ngroups as usize];
+        let home = |dir: u32| -> usize {
+            (SplitMix64(seed ^ 0xb10c_6e0b ^ (dir as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)).next_u64() % ngroups)
+                as usize
+        };
+        // Per file: the group it is being allocated in, and the file blocks placed so far.
+        let mut cur: Vec<Option<usize>> = vec![None; files.len()];
+        let mut done: Vec<u64> = vec![0; files.len()];
+        for c in creation_schedule(files, bs, p, seed) {
+            let f = c.file as usize;
+            let mut gi = cur[f].unwrap_or_else(|| home(files[f].dir));
+            let mut left = c.blocks;
+            while left > 0 {
+                if next[gi] >= g {
+                    // Spill: the next group with free space, or a new one past the end.
+                    gi = match (1..next.len()).map(|k| (gi + k) % next.len()).find(|&k| next[k] < g) {
+                        Some(k) => k,
+                        None => {
+                            next.push(r);
+                            next.len() - 1
+                        }
+                    };
+                }
+                let take = left.min(g - next[gi]);
+                let db = gi as u64 * g + next[gi];
+                next[gi] += take;
+                self.push(f, done[f], db, take);
+                done[f] += take;
+                left -= take;
+            }
+            cur[f] = Some(gi);
+        }
+    }
+
+    fn place_single_extent(&mut self, files: &[FileInfo], seed: u64, p: &LayoutParams) {
+        let bs = self.block_size;
+        let ag = p.ag_bytes.div_ceil(bs);
+        let nags = Self::groups_for(Self::total_blocks(files, bs), ag, p.fill);
+        let mut next: Vec<u64> = vec![0; nags as usize];
+        let mut beyond = nags * ag;
+        let mut dir_ag: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+        // Creation order: the order of each file's first chunk.
+        let mut created = vec![false; files.len()];
+        for c in creation_schedule(files, bs, p, seed) {
+            let f = c.file as usize;
+            if std::mem::replace(&mut created[f], true) {
+                continue;
+            }
+            let n = files[f].size.div_ceil(bs);
+            let k = dir_ag.len();
+            let start = *dir_ag.entry(files[f].dir).or_insert(k % nags as usize);
+            let fits = (0..next.len()).map(|i| (start + i) % next.len()).find(|&a| ag - next[a] >= n);
+            let db = match fits {
+                Some(a) => {
+                    let db = a as u64 * ag + next[a];
+                    next[a] += n;
+                    db
+                }
+                None => {
+                    let db = beyond;
+                    beyond += n;
+                    db
+                }
+            };
+            self.push(f, 0, db, n);
+        }
+    }
+
+    fn place_scattered(&mut self, files: &[FileInfo], seed: u64, p: &LayoutParams) {
+        let bs = self.block_size;
+        let (rmin, rmax) = (p.run_min, p.run_max);
+        let mut rng = Rng::new(seed ^ 0x5ca7_7e3e_d000);
+        // Cut every file into runs first (so the number of slots is known), in file order.
+        let mut runs: Vec<(usize, u64, u64)> = Vec::new(); // (file, first file block, blocks)
+        for (i, f) in files.iter().enumerate() {
+            let n = f.size.div_ceil(bs);
+            let mut at = 0;
+            while at < n {
+                let len = (rmin + rng.below(rmax - rmin + 1)).min(n - at);
+                runs.push((i, at, len));
+                at += len;
+            }
+        }
+        let slots = ((runs.len() as f64 / p.fill).ceil() as u64).max(runs.len() as u64).max(1);
+        let perm = Permutation::new(slots, seed);
+        for (k, &(f, fb, len)) in runs.iter().enumerate() {
+            self.push(f, fb, perm.apply(k as u64) * rmax, len);
         }
     }
 
@@ -51,22 +408,69 @@ impl FileMap {
         self.disk_blocks
     }
 
+    /// Number of files mapped.
+    pub fn files(&self) -> usize {
+        self.extents.len()
+    }
+
+    /// `file`'s extents: (first file block, first disk block, blocks), in file order, adjacent ones merged.
+    /// Empty for an unknown file.
+    pub fn extents(&self, file: u32) -> &[(u64, u64, u64)] {
+        self.extents.get(file as usize).map_or(&[], |e| e.as_slice())
+    }
+
     /// Appends to `out` the disk runs (first disk block, count) holding blocks `first .. first + n` of `file`, in
-    /// file order, merging adjacent runs. Blocks past the end of the file are not mapped.
+    /// file order, merging adjacent runs. Blocks past the end of the file (or of an unknown file) are not mapped.
     pub fn runs(&self, file: u32, first: u64, n: u64, out: &mut Vec<(u64, u64)>) {
-        let end = first + n;
-        for &(fb, db, len) in &self.extents[file as usize] {
+        let end = first.saturating_add(n);
+        let extents = self.extents(file);
+        // Extents are sorted by file block: skip those ending before `first`.
+        let start = extents.partition_point(|&(fb, _, len)| fb + len <= first);
+        for &(fb, db, len) in &extents[start..] {
+            if fb >= end {
+                break;
+            }
             let lo = fb.max(first);
             let hi = (fb + len).min(end);
-            if lo >= hi {
-                continue;
-            }
             let d = db + (lo - fb);
             match out.last_mut() {
                 Some(last) if last.0 + last.1 == d => last.1 += hi - lo,
                 _ => out.push((d, hi - lo)),
             }
         }
+    }
+
+    /// Checks the invariants: each file's extents cover its blocks `0..ceil(size / block_size)` in order
+    /// without gaps, no disk block holds two file blocks, and every extent ends below
+    /// [`FileMap::disk_blocks`]. `Err` names the first violation.
+    pub fn validate(&self, files: &[FileInfo]) -> Result<(), String> {
+        if files.len() != self.extents.len() {
+            return Err(format!("{} files given, {} mapped", files.len(), self.extents.len()));
+        }
+        let mut all: Vec<(u64, u64, usize)> = Vec::new();
+        for (i, (f, ext)) in files.iter().zip(&self.extents).enumerate() {
+            let mut fb = 0;
+            for &(efb, db, n) in ext {
+                if efb != fb || n == 0 {
+                    return Err(format!("file {i}: extent at file block {efb} (expected {fb}, {n} blocks)"));
+                }
+                if db + n > self.disk_blocks {
+                    return Err(format!("file {i}: extent ends at {} past disk_blocks {}", db + n, self.disk_blocks));
+                }
+                fb += n;
+                all.push((db, n, i));
+            }
+            if fb != f.size.div_ceil(self.block_size) {
+                return Err(format!("file {i}: {fb} blocks mapped, size needs {}", f.size.div_ceil(self.block_size)));
+            }
+        }
+        all.sort_unstable();
+        for w in all.windows(2) {
+            if w[0].0 + w[0].1 > w[1].0 {
+                return Err(format!("files {} and {} share disk block {}", w[0].2, w[1].2, w[1].0));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -82,5 +486,16 @@ mod tests {
         let mut out = Vec::new();
         m.runs(1, 0, 10, &mut out);
         assert_eq!(out, vec![(3, 2)]);
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for &k in LayoutKind::ALL {
+            assert_eq!(k.name().parse::<LayoutKind>().unwrap(), k);
+            assert_eq!(serde_json::to_value(k).unwrap(), serde_json::Value::String(k.name().into()));
+        }
+        assert_eq!("Block_Groups".parse::<LayoutKind>().unwrap(), LayoutKind::BlockGroups);
+        let e = "ntfs".parse::<LayoutKind>().unwrap_err().to_string();
+        assert!(e.contains("'ntfs'") && e.contains("scattered"), "{e}");
     }
 }

@@ -11,3 +11,4 @@ pub mod mrc;
 pub mod replay;
 pub mod vtime;
 pub mod workload;
+pub mod workloads;

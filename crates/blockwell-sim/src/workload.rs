@@ -41,3 +41,43 @@ pub struct Workload {
     pub files: Vec<FileInfo>,
     pub processes: Vec<Vec<FileRequest>>,
 }
+
+/// A request that does not fit its workload.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("process {process}, request {index}: {message}")]
+pub struct WorkloadError {
+    pub process: usize,
+    pub index: usize,
+    pub message: String,
+}
+
+impl Workload {
+    /// Requests of all processes.
+    pub fn requests(&self) -> usize {
+        self.processes.iter().map(Vec::len).sum()
+    }
+
+    /// Bytes requested by all processes (reads and writes).
+    pub fn bytes(&self) -> u64 {
+        self.processes.iter().flatten().map(|r| r.len).sum()
+    }
+
+    /// Checks that every request names a file of the workload, has `len >= 1` and lies within the file.
+    pub fn validate(&self) -> Result<(), WorkloadError> {
+        for (process, reqs) in self.processes.iter().enumerate() {
+            for (index, r) in reqs.iter().enumerate() {
+                let err = |message: String| Err(WorkloadError { process, index, message });
+                let Some(f) = self.files.get(r.file as usize) else {
+                    return err(format!("file {} of {}", r.file, self.files.len()));
+                };
+                if r.len == 0 {
+                    return err("zero length".into());
+                }
+                if r.offset.checked_add(r.len).map_or(true, |end| end > f.size) {
+                    return err(format!("bytes {}+{} past the end of file {} ({} B)", r.offset, r.len, r.file, f.size));
+                }
+            }
+        }
+        Ok(())
+    }
+}

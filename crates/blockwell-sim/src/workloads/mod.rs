@@ -1,0 +1,374 @@
+//! File-level workload generators: seed `000_*`'s five benchmarks (REDCAP) and seed `001_*`'s workload classes
+//! (prefetch-aware buffer caching), behind one registry.
+//!
+//! A workload is named like a policy: `strided-4k`, `strided-4k(procs=8,file_mb=64)`, `random(dist=zipf)`.
+//! [`WorkloadSpec::parse`] checks the name and every parameter (unknown parameters, wrong types and values out of
+//! range are errors naming the parameter); [`WorkloadSpec::build`] generates the [`Workload`]. [`list`] gives
+//! every generator with its parameters, defaults and meaning. The same spec (seed included, a parameter of
+//! every generator that draws random numbers) always gives the same workload.
+//!
+//! Generators and their interpretation of the papers: `docs/workloads.md`. All requests are closed-loop
+//! (`at_ns = None`) with `think_ns = think_us × 1000`. Files are created by the processes that use them
+//! ([`crate::workload::FileInfo::writer`]), all at the same time, so block-group layouts interleave them
+//! ([`crate::layout`]).
+
+mod classes;
+mod redcap;
+
+use crate::gen::Rng;
+use crate::workload::{FileInfo, FileRequest, Workload};
+use blockwell_core::Op;
+use serde::{de::DeserializeOwned, Serialize};
+use serde_json::{Map, Value};
+
+pub use classes::{Dist, LoopConfig, MixConfig, RandomConfig};
+pub use redcap::{IorConfig, KernelReadConfig, StridedConfig, TacConfig};
+
+/// Most processes a generator makes (seed 000 runs 1 to 32).
+pub const MAX_PROCS: u32 = 32;
+
+/// Most requests a generated workload may have (a guard against typos such as `file_mb=1000000`).
+pub const MAX_REQUESTS: u64 = 50_000_000;
+
+/// Errors naming the workload and the parameter.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SpecError {
+    #[error("unknown workload '{name}' (known: {known})")]
+    Unknown { name: String, known: String },
+    #[error("workload spec '{spec}': {message}")]
+    Syntax { spec: String, message: String },
+    #[error("workload '{workload}': unknown parameter '{param}' (known: {known})")]
+    UnknownParam { workload: String, param: String, known: String },
+    #[error("workload '{workload}': parameter '{param}': {message}")]
+    BadValue { workload: String, param: String, message: String },
+    #[error("workload '{workload}': {requests} requests is more than {max}; lower the scale parameters")]
+    TooLarge { workload: String, requests: u64, max: u64 },
+}
+
+/// A generator's parameters: defaults per registry entry, a range check naming the bad parameter, and the
+/// generation itself.
+pub(crate) trait Params: Serialize + DeserializeOwned + Clone {
+    /// Each parameter with its meaning (the keys are exactly the serialized field names; a test checks it).
+    const DOCS: &'static [(&'static str, &'static str)];
+    /// `Err((parameter, message))` for values out of range.
+    fn check(&self) -> Result<(), (&'static str, String)>;
+    /// Requests the workload will have (checked against [`MAX_REQUESTS`] before generating).
+    fn requests(&self) -> u64;
+    fn generate(&self, name: &str) -> Workload;
+}
+
+macro_rules! registry {
+    ($( $variant:ident => $ty:ty = $default:expr, $name:literal, $summary:literal; )*) => {
+        /// Every workload generator. The one registry: names, summaries, defaults, construction.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum WorkloadKind { $($variant),* }
+
+        impl WorkloadKind {
+            pub const ALL: &'static [WorkloadKind] = &[$(WorkloadKind::$variant),*];
+
+            /// The canonical name.
+            pub fn name(self) -> &'static str {
+                match self { $(WorkloadKind::$variant => $name),* }
+            }
+
+            /// One line for help texts and docs.
+            pub fn summary(self) -> &'static str {
+                match self { $(WorkloadKind::$variant => $summary),* }
+            }
+
+            /// The default parameters, as a JSON object.
+            pub fn defaults(self) -> Map<String, Value> {
+                match self { $(WorkloadKind::$variant => to_map(&$default)),* }
+            }
+
+            /// Parameter names with their meaning.
+            pub fn param_docs(self) -> &'static [(&'static str, &'static str)] {
+                match self { $(WorkloadKind::$variant => <$ty as Params>::DOCS),* }
+            }
+
+            fn check(self, overrides: &Map<String, Value>) -> Result<(), SpecError> {
+                match self { $(WorkloadKind::$variant => resolve::<$ty>(self, overrides).map(drop)),* }
+            }
+
+            fn build(self, overrides: &Map<String, Value>, label: &str) -> Result<Workload, SpecError> {
+                match self { $(WorkloadKind::$variant => Ok(resolve::<$ty>(self, overrides)?.generate(label))),* }
+            }
+        }
+    };
+}
+
+registry! {
+    KernelRead => KernelReadConfig = KernelReadConfig::default(), "kernel-read",
+        "each process reads its own copy of a kernel-source-like tree of small files, whole, directory by directory";
+    Ior => IorConfig = IorConfig::default(), "ior",
+        "IOR read: each process reads its own file (or its block of one shared file) sequentially";
+    Tac => TacConfig = TacConfig::default(), "tac",
+        "tac: each process reads its own file backward, last request-sized piece first";
+    Strided4k => StridedConfig = StridedConfig::with_request_kb(4), "strided-4k",
+        "each process reads 4 KiB every 8 KiB of its own file (read 4 KiB, skip 4 KiB)";
+    Strided512k => StridedConfig = StridedConfig::with_request_kb(512), "strided-512k",
+        "each process reads 512 KiB every 1 MiB of its own file (read 512 KiB, skip 512 KiB)";
+    Loop => LoopConfig = LoopConfig::default(), "loop",
+        "looping sequential (seed 001's cscope class): read a file set whole, over and over";
+    Random => RandomConfig = RandomConfig::default(), "random",
+        "random reads (seed 001's tpc-h class): block-aligned reads, uniform or Zipf, in a few large files";
+    MixSeq => MixConfig = MixConfig::seq(), "mix-seq",
+        "mostly sequential mix (like seed 001's multi1): two looping processes and one random reader";
+    MixRandom => MixConfig = MixConfig::random(), "mix-random",
+        "mostly random mix (like seed 001's multi3): one looping process and two random readers";
+}
+
+fn to_map<T: Serialize>(t: &T) -> Map<String, Value> {
+    match serde_json::to_value(t) {
+        Ok(Value::Object(m)) => m,
+        _ => Map::new(),
+    }
+}
+
+fn normalize(s: &str) -> String {
+    s.trim().to_ascii_lowercase().replace('_', "-")
+}
+
+impl WorkloadKind {
+    /// Finds a generator by name (case-insensitive, `_` for `-`).
+    pub fn from_name(s: &str) -> Result<Self, SpecError> {
+        let n = normalize(s);
+        Self::ALL.iter().copied().find(|k| k.name() == n).ok_or_else(|| SpecError::Unknown {
+            name: s.trim().to_string(),
+            known: Self::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
+        })
+    }
+}
+
+/// Resolves `overrides` over `kind`'s defaults into `P`: unknown parameters, wrong types (each parameter
+/// checked alone, so the error names it), values out of range and oversized workloads are errors.
+fn resolve<P: Params>(kind: WorkloadKind, overrides: &Map<String, Value>) -> Result<P, SpecError> {
+    let base = kind.defaults();
+    let workload = || kind.name().to_string();
+    let mut merged = base.clone();
+    for (k, v) in overrides {
+        if !base.contains_key(k) {
+            return Err(SpecError::UnknownParam {
+                workload: workload(),
+                param: k.clone(),
+                known: base.keys().cloned().collect::<Vec<_>>().join(", "),
+            });
+        }
+        let mut one = base.clone();
+        one.insert(k.clone(), v.clone());
+        if let Err(e) = serde_json::from_value::<P>(Value::Object(one)) {
+            return Err(SpecError::BadValue { workload: workload(), param: k.clone(), message: e.to_string() });
+        }
+        merged.insert(k.clone(), v.clone());
+    }
+    let p: P = serde_json::from_value(Value::Object(merged))
+        .map_err(|e| SpecError::Syntax { spec: workload(), message: e.to_string() })?;
+    p.check().map_err(|(param, message)| SpecError::BadValue { workload: workload(), param: param.into(), message })?;
+    let requests = p.requests();
+    if requests > MAX_REQUESTS {
+        return Err(SpecError::TooLarge { workload: workload(), requests, max: MAX_REQUESTS });
+    }
+    Ok(p)
+}
+
+/// A generator with parameter overrides, as written on a command line: `tac`, `ior(procs=8,shared=true)`.
+/// Values are JSON scalars (`8`, `0.9`, `true`); bare words are strings (`dist=zipf`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkloadSpec {
+    pub kind: WorkloadKind,
+    /// Overridden parameters (names with `-` turned into `_`).
+    pub overrides: Map<String, Value>,
+    text: String,
+}
+
+impl WorkloadSpec {
+    pub fn new(kind: WorkloadKind) -> Self {
+        WorkloadSpec { kind, overrides: Map::new(), text: kind.name().to_string() }
+    }
+
+    /// Parses `name` or `name(key=value,...)` and checks the parameters (names, types, ranges, size) without
+    /// generating anything.
+    pub fn parse(s: &str) -> Result<Self, SpecError> {
+        let s = s.trim();
+        let (name, params) = match s.find('(') {
+            Some(i) if s.ends_with(')') => (&s[..i], &s[i + 1..s.len() - 1]),
+            Some(_) => {
+                return Err(SpecError::Syntax {
+                    spec: s.to_string(),
+                    message: "expected name(key=value,...) with a closing ')'".into(),
+                })
+            }
+            None => (s, ""),
+        };
+        let kind = WorkloadKind::from_name(name)?;
+        let mut overrides = Map::new();
+        for kv in params.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+            let (k, v) = kv.split_once('=').ok_or_else(|| SpecError::Syntax {
+                spec: s.to_string(),
+                message: format!("expected key=value, found '{kv}'"),
+            })?;
+            let v = v.trim();
+            let value = serde_json::from_str::<Value>(v).unwrap_or_else(|_| Value::String(v.to_string()));
+            overrides.insert(k.trim().replace('-', "_"), value);
+        }
+        let spec = WorkloadSpec { kind, overrides, text: s.to_string() };
+        spec.params()?;
+        Ok(spec)
+    }
+
+    /// The text the spec was parsed from (the generated workload's name).
+    pub fn label(&self) -> &str {
+        &self.text
+    }
+
+    /// The resolved parameters (defaults with the overrides), checked.
+    pub fn params(&self) -> Result<Map<String, Value>, SpecError> {
+        self.kind.check(&self.overrides)?;
+        let mut m = self.kind.defaults();
+        m.extend(self.overrides.clone());
+        Ok(m)
+    }
+
+    /// Generates the workload.
+    pub fn build(&self) -> Result<Workload, SpecError> {
+        self.kind.build(&self.overrides, &self.text)
+    }
+}
+
+/// Parses and builds in one step.
+pub fn generate(spec: &str) -> Result<Workload, SpecError> {
+    WorkloadSpec::parse(spec)?.build()
+}
+
+/// One generator as [`list`] describes it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GeneratorInfo {
+    pub name: &'static str,
+    pub summary: &'static str,
+    /// (parameter, default as JSON text, meaning).
+    pub params: Vec<(&'static str, String, &'static str)>,
+}
+
+/// Every generator with its parameters and their defaults.
+pub fn list() -> Vec<GeneratorInfo> {
+    WorkloadKind::ALL
+        .iter()
+        .map(|&k| {
+            let d = k.defaults();
+            GeneratorInfo {
+                name: k.name(),
+                summary: k.summary(),
+                params: k
+                    .param_docs()
+                    .iter()
+                    .map(|&(p, doc)| (p, d.get(p).map_or_else(String::new, |v| v.to_string()), doc))
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Shared pieces of the generators
+
+pub(crate) const KIB: u64 = 1 << 10;
+pub(crate) const MIB: u64 = 1 << 20;
+
+/// `procs` in 1..=32.
+pub(crate) fn check_procs(procs: u32) -> Result<(), (&'static str, String)> {
+    if (1..=MAX_PROCS).contains(&procs) {
+        Ok(())
+    } else {
+        Err(("procs", format!("{procs} is not between 1 and {MAX_PROCS}")))
+    }
+}
+
+/// `v >= 1`.
+pub(crate) fn check_positive(name: &'static str, v: u64) -> Result<(), (&'static str, String)> {
+    if v >= 1 {
+        Ok(())
+    } else {
+        Err((name, "must be at least 1".into()))
+    }
+}
+
+/// `lo <= v <= hi`.
+pub(crate) fn check_range(name: &'static str, v: u64, lo: u64, hi: u64) -> Result<(), (&'static str, String)> {
+    if (lo..=hi).contains(&v) {
+        Ok(())
+    } else {
+        Err((name, format!("{v} is not between {lo} and {hi}")))
+    }
+}
+
+/// A closed-loop read of `len` bytes at `offset`.
+pub(crate) fn read(file: u32, offset: u64, len: u64, think_ns: u64) -> FileRequest {
+    FileRequest { file, op: Op::Read, offset, len, think_ns, at_ns: None }
+}
+
+/// Appends reads of `file`'s bytes `from..to` in order, `req` bytes each (the last one shorter).
+pub(crate) fn read_forward(out: &mut Vec<FileRequest>, file: u32, from: u64, to: u64, req: u64, think_ns: u64) {
+    let mut at = from;
+    while at < to {
+        let len = req.min(to - at);
+        out.push(read(file, at, len, think_ns));
+        at += len;
+    }
+}
+
+/// Sizes of `n` files, log-normal with median `median` bytes and shape `sigma` (ln-space standard
+/// deviation), clamped to `1..=max` bytes. Box–Muller normal deviates from `rng`.
+pub(crate) fn lognormal_sizes(rng: &mut Rng, n: u64, median: f64, sigma: f64, max: u64) -> Vec<u64> {
+    (0..n)
+        .map(|_| {
+            let u1 = 1.0 - rng.next_f64(); // (0, 1]
+            let u2 = rng.next_f64();
+            let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+            let s = (median * (sigma * z).exp()).round();
+            (s as u64).clamp(1, max.max(1))
+        })
+        .collect()
+}
+
+/// Requests of a whole-file forward read of each size in `sizes` with `req`-byte requests.
+pub(crate) fn requests_for(sizes: &[u64], req: u64) -> u64 {
+    sizes.iter().map(|s| s.div_ceil(req.max(1))).sum()
+}
+
+/// Files `info` with a `name` and no requests yet, for generators to fill.
+pub(crate) fn workload(name: &str, files: Vec<FileInfo>, processes: Vec<Vec<FileRequest>>) -> Workload {
+    Workload { name: name.to_string(), files, processes }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn docs_name_exactly_the_parameters() {
+        for &k in WorkloadKind::ALL {
+            let d = k.defaults();
+            let mut keys: Vec<&str> = d.keys().map(String::as_str).collect();
+            let mut docs: Vec<&str> = k.param_docs().iter().map(|d| d.0).collect();
+            keys.sort_unstable();
+            docs.sort_unstable();
+            assert_eq!(keys, docs, "{}", k.name());
+        }
+    }
+
+    #[test]
+    fn defaults_pass_their_own_checks() {
+        for &k in WorkloadKind::ALL {
+            WorkloadSpec::parse(k.name()).unwrap_or_else(|e| panic!("{}: {e}", k.name()));
+        }
+    }
+
+    #[test]
+    fn lognormal_median_is_close() {
+        let mut rng = Rng::new(3);
+        let mut s = lognormal_sizes(&mut rng, 20_001, 8192.0, 1.5, 1 << 30);
+        s.sort_unstable();
+        let median = s[10_000] as f64;
+        assert!((median / 8192.0 - 1.0).abs() < 0.06, "{median}");
+    }
+}
