@@ -13,9 +13,11 @@
 
 pub mod arena;
 pub mod cache;
+pub mod cluster;
 pub mod key;
 pub mod policy;
 pub mod prefetch;
+pub mod redcap;
 pub mod stats;
 
 pub use cache::{BlockCache, CacheConfig, CacheError, Op, Plan};

@@ -87,6 +87,20 @@ pub trait Prefetcher: Send {
         let _ = stream;
     }
 
+    /// I/O time of one request with the prefetcher's fetches and without them, in ns (one measured by the
+    /// driver, the other estimated with a shadow disk model). Added for self-deactivating prefetchers (REDCAP's
+    /// activation–deactivation algorithm, [`redcap::RedcapPrefetch`]); the others ignore it, so drivers without
+    /// timing need not call it.
+    fn on_io_time(&mut self, with_ns: u64, without_ns: u64) {
+        let _ = (with_ns, without_ns);
+    }
+
+    /// Whether the prefetcher currently proposes fetches (false while a self-deactivating prefetcher is off);
+    /// drivers use it to know which time is measured and which is estimated in [`Prefetcher::on_io_time`].
+    fn is_active(&self) -> bool {
+        true
+    }
+
     /// Bytes of heap the prefetcher's state uses.
     fn heap_bytes(&self) -> usize {
         0
@@ -99,4 +113,422 @@ pub struct NoPrefetch;
 
 impl Prefetcher for NoPrefetch {
     fn on_demand(&mut self, _demand: &Demand, _view: &dyn BlockView, _out: &mut Vec<Fetch>) {}
+}
+
+pub mod bsd;
+pub mod linux24;
+pub mod obl;
+pub mod ondemand;
+pub mod redcap;
+pub mod stride;
+
+use serde::{de::DeserializeOwned, Serialize};
+use serde_json::{Map, Value};
+use std::fmt::Debug;
+
+/// A fixed, seedless hasher for `u64` keys (streams, packed block keys): the SplitMix64 finaliser of
+/// [`BlockKey::hash64`]. Lookups only; no output depends on iteration order.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct U64Hasher(u64);
+
+impl std::hash::Hasher for U64Hasher {
+    fn finish(&self) -> u64 {
+        BlockKey::from_raw(self.0).hash64()
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ b as u64;
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = x;
+    }
+}
+
+/// A hash map keyed by `u64` with [`U64Hasher`].
+pub type U64Map<V> = hashbrown::HashMap<u64, V, std::hash::BuildHasherDefault<U64Hasher>>;
+
+/// Pushes the fetch of blocks `start .. stop` of `volume` (clipped to the largest block a key can hold);
+/// nothing when the range is empty. Returns the number of blocks pushed.
+pub(crate) fn push_fetch(out: &mut Vec<Fetch>, volume: u32, start: u64, stop: u64, sync: bool) -> u64 {
+    let stop = stop.min(crate::key::MAX_BLOCK + 1);
+    if start >= stop {
+        return 0;
+    }
+    match BlockKey::new(volume, start) {
+        Some(first) => {
+            out.push(Fetch { first, n: stop - start, sync });
+            stop - start
+        }
+        None => 0,
+    }
+}
+
+/// The state of block `block` of the volume of `like`, as `view` reports it (absent when it cannot be keyed).
+pub(crate) fn state_of(view: &dyn BlockView, like: BlockKey, block: u64) -> BlockState {
+    BlockKey::new(like.volume(), block).map_or(BlockState::Absent, |k| view.state(k))
+}
+
+/// A prefetcher's parameters: a serde struct whose fields are the spec's `key=value` parameters.
+pub trait PrefetcherConfig: Default + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// Rejects values that make no sense; `Err` names the parameter and says why.
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Builds the prefetcher for a cache of `block_size`-byte blocks (parameters given in KiB are converted).
+    fn build(&self, block_size: u64) -> Box<dyn Prefetcher>;
+}
+
+/// [`NoPrefetch`] takes no parameters.
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoPrefetchConfig {}
+
+impl PrefetcherConfig for NoPrefetchConfig {
+    fn build(&self, _block_size: u64) -> Box<dyn Prefetcher> {
+        Box::new(NoPrefetch)
+    }
+}
+
+/// Errors naming a prefetcher or its parameters.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum PrefetchError {
+    #[error("unknown prefetcher '{name}' (known: {known})")]
+    Unknown { name: String, known: String },
+    #[error("prefetcher '{prefetcher}': bad parameter '{param}': {message}")]
+    BadParam { prefetcher: String, param: String, message: String },
+    #[error("prefetcher '{prefetcher}': invalid configuration: {message}")]
+    Invalid { prefetcher: String, message: String },
+    #[error("block size must be a power of two of at least 512 bytes, got {0}")]
+    BlockSize(u64),
+}
+
+macro_rules! registry {
+    ($( $variant:ident => $cfg:path, $name:literal, [$($alias:literal),*], $summary:literal; )*) => {
+        /// Every prefetcher Blockwell has. The one registry: names, aliases, summaries, construction.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum PrefetcherKind { $($variant),* }
+
+        impl PrefetcherKind {
+            pub const ALL: &'static [PrefetcherKind] = &[$(PrefetcherKind::$variant),*];
+
+            /// The canonical name (as on the command line).
+            pub fn name(self) -> &'static str {
+                match self { $(PrefetcherKind::$variant => $name),* }
+            }
+
+            /// Other accepted spellings.
+            pub fn aliases(self) -> &'static [&'static str] {
+                match self { $(PrefetcherKind::$variant => &[$($alias),*]),* }
+            }
+
+            /// One line for `--help` and docs.
+            pub fn summary(self) -> &'static str {
+                match self { $(PrefetcherKind::$variant => $summary),* }
+            }
+
+            /// The default parameters, as a JSON object.
+            pub fn defaults(self) -> Value {
+                match self {
+                    $(PrefetcherKind::$variant => serde_json::to_value(<$cfg>::default())
+                        .unwrap_or(Value::Null)),*
+                }
+            }
+
+            /// Typed round trip of `config`, the config's own checks, then construction.
+            fn build_value(self, config: Value, block_size: u64) -> Result<Box<dyn Prefetcher>, (bool, String)> {
+                match self {
+                    $(PrefetcherKind::$variant => {
+                        let c: $cfg = serde_json::from_value(config).map_err(|e| (false, e.to_string()))?;
+                        c.check().map_err(|e| (true, e))?;
+                        Ok(c.build(block_size))
+                    })*
+                }
+            }
+        }
+    };
+}
+
+registry! {
+    NoPrefetch => NoPrefetchConfig, "none", ["off", "no"], "no prefetching";
+    Linux24 => linux24::Linux24Config, "linux24", ["linux2.4", "linux-2.4"],
+        "Linux 2.4 read-ahead: per-stream read-ahead group and window, synchronous minimum, doubling (seed 001 §2.1)";
+    Bsd => bsd::BsdConfig, "bsd", ["4.4bsd", "ffs"],
+        "4.4BSD clustering: sequential if B or B-1 was last, doubling, halving after a wasted prefetch (seed 001 §2.2)";
+    Ondemand => ondemand::OndemandConfig, "ondemand", ["linux", "readahead"],
+        "current Linux on-demand read-ahead: initial window from request size, ramp-up, async marker";
+    Obl => obl::OblConfig, "obl", ["one-block-lookahead"], "one-block lookahead: on a miss (or every access) fetch the next block";
+    Stride => stride::StrideConfig, "stride", [], "constant-stride detector: after k confirmations fetch the next strided requests";
+    Redcap => redcap::RedcapPrefetchConfig, "redcap", [],
+        "REDCAP segment fetch: on a read miss fetch the whole aligned segment (seed 000)";
+}
+
+fn normalize(s: &str) -> String {
+    s.chars().filter(|c| *c != '-' && *c != '_').flat_map(|c| c.to_lowercase()).collect()
+}
+
+impl PrefetcherKind {
+    /// Finds a prefetcher by name or alias; case, '-' and '_' are ignored.
+    pub fn from_name(s: &str) -> Result<Self, PrefetchError> {
+        let n = normalize(s.trim());
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|k| normalize(k.name()) == n || k.aliases().iter().any(|a| normalize(a) == n))
+            .ok_or_else(|| PrefetchError::Unknown {
+                name: s.to_string(),
+                known: Self::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
+            })
+    }
+}
+
+/// One registry entry as [`list`] reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PrefetcherInfo {
+    pub kind: PrefetcherKind,
+    pub name: &'static str,
+    pub summary: &'static str,
+    /// Parameter names and default values, in name order.
+    pub params: Vec<(String, Value)>,
+}
+
+/// Every prefetcher with its parameters and their defaults (for `--help`, docs and reports).
+pub fn list() -> Vec<PrefetcherInfo> {
+    PrefetcherKind::ALL
+        .iter()
+        .map(|&kind| PrefetcherInfo {
+            kind,
+            name: kind.name(),
+            summary: kind.summary(),
+            params: match kind.defaults() {
+                Value::Object(m) => m.into_iter().collect(),
+                _ => Vec::new(),
+            },
+        })
+        .collect()
+}
+
+/// A prefetcher with parameter overrides, as written on the command line: `none`, `linux24(max=32)`,
+/// `ondemand(max_kb=128)`, `stride(depth=4,confirm=2)`. Values are JSON scalars; bare words are strings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PrefetcherSpec {
+    pub kind: PrefetcherKind,
+    pub overrides: Map<String, Value>,
+    text: String,
+}
+
+impl PrefetcherSpec {
+    pub fn new(kind: PrefetcherKind) -> Self {
+        PrefetcherSpec { kind, overrides: Map::new(), text: kind.name().to_string() }
+    }
+
+    /// Parses `name` or `name(key=value,...)`; unknown names, unknown parameters, bad types and bad values are
+    /// errors naming them.
+    pub fn parse(s: &str) -> Result<Self, PrefetchError> {
+        let s = s.trim();
+        let (name, params) = match s.find('(') {
+            Some(i) if s.ends_with(')') => (&s[..i], &s[i + 1..s.len() - 1]),
+            Some(_) => {
+                return Err(PrefetchError::BadParam {
+                    prefetcher: s.to_string(),
+                    param: s.to_string(),
+                    message: "expected name(key=value,...) with a closing ')'".into(),
+                })
+            }
+            None => (s, ""),
+        };
+        let kind = PrefetcherKind::from_name(name)?;
+        let mut overrides = Map::new();
+        for kv in params.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+            let (k, v) = kv.split_once('=').ok_or_else(|| PrefetchError::BadParam {
+                prefetcher: kind.name().into(),
+                param: kv.into(),
+                message: "expected key=value".into(),
+            })?;
+            let v = v.trim();
+            let value = serde_json::from_str::<Value>(v).unwrap_or_else(|_| Value::String(v.to_string()));
+            overrides.insert(k.trim().replace('-', "_"), value);
+        }
+        let spec = PrefetcherSpec { kind, overrides, text: s.to_string() };
+        spec.config()?;
+        spec.build(4096)?;
+        Ok(spec)
+    }
+
+    /// The text the spec was parsed from (the prefetcher's label in reports).
+    pub fn label(&self) -> &str {
+        &self.text
+    }
+
+    /// The resolved configuration (defaults with the overrides applied), as JSON.
+    pub fn config(&self) -> Result<Value, PrefetchError> {
+        let mut v = self.kind.defaults();
+        let m = match &mut v {
+            Value::Object(m) => m,
+            _ => {
+                return Err(PrefetchError::Invalid {
+                    prefetcher: self.kind.name().into(),
+                    message: "configuration is not an object".into(),
+                })
+            }
+        };
+        for (k, x) in &self.overrides {
+            if !m.contains_key(k) {
+                let known = m.keys().cloned().collect::<Vec<_>>().join(", ");
+                return Err(PrefetchError::BadParam {
+                    prefetcher: self.kind.name().into(),
+                    param: k.clone(),
+                    message: if known.is_empty() {
+                        "this prefetcher takes no parameters".into()
+                    } else {
+                        format!("unknown parameter (known: {known})")
+                    },
+                });
+            }
+            m.insert(k.clone(), x.clone());
+        }
+        Ok(v)
+    }
+
+    /// Builds the prefetcher for `block_size`-byte blocks.
+    pub fn build(&self, block_size: u64) -> Result<Box<dyn Prefetcher>, PrefetchError> {
+        if block_size < 512 || !block_size.is_power_of_two() {
+            return Err(PrefetchError::BlockSize(block_size));
+        }
+        let config = self.config()?;
+        self.kind.build_value(config, block_size).map_err(|(checked, message)| {
+            if checked {
+                PrefetchError::Invalid { prefetcher: self.kind.name().into(), message }
+            } else {
+                // serde names the field in its message ("invalid type: ... for key `max`" or similar); name
+                // every override so the user sees which one was given.
+                PrefetchError::BadParam {
+                    prefetcher: self.kind.name().into(),
+                    param: self.overrides.keys().cloned().collect::<Vec<_>>().join(","),
+                    message,
+                }
+            }
+        })
+    }
+}
+
+/// Converts a size in KiB to whole blocks (at least one).
+pub(crate) fn kib_to_blocks(kib: u64, block_size: u64) -> u64 {
+    (kib.saturating_mul(1024) / block_size.max(1)).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_prefetcher_builds_from_its_defaults() {
+        for info in list() {
+            let spec = PrefetcherSpec::parse(info.name).unwrap();
+            assert_eq!(spec.kind, info.kind);
+            let mut p = spec.build(4096).unwrap();
+            let mut out = Vec::new();
+            let d = Demand { stream: 1, op: Op::Read, first: BlockKey::new(0, 0).unwrap(), n: 1, end: 1000 };
+            p.on_demand(&d, &NothingCached, &mut out);
+            assert!(out.iter().all(|f| f.first.block() + f.n <= 1000), "{}: {out:?}", info.name);
+        }
+    }
+
+    #[test]
+    fn spec_errors_name_the_parameter() {
+        let e = PrefetcherSpec::parse("linux24(bogus=1)").unwrap_err();
+        assert!(matches!(&e, PrefetchError::BadParam { param, .. } if param == "bogus"), "{e}");
+        let e = PrefetcherSpec::parse("linux24(max=-3)").unwrap_err();
+        assert!(e.to_string().contains("max"), "{e}");
+        let e = PrefetcherSpec::parse("linux24(max=0)").unwrap_err();
+        assert!(e.to_string().contains("max"), "{e}");
+        let e = PrefetcherSpec::parse("nope").unwrap_err();
+        assert!(e.to_string().contains("unknown prefetcher 'nope'") && e.to_string().contains("linux24"), "{e}");
+        let e = PrefetcherSpec::parse("none(x=1)").unwrap_err();
+        assert!(e.to_string().contains("no parameters"), "{e}");
+        let e = PrefetcherSpec::parse("stride(depth=4").unwrap_err();
+        assert!(e.to_string().contains("closing"), "{e}");
+        assert!(PrefetcherSpec::parse("ondemand(max_kb=128)").is_ok());
+        assert!(PrefetcherSpec::parse("stride(depth=4)").is_ok());
+        assert!(PrefetcherSpec::parse("Linux-24(max=16)").is_ok());
+        assert!(PrefetcherSpec::new(PrefetcherKind::Obl).build(1000).is_err());
+    }
+
+    #[test]
+    fn list_reports_parameters_and_defaults() {
+        let l = list();
+        let lx = l.iter().find(|i| i.kind == PrefetcherKind::Linux24).unwrap();
+        assert!(lx.params.iter().any(|(k, v)| k == "max" && v == &Value::from(32)), "{:?}", lx.params);
+        let od = l.iter().find(|i| i.kind == PrefetcherKind::Ondemand).unwrap();
+        assert!(od.params.iter().any(|(k, v)| k == "max_kb" && v == &Value::from(128)));
+        assert!(l.iter().find(|i| i.kind == PrefetcherKind::NoPrefetch).unwrap().params.is_empty());
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// A driver's view from two sets.
+    #[derive(Default)]
+    pub struct SetView {
+        pub resident: BTreeSet<BlockKey>,
+        pub inflight: BTreeSet<BlockKey>,
+    }
+
+    impl BlockView for SetView {
+        fn state(&self, key: BlockKey) -> BlockState {
+            if self.inflight.contains(&key) {
+                BlockState::InFlight
+            } else if self.resident.contains(&key) {
+                BlockState::Resident
+            } else {
+                BlockState::Absent
+            }
+        }
+    }
+
+    impl SetView {
+        /// Marks the demand blocks and every fetched block resident (reads complete at once).
+        pub fn complete(&mut self, d: &Demand, fetches: &[Fetch]) {
+            for b in d.first.block()..d.first.block() + d.n {
+                self.resident.insert(k(b));
+            }
+            for f in fetches {
+                for b in f.first.block()..f.first.block() + f.n {
+                    self.inflight.remove(&k(b));
+                    self.resident.insert(k(b));
+                }
+            }
+        }
+    }
+
+    pub fn k(b: u64) -> BlockKey {
+        BlockKey::new(0, b).unwrap()
+    }
+
+    pub fn read(stream: u64, first: u64, n: u64, end: u64) -> Demand {
+        Demand { stream, op: Op::Read, first: k(first), n, end }
+    }
+
+    /// Runs reads of `(first, n)` on stream 1 with every read completing at once; the fetches of each request.
+    pub fn run(p: &mut dyn Prefetcher, reqs: &[(u64, u64)], end: u64) -> Vec<Vec<Fetch>> {
+        let mut view = SetView::default();
+        let mut all = Vec::new();
+        for &(first, n) in reqs {
+            let d = read(1, first, n, end);
+            let mut out = Vec::new();
+            p.on_demand(&d, &view, &mut out);
+            view.complete(&d, &out);
+            all.push(out);
+        }
+        all
+    }
+
+    /// `(first block, n, sync)` of fetches, for compact assertions.
+    pub fn triples(f: &[Fetch]) -> Vec<(u64, u64, bool)> {
+        f.iter().map(|f| (f.first.block(), f.n, f.sync)).collect()
+    }
 }
