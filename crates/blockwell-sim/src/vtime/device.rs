@@ -17,6 +17,8 @@ pub(crate) struct DevReq {
     pub sync: bool,
     /// The write's job, which waits for this request (writes only).
     pub job: Option<u32>,
+    /// The REDCAP observation this request belongs to.
+    pub tag: Option<u32>,
     /// Arrival order.
     pub seq: u64,
     /// Arrival time.
@@ -27,8 +29,8 @@ pub(crate) struct Device {
     model: Box<dyn DiskModel>,
     scheduler: Scheduler,
     queue: Vec<DevReq>,
-    /// The request being served and its completion time.
-    pub current: Option<(DevReq, u64)>,
+    /// The request being served, its completion time and its service time.
+    current: Option<(DevReq, u64, u64)>,
     /// End sector of the last request served (C-LOOK's head position).
     head: u64,
     seq: u64,
@@ -92,16 +94,16 @@ impl Device {
         self.report.busy_ns += t;
         self.head = r.sector + r.sectors;
         let done = now + t;
-        self.current = Some((r, done));
+        self.current = Some((r, done, t));
         Some(done)
     }
 
-    /// The request in service completes.
-    pub fn finish(&mut self) -> Option<DevReq> {
-        let (r, done) = self.current.take()?;
+    /// The request in service completes: it and its service time.
+    pub fn finish(&mut self) -> Option<(DevReq, u64)> {
+        let (r, done, t) = self.current.take()?;
         self.response_sum += u128::from(done - r.queued_at);
         self.report.served += 1;
-        Some(r)
+        Some((r, t))
     }
 
     pub fn finish_report(&mut self, app_time: u64) -> DeviceReport {

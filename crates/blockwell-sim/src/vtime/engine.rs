@@ -2,11 +2,13 @@
 
 use super::device::{DevReq, Device};
 use super::level::{Flight, Level, Oracle, Waiter};
+use super::redcap::RedcapLevel;
 use super::report::{LevelReport, Report};
 use super::{BlockRequest, Config, Error, IssueMode, LevelConfig};
 use crate::layout::FileMap;
 use crate::workload::Workload;
 use blockwell_core::cache::CacheConfig;
+use blockwell_core::cluster::{Clusterer, DeviceRead};
 use blockwell_core::key::{block_span, MAX_BLOCK, MAX_VOLUME};
 use blockwell_core::policy::Access;
 use blockwell_core::prefetch::{BlockState, Demand, Fetch};
@@ -69,6 +71,8 @@ struct Sim {
     input: Input,
     page: Option<Level>,
     block: Level,
+    redcap: Option<RedcapLevel>,
+    clusterer: Clusterer,
     dev: Device,
     completed: u64,
     response_sum: u128,
@@ -82,11 +86,14 @@ fn build_level(lc: &LevelConfig, cfg: &Config, name: &'static str) -> Result<Lev
     let cc =
         CacheConfig::new(cfg.block_size, lc.capacity_bytes).map_err(|source| Error::Cache { level: name, source })?;
     let policy = lc.policy.build(cfg.preset, cc.capacity_blocks())?;
-    Ok(Level::new(Some(policy), lc.prefetch.build()))
+    Ok(Level::new(Some(policy), lc.prefetch.build(cfg.block_size)?))
 }
 
 fn check_config(cfg: &Config) -> Result<(), Error> {
     CacheConfig::new(cfg.block_size, cfg.block_size).map_err(|source| Error::Cache { level: "config", source })?;
+    if cfg.redcap.is_some() && cfg.block_cache.is_some() {
+        return Err(Error::Config("REDCAP and a block cache are alternatives at the same level; choose one".into()));
+    }
     if cfg.max_request_bytes < cfg.block_size {
         return Err(Error::Config(format!(
             "max_request_bytes {} is smaller than one {} B block",
@@ -116,6 +123,12 @@ impl Sim {
             Some(lc) => build_level(lc, cfg, "block cache")?,
             None => Level::new(None, Box::new(blockwell_core::prefetch::NoPrefetch)),
         };
+        let spb = cfg.block_size / SECTOR;
+        let redcap = match cfg.redcap {
+            Some(setup) => Some(RedcapLevel::new(setup, disk, disk.capacity_sectors() / spb)?),
+            None => None,
+        };
+        let max_blocks = cfg.max_request_bytes / cfg.block_size;
         let mut sim = Sim {
             now: 0,
             seq: 0,
@@ -123,14 +136,16 @@ impl Sim {
             n_events: 0,
             open_loop: cfg.issue == IssueMode::OpenLoop,
             think: cfg.think_ns,
-            spb: cfg.block_size / SECTOR,
-            max_blocks: cfg.max_request_bytes / cfg.block_size,
+            spb,
+            max_blocks,
             procs: reqs.into_iter().map(|reqs| Proc { reqs, next: 0, outstanding: 0 }).collect(),
             jobs: Vec::new(),
             free_jobs: Vec::new(),
             input,
             page,
             block,
+            redcap,
+            clusterer: Clusterer::new(max_blocks).map_err(|e| Error::Config(e.to_string()))?,
             dev: Device::new(disk.boxed_clone(), cfg.scheduler),
             completed: 0,
             response_sum: 0,
@@ -345,6 +360,10 @@ impl Sim {
 
     /// Demand (or page-cache read-ahead) reads at the block level. Blocks found resident go to `ready`.
     fn block_read(&mut self, items: &[(BlockKey, Waiter)], sync: bool, ready: &mut Vec<Waiter>) {
+        if self.redcap.is_some() {
+            self.redcap_read(items, sync, ready);
+            return;
+        }
         let lvl = &mut self.block;
         let cached = lvl.policy.is_some();
         let mut reads: Vec<BlockKey> = Vec::new();
@@ -415,23 +434,119 @@ impl Sim {
 
     /// Clusters block reads into device requests of consecutive blocks, up to the maximum size.
     fn submit_reads(&mut self, keys: &mut Vec<BlockKey>, sync: bool) {
-        keys.sort_unstable();
-        keys.dedup();
-        let mut i = 0;
-        while i < keys.len() {
-            let mut k = i + 1;
-            while k < keys.len() && keys[k].raw() == keys[k - 1].raw() + 1 && ((k - i) as u64) < self.max_blocks {
-                k += 1;
-            }
-            let first = keys[i];
-            let n = (k - i) as u64;
-            self.submit(DiskOp::Read, first, n, sync, None);
-            i = k;
+        for r in self.cluster(keys, sync) {
+            self.submit(DiskOp::Read, r.first, r.n, r.sync, None, None);
         }
         keys.clear();
     }
 
-    fn submit(&mut self, op: DiskOp, first: BlockKey, n: u64, sync: bool, job: Option<u32>) {
+    /// The clusterer's device reads for `keys` (any order, duplicates allowed).
+    fn cluster(&mut self, keys: &[BlockKey], sync: bool) -> Vec<DeviceRead> {
+        let fetches: Vec<Fetch> = keys.iter().map(|&first| Fetch { first, n: 1, sync }).collect();
+        let mut out = Vec::new();
+        self.clusterer.cluster(&fetches, &mut out);
+        out
+    }
+
+    /// REDCAP in place of a block cache (see [`super::redcap`]).
+    fn redcap_read(&mut self, items: &[(BlockKey, Waiter)], sync: bool, ready: &mut Vec<Waiter>) {
+        let mut i = 0;
+        while i < items.len() {
+            let mut k = i + 1;
+            while k < items.len() && items[k].0.raw() == items[k - 1].0.raw() + 1 {
+                k += 1;
+            }
+            self.redcap_run(&items[i..k], sync, ready);
+            i = k;
+        }
+    }
+
+    fn redcap_run(&mut self, run: &[(BlockKey, Waiter)], sync: bool, ready: &mut Vec<Waiter>) {
+        let Some(rc) = self.redcap.as_mut() else { return };
+        let Some(&(first, _)) = run.first() else { return };
+        let n = run.len() as u64;
+        let lvl = &mut self.block;
+        lvl.c.read_requests += 1;
+        lvl.c.read_blocks += n;
+        let end = rc.end_blocks.max(first.block() + n);
+        rc.cache.read(first, n, end, &mut rc.plan);
+        let spb = self.spb;
+        let chunk = |f: BlockKey, n: u64| (f.block().saturating_mul(spb), n * spb);
+        let mut dev: Vec<(BlockKey, u64)> = Vec::new();
+        let id;
+        if rc.is_active() {
+            // Without the cache the device would have read the request's blocks, clustered.
+            let keys: Vec<BlockKey> = run.iter().map(|x| x.0).collect();
+            let fetches: Vec<Fetch> = keys.iter().map(|&first| Fetch { first, n: 1, sync }).collect();
+            let mut plain = Vec::new();
+            self.clusterer.cluster(&fetches, &mut plain);
+            let reqs: Vec<(u64, u64)> = plain.iter().map(|r| chunk(r.first, r.n)).collect();
+            let estimate = rc.estimate_without(self.now, &reqs);
+            id = rc.open(estimate);
+            let mut fresh = Vec::new();
+            for fe in &rc.plan.fetches {
+                for b in 0..fe.n {
+                    let key = BlockKey::from_raw(fe.first.raw() + b);
+                    if !lvl.inflight.contains_key(&key.raw()) {
+                        lvl.inflight
+                            .insert(key.raw(), Flight { waiters: Vec::new(), demands: Vec::new(), prefetched: true });
+                        fresh.push(key.raw());
+                    }
+                }
+                dev.push((fe.first, fe.n));
+                rc.segment_reads += 1;
+            }
+            fresh.sort_unstable();
+            let mut hits = 0;
+            for &(key, w) in run {
+                match lvl.inflight.get_mut(&key.raw()) {
+                    Some(fl) if fresh.binary_search(&key.raw()).is_ok() => {
+                        fl.prefetched = false;
+                        fl.waiters.push(w);
+                        lvl.c.read_misses_issued += 1;
+                    }
+                    Some(_) => lvl.join_flight(key, w),
+                    None => {
+                        hits += 1;
+                        ready.push(w);
+                    }
+                }
+            }
+            lvl.c.read_hits += hits;
+            if hits == n {
+                lvl.c.read_request_hits += 1;
+            }
+        } else {
+            let reqs: Vec<(u64, u64)> = rc.plan.fetches.iter().map(|f| chunk(f.first, f.n)).collect();
+            let estimate = rc.estimate_with(self.now, &reqs);
+            id = rc.open(estimate);
+            let mut keys = Vec::new();
+            for &(key, w) in run {
+                if lvl.inflight.contains_key(&key.raw()) {
+                    lvl.join_flight(key, w);
+                } else {
+                    lvl.inflight.insert(key.raw(), Flight { waiters: vec![w], demands: Vec::new(), prefetched: false });
+                    lvl.c.read_misses_issued += 1;
+                    keys.push(key);
+                }
+            }
+            for r in self.cluster(&keys, sync) {
+                dev.push((r.first, r.n));
+            }
+        }
+        for (first, n) in dev {
+            if let Some(rc) = self.redcap.as_mut() {
+                rc.add_device_request(id);
+            }
+            self.submit(DiskOp::Read, first, n, sync, None, Some(id));
+        }
+        let now = self.now;
+        if let Some(rc) = self.redcap.as_mut() {
+            rc.progress(id, None, now);
+        }
+    }
+
+    fn submit(&mut self, op: DiskOp, first: BlockKey, n: u64, sync: bool, job: Option<u32>, tag: Option<u32>) {
         let r = DevReq {
             op,
             first_key: first.raw(),
@@ -440,6 +555,7 @@ impl Sim {
             sectors: n * self.spb,
             sync,
             job,
+            tag,
             seq: 0,
             queued_at: 0,
         };
@@ -503,7 +619,10 @@ impl Sim {
                         k += 1;
                     }
                     self.jobs[j as usize].pending += 1;
-                    self.submit(DiskOp::Write, keys[i], (k - i) as u64, true, Some(j));
+                    if let Some(rc) = self.redcap.as_mut() {
+                        rc.cache.write(keys[i], (k - i) as u64);
+                    }
+                    self.submit(DiskOp::Write, keys[i], (k - i) as u64, true, Some(j), None);
                     i = k;
                 }
             }
@@ -565,7 +684,10 @@ impl Sim {
     }
 
     fn device_done(&mut self) {
-        let Some(r) = self.dev.finish() else { return };
+        let Some((r, service)) = self.dev.finish() else { return };
+        if let (Some(id), Some(rc)) = (r.tag, self.redcap.as_mut()) {
+            rc.progress(id, Some(service), self.now);
+        }
         match r.op {
             DiskOp::Write => {
                 if let Some(j) = r.job {
@@ -602,6 +724,16 @@ impl Sim {
         let block_cache = level_report(&self.block, &cfg.block_cache);
         let rec = (self.page.as_mut().and_then(|p| p.record.take()), self.block.record.take());
         let device = self.dev.finish_report(self.app_end);
+        let redcap = self.redcap.as_ref().map(|r| r.report(self.app_end));
+        let block_cache = match (&self.redcap, block_cache) {
+            (Some(r), None) => Some(LevelReport::new(
+                "redcap".into(),
+                "segment".into(),
+                r.cache.config().segments as u64 * r.cache.config().segment_blocks,
+                self.block.c,
+            )),
+            (_, b) => b,
+        };
         let report = Report {
             workload: name,
             block_size: cfg.block_size,
@@ -610,6 +742,7 @@ impl Sim {
             page_cache,
             block_cache,
             device,
+            redcap,
             app_time_ns: self.app_end,
             mean_request_ns: if self.completed == 0 { 0.0 } else { self.response_sum as f64 / self.completed as f64 },
             events: self.n_events,

@@ -29,16 +29,19 @@
 mod device;
 mod engine;
 mod level;
+mod redcap;
 mod report;
 
 pub use level::LevelCounters;
+pub use redcap::{RedcapReport, RedcapSetup};
 pub use report::{DeviceReport, IoCount, LevelReport, Report};
 
 use crate::layout::LayoutKind;
 use crate::workload::Workload;
 use blockwell_core::cache::CacheError;
 use blockwell_core::policy::{PolicyError, PolicySpec, Preset};
-use blockwell_core::prefetch::{NoPrefetch, Prefetcher};
+use blockwell_core::prefetch::{NoPrefetch, PrefetchError, Prefetcher, PrefetcherSpec};
+use blockwell_core::redcap::RedcapError;
 use blockwell_disk::DiskModel;
 use blockwell_trace::{TraceError, TraceReader};
 use std::fmt;
@@ -80,6 +83,8 @@ pub enum PrefetchChoice {
     /// No prefetching.
     #[default]
     None,
+    /// A registered prefetcher (`linux24`, `ondemand`, `stride`, ...), built for the configured block size.
+    Spec(PrefetcherSpec),
     /// A prefetcher built by a factory (called once per run), with a label for reports.
     Custom { label: String, make: PrefetcherFactory },
 }
@@ -93,15 +98,27 @@ impl PrefetchChoice {
     pub fn label(&self) -> &str {
         match self {
             PrefetchChoice::None => "none",
+            PrefetchChoice::Spec(s) => s.label(),
             PrefetchChoice::Custom { label, .. } => label,
         }
     }
 
-    fn build(&self) -> Box<dyn Prefetcher> {
-        match self {
+    /// Parses a registered prefetcher spec (`none` gives [`PrefetchChoice::None`]).
+    pub fn parse(s: &str) -> Result<Self, PrefetchError> {
+        let spec = PrefetcherSpec::parse(s)?;
+        Ok(if spec.kind == blockwell_core::prefetch::PrefetcherKind::NoPrefetch {
+            PrefetchChoice::None
+        } else {
+            PrefetchChoice::Spec(spec)
+        })
+    }
+
+    fn build(&self, block_size: u64) -> Result<Box<dyn Prefetcher>, Error> {
+        Ok(match self {
             PrefetchChoice::None => Box::new(NoPrefetch),
+            PrefetchChoice::Spec(s) => s.build(block_size)?,
             PrefetchChoice::Custom { make, .. } => make(),
-        }
+        })
     }
 }
 
@@ -142,6 +159,8 @@ pub struct Config {
     pub page_cache: Option<LevelConfig>,
     /// The block-level cache between the layout and the device. `None`: none.
     pub block_cache: Option<LevelConfig>,
+    /// REDCAP between the layout and the device (seed `000_*`), instead of a block cache.
+    pub redcap: Option<RedcapSetup>,
     /// How files are placed on the disk.
     pub layout: LayoutKind,
     /// Seed of layouts with randomness.
@@ -161,6 +180,7 @@ impl Default for Config {
             preset: Preset::Default,
             page_cache: None,
             block_cache: None,
+            redcap: None,
             layout: LayoutKind::default(),
             layout_seed: 0,
             scheduler: Scheduler::default(),
@@ -180,6 +200,10 @@ pub enum Error {
     Cache { level: &'static str, source: CacheError },
     #[error(transparent)]
     Trace(#[from] TraceError),
+    #[error(transparent)]
+    Prefetch(#[from] PrefetchError),
+    #[error("REDCAP: {0}")]
+    Redcap(#[from] RedcapError),
     #[error("the workload has {0} files; the page cache keys pages by (file, page) and holds at most 65536 files")]
     TooManyFiles(usize),
     #[error("process {process}, request {index}: {message}")]

@@ -80,6 +80,8 @@ pub struct Report {
     /// The block-level cache, when configured.
     pub block_cache: Option<LevelReport>,
     pub device: DeviceReport,
+    /// REDCAP, when configured.
+    pub redcap: Option<super::RedcapReport>,
     /// Time at which the last process finished (the application's completion time), from time 0.
     pub app_time_ns: u64,
     /// Mean time from issue to completion of a process request.
@@ -130,6 +132,19 @@ impl Report {
                 );
                 let _ = writeln!(s, "{:<12} policy {} prefetcher {}", "", l.policy, l.prefetcher);
             }
+        }
+        if let Some(r) = &self.redcap {
+            let _ = writeln!(
+                s,
+                "redcap {}x{} blocks: active {:.1}% of the time ({:.1}% of I/O time), {} switches in {} periods, {} segment reads",
+                r.segments,
+                r.segment_blocks,
+                r.active_fraction * 100.0,
+                r.active_io_fraction * 100.0,
+                r.switches,
+                r.periods,
+                r.segment_reads
+            );
         }
         let d = &self.device;
         let _ = writeln!(s, "device {}", d.model);
