@@ -487,9 +487,8 @@ impl Sim {
             for fe in &rc.plan.fetches {
                 for b in 0..fe.n {
                     let key = BlockKey::from_raw(fe.first.raw() + b);
-                    if !lvl.inflight.contains_key(&key.raw()) {
-                        lvl.inflight
-                            .insert(key.raw(), Flight { waiters: Vec::new(), demands: Vec::new(), prefetched: true });
+                    if let std::collections::hash_map::Entry::Vacant(e) = lvl.inflight.entry(key.raw()) {
+                        e.insert(Flight { waiters: Vec::new(), demands: Vec::new(), prefetched: true });
                         fresh.push(key.raw());
                     }
                 }
@@ -522,12 +521,12 @@ impl Sim {
             id = rc.open(estimate);
             let mut keys = Vec::new();
             for &(key, w) in run {
-                if lvl.inflight.contains_key(&key.raw()) {
-                    lvl.join_flight(key, w);
-                } else {
-                    lvl.inflight.insert(key.raw(), Flight { waiters: vec![w], demands: Vec::new(), prefetched: false });
+                if let std::collections::hash_map::Entry::Vacant(e) = lvl.inflight.entry(key.raw()) {
+                    e.insert(Flight { waiters: vec![w], demands: Vec::new(), prefetched: false });
                     lvl.c.read_misses_issued += 1;
                     keys.push(key);
+                } else {
+                    lvl.join_flight(key, w);
                 }
             }
             for r in self.cluster(&keys, sync) {
