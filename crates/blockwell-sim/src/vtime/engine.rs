@@ -723,7 +723,7 @@ impl Sim {
         let block_cache = level_report(&self.block, &cfg.block_cache);
         let rec = (self.page.as_mut().and_then(|p| p.record.take()), self.block.record.take());
         let device = self.dev.finish_report(self.app_end);
-        let redcap = self.redcap.as_ref().map(|r| r.report(self.app_end));
+        let redcap = self.redcap.as_ref().map(|r| r.report(self.app_end.max(self.now)));
         let block_cache = match (&self.redcap, block_cache) {
             (Some(r), None) => Some(LevelReport::new(
                 "redcap".into(),

@@ -41,12 +41,15 @@ impl RedcapSetup {
 pub struct RedcapReport {
     pub segments: u64,
     pub segment_blocks: u64,
-    /// Fraction of the application's (virtual) time during which the cache was active.
+    /// Fraction of the simulated time (until the last event, which may be a read completing after the last
+    /// process finished) during which the cache was active.
     pub active_fraction: f64,
     /// Fraction of the measured I/O time spent active (the controller's own count).
     pub active_io_fraction: f64,
     /// On/off switches.
     pub switches: u64,
+    /// Times of the first 64 switches (the cache starts active, so they alternate off, on, off...).
+    pub switch_times_ns: Vec<u64>,
     /// Controller decisions (periods).
     pub periods: u64,
     /// Whole-segment device reads issued while active.
@@ -79,6 +82,7 @@ pub(crate) struct RedcapLevel {
     free: Vec<u32>,
     active_since: u64,
     active_ns: u64,
+    switch_times: Vec<u64>,
     /// Device size in blocks (segments are clipped there).
     pub end_blocks: u64,
     pub segment_reads: u64,
@@ -101,6 +105,7 @@ impl RedcapLevel {
             free: Vec::new(),
             active_since: 0,
             active_ns: 0,
+            switch_times: Vec::new(),
             end_blocks,
             segment_reads: 0,
             with_sum: 0,
@@ -167,7 +172,11 @@ impl RedcapLevel {
         let (with, without) = if p.active { (p.measured, p.estimate) } else { (p.estimate, p.measured) };
         self.with_sum += with;
         self.without_sum += without;
-        match self.control.observe(with, without) {
+        let switched = self.control.observe(with, without);
+        if switched.is_some() && self.switch_times.len() < 64 {
+            self.switch_times.push(now);
+        }
+        match switched {
             Some(true) => {
                 self.active_since = now;
                 // The shadow segments were never read: the cache starts empty.
@@ -180,17 +189,19 @@ impl RedcapLevel {
         }
     }
 
-    pub fn report(&self, app_time: u64) -> RedcapReport {
+    /// The report, `end` being the time of the last event.
+    pub fn report(&self, end: u64) -> RedcapReport {
         let mut active = self.active_ns;
         if self.is_active() {
-            active += app_time.saturating_sub(self.active_since);
+            active += end.saturating_sub(self.active_since);
         }
         RedcapReport {
             segments: self.setup.cache.segments as u64,
             segment_blocks: self.setup.cache.segment_blocks,
-            active_fraction: if app_time == 0 { 1.0 } else { active as f64 / app_time as f64 },
+            active_fraction: if end == 0 { 1.0 } else { active as f64 / end as f64 },
             active_io_fraction: self.control.active_fraction(),
             switches: self.control.switches(),
+            switch_times_ns: self.switch_times.clone(),
             periods: self.control.periods(),
             segment_reads: self.segment_reads,
             with_ns: self.with_sum,
