@@ -322,3 +322,74 @@ fn bad_input_is_a_typed_error() {
     let r = run_workload(&w, &Config::default(), &disk).unwrap();
     assert_eq!((r.requests, r.app_time_ns, r.device.served), (1, 0, 0));
 }
+
+/// `fixed_ns` per request plus `per_sector_ns` per sector.
+#[derive(Clone)]
+struct LinearDisk {
+    fixed_ns: u64,
+    per_sector_ns: u64,
+}
+
+impl DiskModel for LinearDisk {
+    fn service(&mut self, _now_ns: u64, req: &DiskRequest) -> u64 {
+        self.fixed_ns + self.per_sector_ns * req.sectors
+    }
+    fn capacity_sectors(&self) -> u64 {
+        1 << 30
+    }
+    fn reset(&mut self) {}
+    fn boxed_clone(&self) -> Box<dyn DiskModel> {
+        Box::new(self.clone())
+    }
+    fn describe(&self) -> String {
+        "linear".into()
+    }
+}
+
+fn block_reads(blocks: &[u64]) -> Vec<BlockRequest> {
+    blocks
+        .iter()
+        .map(|&b| BlockRequest { volume: 0, op: Op::Read, offset: b * BS, len: BS, think_ns: 0, at_ns: 0 })
+        .collect()
+}
+
+#[test]
+fn redcap_switches_itself_off_when_segment_reads_cost_more_than_they_save() {
+    use blockwell_sim::vtime::RedcapSetup;
+    // Transfer-dominated disk: a 32-block segment costs 32 times a block; random reads never reuse a segment.
+    let disk = LinearDisk { fixed_ns: 100_000, per_sector_ns: 50_000 };
+    let reqs = block_reads(&scrambled(2000, 1_000_000));
+    let with = Config { redcap: Some(RedcapSetup::preset("64x128k", BS).unwrap()), ..Config::default() };
+    let on = run_block_requests(std::slice::from_ref(&reqs), &with, &disk).unwrap();
+    let off = run_block_requests(&[reqs], &Config::default(), &disk).unwrap();
+    let rc = on.redcap.as_ref().unwrap();
+    assert_eq!(rc.switches, 1, "{rc:?}");
+    assert!(!rc.active_at_end);
+    assert_eq!(rc.switch_times_ns.len(), 1);
+    // One period (64 requests) of 32-block segment reads, then plain reads.
+    assert_eq!(rc.segment_reads, 64);
+    // The price of deciding: a block costs 0.1 + 8 × 0.05 = 0.5 ms, a segment 0.1 + 256 × 0.05 = 12.9 ms.
+    assert_eq!(off.app_time_ns, 2000 * 500_000);
+    assert_eq!(on.app_time_ns, off.app_time_ns + 64 * (12_900_000 - 500_000));
+    assert!(rc.with_ns > rc.without_ns);
+}
+
+#[test]
+fn redcap_stays_on_and_serves_neighbouring_blocks_from_its_segments() {
+    use blockwell_sim::vtime::RedcapSetup;
+    // Overhead-dominated disk: reading 32 blocks costs little more than one.
+    let disk = LinearDisk { fixed_ns: 5 * MS, per_sector_ns: 1_000 };
+    // Two interleaved sequential streams, one block each, like two files interleaved on disk.
+    let blocks: Vec<u64> = (0..512).map(|i| (i % 2) * 4096 + i / 2).collect();
+    let reqs = block_reads(&blocks);
+    let with = Config { redcap: Some(RedcapSetup::preset("64x128k", BS).unwrap()), ..Config::default() };
+    let on = run_block_requests(std::slice::from_ref(&reqs), &with, &disk).unwrap();
+    let off = run_block_requests(&[reqs], &Config::default(), &disk).unwrap();
+    let rc = on.redcap.as_ref().unwrap();
+    assert_eq!((rc.switches, rc.active_at_end, rc.segment_reads), (0, true, 16));
+    assert_eq!(on.device.sync_reads.requests, 16);
+    assert_eq!(off.device.sync_reads.requests, 512);
+    assert!(on.app_time_ns * 20 < off.app_time_ns);
+    let bc = on.block_cache.as_ref().unwrap();
+    assert_eq!(bc.counters.read_hits, 512 - 16);
+}
