@@ -448,98 +448,99 @@ impl Sim {
         out
     }
 
-    /// REDCAP in place of a block cache (see [`super::redcap`]).
+    /// REDCAP in place of a block cache (see [`super::redcap`]). One call (the misses of one access) is one
+    /// observation of the controller; REDCAP sees each run of consecutive blocks as one read request.
     fn redcap_read(&mut self, items: &[(BlockKey, Waiter)], sync: bool, ready: &mut Vec<Waiter>) {
+        let Some(rc) = self.redcap.as_mut() else { return };
+        let active = rc.is_active();
+        let lvl = &mut self.block;
+        // Device reads: whole segments while active, the missing blocks themselves while inactive.
+        let mut segments: Vec<(BlockKey, u64)> = Vec::new();
+        let mut plain: Vec<BlockKey> = Vec::new();
+        let mut estimate_reqs: Vec<(u64, u64)> = Vec::new();
+        let spb = self.spb;
         let mut i = 0;
         while i < items.len() {
             let mut k = i + 1;
             while k < items.len() && items[k].0.raw() == items[k - 1].0.raw() + 1 {
                 k += 1;
             }
-            self.redcap_run(&items[i..k], sync, ready);
+            let run = &items[i..k];
             i = k;
-        }
-    }
-
-    fn redcap_run(&mut self, run: &[(BlockKey, Waiter)], sync: bool, ready: &mut Vec<Waiter>) {
-        let Some(rc) = self.redcap.as_mut() else { return };
-        let Some(&(first, _)) = run.first() else { return };
-        let n = run.len() as u64;
-        let lvl = &mut self.block;
-        lvl.c.read_requests += 1;
-        lvl.c.read_blocks += n;
-        let end = rc.end_blocks.max(first.block() + n);
-        rc.cache.read(first, n, end, &mut rc.plan);
-        let spb = self.spb;
-        let chunk = |f: BlockKey, n: u64| (f.block().saturating_mul(spb), n * spb);
-        let mut dev: Vec<(BlockKey, u64)> = Vec::new();
-        let id;
-        if rc.is_active() {
-            // Without the cache the device would have read the request's blocks, clustered.
-            let keys: Vec<BlockKey> = run.iter().map(|x| x.0).collect();
-            let fetches: Vec<Fetch> = keys.iter().map(|&first| Fetch { first, n: 1, sync }).collect();
-            let mut plain = Vec::new();
-            self.clusterer.cluster(&fetches, &mut plain);
-            let reqs: Vec<(u64, u64)> = plain.iter().map(|r| chunk(r.first, r.n)).collect();
-            let estimate = rc.estimate_without(self.now, &reqs);
-            id = rc.open(estimate);
-            let mut fresh = Vec::new();
-            for fe in &rc.plan.fetches {
-                for b in 0..fe.n {
-                    let key = BlockKey::from_raw(fe.first.raw() + b);
+            let first = run[0].0;
+            let n = run.len() as u64;
+            lvl.c.read_requests += 1;
+            lvl.c.read_blocks += n;
+            let end = rc.end_blocks.max(first.block() + n);
+            rc.cache.read(first, n, end, &mut rc.plan);
+            if active {
+                let mut fresh = Vec::new();
+                for fe in &rc.plan.fetches {
+                    for b in 0..fe.n {
+                        let key = BlockKey::from_raw(fe.first.raw() + b);
+                        if let std::collections::hash_map::Entry::Vacant(e) = lvl.inflight.entry(key.raw()) {
+                            e.insert(Flight { waiters: Vec::new(), demands: Vec::new(), prefetched: true });
+                            fresh.push(key.raw());
+                        }
+                    }
+                    segments.push((fe.first, fe.n));
+                    rc.segment_reads += 1;
+                }
+                fresh.sort_unstable();
+                let mut hits = 0;
+                for &(key, w) in run {
+                    match lvl.inflight.get_mut(&key.raw()) {
+                        Some(fl) if fresh.binary_search(&key.raw()).is_ok() => {
+                            fl.prefetched = false;
+                            fl.waiters.push(w);
+                            lvl.c.read_misses_issued += 1;
+                        }
+                        Some(_) => lvl.join_flight(key, w),
+                        None => {
+                            hits += 1;
+                            ready.push(w);
+                        }
+                    }
+                }
+                lvl.c.read_hits += hits;
+                if hits == n {
+                    lvl.c.read_request_hits += 1;
+                }
+            } else {
+                // The segment reads the cache would have issued, for the estimate.
+                estimate_reqs.extend(rc.plan.fetches.iter().map(|f| (f.first.block().saturating_mul(spb), f.n * spb)));
+                for &(key, w) in run {
                     if let std::collections::hash_map::Entry::Vacant(e) = lvl.inflight.entry(key.raw()) {
-                        e.insert(Flight { waiters: Vec::new(), demands: Vec::new(), prefetched: true });
-                        fresh.push(key.raw());
-                    }
-                }
-                dev.push((fe.first, fe.n));
-                rc.segment_reads += 1;
-            }
-            fresh.sort_unstable();
-            let mut hits = 0;
-            for &(key, w) in run {
-                match lvl.inflight.get_mut(&key.raw()) {
-                    Some(fl) if fresh.binary_search(&key.raw()).is_ok() => {
-                        fl.prefetched = false;
-                        fl.waiters.push(w);
+                        e.insert(Flight { waiters: vec![w], demands: Vec::new(), prefetched: false });
                         lvl.c.read_misses_issued += 1;
-                    }
-                    Some(_) => lvl.join_flight(key, w),
-                    None => {
-                        hits += 1;
-                        ready.push(w);
+                        plain.push(key);
+                    } else {
+                        lvl.join_flight(key, w);
                     }
                 }
-            }
-            lvl.c.read_hits += hits;
-            if hits == n {
-                lvl.c.read_request_hits += 1;
-            }
-        } else {
-            let reqs: Vec<(u64, u64)> = rc.plan.fetches.iter().map(|f| chunk(f.first, f.n)).collect();
-            let estimate = rc.estimate_with(self.now, &reqs);
-            id = rc.open(estimate);
-            let mut keys = Vec::new();
-            for &(key, w) in run {
-                if let std::collections::hash_map::Entry::Vacant(e) = lvl.inflight.entry(key.raw()) {
-                    e.insert(Flight { waiters: vec![w], demands: Vec::new(), prefetched: false });
-                    lvl.c.read_misses_issued += 1;
-                    keys.push(key);
-                } else {
-                    lvl.join_flight(key, w);
-                }
-            }
-            for r in self.cluster(&keys, sync) {
-                dev.push((r.first, r.n));
             }
         }
-        for (first, n) in dev {
+        let now = self.now;
+        let dev: Vec<(BlockKey, u64)> = if active {
+            // Without the cache the device would have read the requested blocks, clustered.
+            let keys: Vec<BlockKey> = items.iter().map(|x| x.0).collect();
+            let reqs: Vec<(u64, u64)> =
+                self.cluster(&keys, sync).iter().map(|r| (r.first.block().saturating_mul(spb), r.n * spb)).collect();
+            estimate_reqs = reqs;
+            segments
+        } else {
+            self.cluster(&plain, sync).iter().map(|r| (r.first, r.n)).collect()
+        };
+        let Some(rc) = self.redcap.as_mut() else { return };
+        let estimate =
+            if active { rc.estimate_without(now, &estimate_reqs) } else { rc.estimate_with(now, &estimate_reqs) };
+        let id = rc.open(estimate);
+        for &(first, n) in &dev {
             if let Some(rc) = self.redcap.as_mut() {
                 rc.add_device_request(id);
             }
             self.submit(DiskOp::Read, first, n, sync, None, Some(id));
         }
-        let now = self.now;
         if let Some(rc) = self.redcap.as_mut() {
             rc.progress(id, None, now);
         }
