@@ -448,17 +448,18 @@ impl Sim {
         out
     }
 
-    /// REDCAP in place of a block cache (see [`super::redcap`]). One call (the misses of one access) is one
-    /// observation of the controller; REDCAP sees each run of consecutive blocks as one read request.
+    /// REDCAP in place of a block cache (see [`super::redcap`]). REDCAP sees each run of consecutive blocks as
+    /// one read request and gives the controller one observation per run. While inactive, the missing blocks of
+    /// all runs are clustered together, exactly as without REDCAP; a device read counts for the run of its
+    /// first block.
     fn redcap_read(&mut self, items: &[(BlockKey, Waiter)], sync: bool, ready: &mut Vec<Waiter>) {
-        let Some(rc) = self.redcap.as_mut() else { return };
-        let active = rc.is_active();
-        let lvl = &mut self.block;
-        // Device reads: whole segments while active, the missing blocks themselves while inactive.
-        let mut segments: Vec<(BlockKey, u64)> = Vec::new();
-        let mut plain: Vec<BlockKey> = Vec::new();
-        let mut estimate_reqs: Vec<(u64, u64)> = Vec::new();
+        let Some(active) = self.redcap.as_ref().map(|r| r.is_active()) else { return };
+        let now = self.now;
         let spb = self.spb;
+        let mut ids: Vec<u32> = Vec::new();
+        // (device read, observation) while active; (missing block, observation) while inactive.
+        let mut segments: Vec<(BlockKey, u64, u32)> = Vec::new();
+        let mut plain: Vec<(BlockKey, u32)> = Vec::new();
         let mut i = 0;
         while i < items.len() {
             let mut k = i + 1;
@@ -469,11 +470,21 @@ impl Sim {
             i = k;
             let first = run[0].0;
             let n = run.len() as u64;
+            // The estimate: without the cache, the run's blocks clustered; with it, the segments it reads.
+            let estimate_reqs: Vec<(u64, u64)> = if active {
+                let keys: Vec<BlockKey> = run.iter().map(|x| x.0).collect();
+                self.cluster(&keys, sync).iter().map(|r| (r.first.block().saturating_mul(spb), r.n * spb)).collect()
+            } else {
+                Vec::new()
+            };
+            let (Some(rc), lvl) = (self.redcap.as_mut(), &mut self.block) else { return };
             lvl.c.read_requests += 1;
             lvl.c.read_blocks += n;
             let end = rc.end_blocks.max(first.block() + n);
             rc.cache.read(first, n, end, &mut rc.plan);
-            if active {
+            let id = if active {
+                let estimate = rc.estimate_without(now, &estimate_reqs);
+                let id = rc.open(estimate);
                 let mut fresh = Vec::new();
                 for fe in &rc.plan.fetches {
                     for b in 0..fe.n {
@@ -483,7 +494,7 @@ impl Sim {
                             fresh.push(key.raw());
                         }
                     }
-                    segments.push((fe.first, fe.n));
+                    segments.push((fe.first, fe.n, id));
                     rc.segment_reads += 1;
                 }
                 fresh.sort_unstable();
@@ -506,43 +517,43 @@ impl Sim {
                 if hits == n {
                     lvl.c.read_request_hits += 1;
                 }
+                id
             } else {
-                // The segment reads the cache would have issued, for the estimate.
-                estimate_reqs.extend(rc.plan.fetches.iter().map(|f| (f.first.block().saturating_mul(spb), f.n * spb)));
+                let reqs: Vec<(u64, u64)> =
+                    rc.plan.fetches.iter().map(|f| (f.first.block().saturating_mul(spb), f.n * spb)).collect();
+                let estimate = rc.estimate_with(now, &reqs);
+                let id = rc.open(estimate);
                 for &(key, w) in run {
                     if let std::collections::hash_map::Entry::Vacant(e) = lvl.inflight.entry(key.raw()) {
                         e.insert(Flight { waiters: vec![w], demands: Vec::new(), prefetched: false });
                         lvl.c.read_misses_issued += 1;
-                        plain.push(key);
+                        plain.push((key, id));
                     } else {
                         lvl.join_flight(key, w);
                     }
                 }
+                id
+            };
+            ids.push(id);
+        }
+        if !active {
+            plain.sort_unstable();
+            let keys: Vec<BlockKey> = plain.iter().map(|x| x.0).collect();
+            for r in self.cluster(&keys, sync) {
+                let id = plain.binary_search_by_key(&r.first, |x| x.0).map_or(ids[0], |j| plain[j].1);
+                segments.push((r.first, r.n, id));
             }
         }
-        let now = self.now;
-        let dev: Vec<(BlockKey, u64)> = if active {
-            // Without the cache the device would have read the requested blocks, clustered.
-            let keys: Vec<BlockKey> = items.iter().map(|x| x.0).collect();
-            let reqs: Vec<(u64, u64)> =
-                self.cluster(&keys, sync).iter().map(|r| (r.first.block().saturating_mul(spb), r.n * spb)).collect();
-            estimate_reqs = reqs;
-            segments
-        } else {
-            self.cluster(&plain, sync).iter().map(|r| (r.first, r.n)).collect()
-        };
-        let Some(rc) = self.redcap.as_mut() else { return };
-        let estimate =
-            if active { rc.estimate_without(now, &estimate_reqs) } else { rc.estimate_with(now, &estimate_reqs) };
-        let id = rc.open(estimate);
-        for &(first, n) in &dev {
+        for (first, n, id) in segments {
             if let Some(rc) = self.redcap.as_mut() {
                 rc.add_device_request(id);
             }
             self.submit(DiskOp::Read, first, n, sync, None, Some(id));
         }
         if let Some(rc) = self.redcap.as_mut() {
-            rc.progress(id, None, now);
+            for id in ids {
+                rc.progress(id, None, now);
+            }
         }
     }
 
