@@ -336,8 +336,11 @@ impl Sim {
                 let mut pg = p0;
                 for &(db, len) in &self.runs {
                     for b in db..db + len {
-                        if let (Some(bk), Some(pk)) = (BlockKey::new(0, b), BlockKey::new(f, pg)) {
-                            items.push((bk, waiter(pk.raw())));
+                        if let Some(pk) = BlockKey::new(f, pg) {
+                            match BlockKey::new(0, b) {
+                                Some(bk) => items.push((bk, waiter(pk.raw()))),
+                                None => unmapped.push(waiter(pk.raw())),
+                            }
                         }
                         pg += 1;
                     }
@@ -823,8 +826,12 @@ fn simulate(
     } else {
         None
     };
+    let total: usize = reqs.iter().map(Vec::len).sum();
     let mut sim = Sim::new(make_input(), reqs, cfg, disk, oracles, false)?;
     sim.run();
+    if sim.completed != total as u64 {
+        return Err(Error::Stalled { completed: sim.completed, total: total as u64 });
+    }
     Ok(sim.report(name.to_string(), cfg).0)
 }
 

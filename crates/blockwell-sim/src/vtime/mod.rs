@@ -210,6 +210,9 @@ pub enum Error {
     Request { process: usize, index: usize, message: String },
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// An engine bug: the event queue ran dry with requests still waiting.
+    #[error("internal error: only {completed} of {total} requests completed")]
+    Stalled { completed: u64, total: u64 },
 }
 
 /// Runs a file-level workload (page cache → layout → block cache → device) on a fresh copy of `disk`.
