@@ -31,6 +31,9 @@ enum Command {
     Trace(cmd::trace::Command),
     /// Run a policy comparison on a small workload built into the binary.
     Demo(cmd::demo::Args),
+    /// Disk timing models: list, time one request, validate against measured service times.
+    #[command(subcommand)]
+    Disk(cmd::disk::Command),
     /// List the policies, presets and trace formats.
     List,
 }
@@ -45,6 +48,7 @@ fn run() -> anyhow::Result<ExitCode> {
         Command::Mount(a) => cmd::mount::run(a),
         Command::Trace(c) => cmd::trace::run(c),
         Command::Demo(a) => cmd::demo::run(a),
+        Command::Disk(c) => cmd::disk::run(c),
         Command::List => cmd::list(),
     }
 }

@@ -25,7 +25,8 @@
 //!   then is in the buffer. A read entirely in a segment costs the hit overhead + bus transfer only. A read that
 //!   starts inside a segment and runs past it (a partial hit) sends the buffered part at once and reads the rest;
 //!   a read that starts inside the segment being read ahead continues the read-ahead stream with no seek or
-//!   rotational repositioning. A write stops read-ahead. No read-ahead after a read served entirely from the buffer
+//!   rotational repositioning. A read served entirely from another segment lets the read-ahead go on; anything
+//!   that needs the mechanism (a miss, a partial hit, a write) stops it where it got to. No read-ahead after a read served entirely from the buffer
 //!   (DiskSim `Read-ahead on idle hit = 0`). Simplification: after a media read the segment keeps the request's
 //!   sectors and what follows, not what preceded them.
 //! - **Write cache** (`write_cache`): the write is acknowledged after overhead + bus transfer; the media write
@@ -126,7 +127,11 @@ impl SeekCurve {
         full_ms: f64,
         cylinders: u32,
         d0: u32,
-    ) -> Result<SeekCurve, String> {
+    ) -> Result<SeekCurve, crate::ParamError> {
+        Self::fit(track_ms, average_ms, full_ms, cylinders, d0).map_err(crate::ParamError)
+    }
+
+    fn fit(track_ms: f64, average_ms: f64, full_ms: f64, cylinders: u32, d0: u32) -> Result<SeekCurve, String> {
         if !(cylinders >= 4 && d0 >= 2 && d0 + 1 < cylinders) {
             return Err(format!("need 2 <= d0 < cylinders-1 (d0 {d0}, cylinders {cylinders})"));
         }
@@ -265,8 +270,12 @@ impl HddParams {
             .sum()
     }
 
-    /// Rejects parameter sets the model cannot run; `Err` names the parameter.
-    pub fn check(&self) -> Result<(), String> {
+    /// Rejects values the model cannot use; the error names the parameter.
+    pub fn check(&self) -> Result<(), crate::ParamError> {
+        self.problems().map_err(crate::ParamError)
+    }
+
+    fn problems(&self) -> Result<(), String> {
         let pos = |name: &str, v: f64| {
             if v.is_finite() && v >= 0.0 {
                 Ok(())
@@ -570,7 +579,7 @@ pub struct HddModel {
 
 impl HddModel {
     /// A disk in its power-on state; `Err` names a bad parameter.
-    pub fn new(p: HddParams) -> Result<HddModel, String> {
+    pub fn new(p: HddParams) -> Result<HddModel, crate::ParamError> {
         p.check()?;
         let d = Derived::new(&p);
         let st = State::power_on(p.segments);
@@ -716,7 +725,13 @@ impl HddModel {
                 if end <= frontier {
                     return t0 + n * self.d.bus_ns;
                 }
-                // Continue the read-ahead stream past the frontier: no repositioning.
+                if done == ra.limit {
+                    // The read-ahead finished before the request came: what lies beyond the segment needs the
+                    // mechanism again (a partial hit, below).
+                    self.stop_read_ahead(now);
+                    return self.read_after_read_ahead(now, start, n);
+                }
+                // The read-ahead is still going: the request rides it past the frontier, no repositioning.
                 let w = Walk {
                     d: &self.d,
                     lbn: ra.from,
@@ -733,17 +748,25 @@ impl HddModel {
                 return done;
             }
         }
-        self.stop_read_ahead(now);
-        // 2. Another segment.
-        if let Some(i) = self.st.segs.iter().position(|s| s.contains(start)) {
+        self.read_after_read_ahead(now, start, n)
+    }
+
+    /// A read that the read-ahead in progress (if any) does not serve.
+    fn read_after_read_ahead(&mut self, now: u64, start: u64, n: u64) -> u64 {
+        let end = start + n;
+        // 2. Another segment. A full hit needs no mechanism: a read-ahead elsewhere goes on.
+        let ra_seg = self.st.ra.map(|ra| ra.seg);
+        if let Some(i) = (0..self.st.segs.len()).find(|&i| Some(i) != ra_seg && self.st.segs[i].contains(start)) {
             let t0 = now + self.overhead(DiskOp::Read, true);
             self.st.segs[i].stamp = self.st.clock;
             let seg_end = self.st.segs[i].end;
             if end <= seg_end {
                 return t0 + n * self.d.bus_ns;
             }
+            self.stop_read_ahead(now);
             return self.read_media(t0, start, n, seg_end, i);
         }
+        self.stop_read_ahead(now);
         // 3. A miss (or no buffer).
         let t0 = now + self.overhead(DiskOp::Read, false);
         let seg = self.lru_segment();
@@ -810,7 +833,7 @@ impl HddModel {
 
 impl DiskModel for HddModel {
     fn service(&mut self, now_ns: u64, req: &DiskRequest) -> u64 {
-        let n = req.sectors.max(1);
+        let n = req.sectors.clamp(1, self.d.cap);
         let start = req.sector % self.d.cap;
         self.st.clock += 1;
         let done = match req.op {
@@ -1001,6 +1024,34 @@ mod tests {
     }
 
     #[test]
+    fn read_ahead_goes_on_while_another_segment_serves_a_hit() {
+        let p = presets::barracuda();
+        let hit = ms_to_ns(p.overhead.read_hit_after_read) + 8 * ms_to_ns(p.bus_us_per_sector / 1000.0);
+        let mut m = model(p);
+        let mut t = 0;
+        t += m.service(t, &DiskRequest::read(100_000, 8)) + 20_000_000; // stream A, read ahead fully
+        t += m.service(t, &DiskRequest::read(2_000_000, 8)); // stream B starts reading ahead
+        let a = m.service(t, &DiskRequest::read(100_008, 8)); // A hits its segment: B's read-ahead goes on
+        assert_eq!(a, hit);
+        t += a + 20_000_000;
+        assert_eq!(m.service(t, &DiskRequest::read(2_000_008, 8)), hit, "B was read ahead meanwhile");
+    }
+
+    #[test]
+    fn a_finished_read_ahead_does_not_extend_past_the_segment() {
+        // No bus time, so that only the media shows: a request that starts in the read-ahead segment and runs
+        // past its end must read the sectors beyond it from the media, after the read-ahead stopped.
+        let p = HddParams { bus_us_per_sector: 0.0, ..presets::barracuda() };
+        let spt = u64::from(p.zones[0].sectors_per_track);
+        let mut m = model(p.clone());
+        let first = m.service(0, &DiskRequest::read(100, 8)); // segment: 100..381 once the read-ahead is done
+        let t = first + 50_000_000;
+        let s = m.service(t, &DiskRequest::read(370, 40)); // 11 buffered, 29 beyond the segment
+        let media_29 = 29 * m.revolution_ns() / spt;
+        assert!(s >= ms_to_ns(p.overhead.read_hit_after_read) + media_29, "{s} ns");
+    }
+
+    #[test]
     fn partial_hit_sends_the_buffered_part_and_reads_the_rest() {
         let p = presets::barracuda();
         let mut m = model(HddParams { read_ahead: false, ..p.clone() });
@@ -1102,11 +1153,11 @@ mod tests {
     #[test]
     fn bad_parameters_are_rejected_by_name() {
         let e = HddModel::new(HddParams { rpm: 0, ..presets::barracuda() }).unwrap_err();
-        assert!(e.contains("rpm"), "{e}");
+        assert!(e.to_string().contains("rpm"), "{e}");
         let e = HddModel::new(HddParams { capacity_sectors: u64::MAX, ..presets::barracuda() }).unwrap_err();
-        assert!(e.contains("capacity_sectors"), "{e}");
+        assert!(e.to_string().contains("capacity_sectors"), "{e}");
         let mut p = presets::barracuda();
         p.zones[1].first_cyl = 10;
-        assert!(HddModel::new(p).unwrap_err().contains("zone 1"));
+        assert!(HddModel::new(p).unwrap_err().to_string().contains("zone 1"));
     }
 }

@@ -27,6 +27,12 @@ pub use hdd::{HddModel, HddParams, SeekCurve, Zone};
 pub use memory::{MemoryModel, MemoryParams};
 pub use spec::{DiskSpec, SpecError};
 pub use ssd::{SsdModel, SsdParams};
+pub use validate::{ValidateError, Validation};
+
+/// A model parameter that makes no sense; the message names the parameter and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ParamError(pub String);
 
 /// Bytes per sector: request addresses and sizes are in 512 B sectors.
 pub const SECTOR: u64 = 512;
@@ -63,7 +69,7 @@ impl DiskRequest {
 pub trait DiskModel: Send {
     /// Starts serving `req` at `now_ns` (nanoseconds on the caller's clock; never less than the previous call's
     /// `now_ns` + the service time it returned) and returns its service time in nanoseconds. Sectors beyond the
-    /// capacity wrap around.
+    /// capacity wrap around; a request is at least one sector and at most the capacity (models clamp `sectors`).
     fn service(&mut self, now_ns: u64, req: &DiskRequest) -> u64;
 
     /// Capacity in sectors.

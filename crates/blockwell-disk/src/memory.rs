@@ -39,7 +39,12 @@ impl MemoryParams {
         MemoryParams { name: "ecs".into(), slowdown: 3.0, ..MemoryParams::dram() }
     }
 
-    pub fn check(&self) -> Result<(), String> {
+    /// Rejects values the model cannot use; the error names the parameter.
+    pub fn check(&self) -> Result<(), crate::ParamError> {
+        self.problems().map_err(crate::ParamError)
+    }
+
+    fn problems(&self) -> Result<(), String> {
         if !(self.slowdown.is_finite() && self.slowdown > 0.0) {
             return Err(format!("slowdown must be > 0 (is {})", self.slowdown));
         }
@@ -63,7 +68,7 @@ pub struct MemoryModel {
 }
 
 impl MemoryModel {
-    pub fn new(p: MemoryParams) -> Result<MemoryModel, String> {
+    pub fn new(p: MemoryParams) -> Result<MemoryModel, crate::ParamError> {
         p.check()?;
         Ok(MemoryModel {
             per_block_ns: (p.dram_ns as f64 * p.slowdown).round() as u64,
@@ -81,7 +86,7 @@ impl MemoryModel {
 impl DiskModel for MemoryModel {
     fn service(&mut self, _now_ns: u64, req: &DiskRequest) -> u64 {
         let start = req.sector % self.cap;
-        let n = req.sectors.max(1);
+        let n = req.sectors.clamp(1, self.cap);
         let blocks = (start + n - 1) / self.block_sectors - start / self.block_sectors + 1;
         blocks * self.per_block_ns
     }

@@ -195,8 +195,13 @@ impl DiskSpec {
             DeviceParams::Ssd(p) => p.check(),
             DeviceParams::Memory(p) => p.check(),
         };
-        checked.map_err(|message| SpecError::Invalid { model: model.clone(), message })?;
+        checked.map_err(|e| SpecError::Invalid { model: model.clone(), message: e.0 })?;
         Ok(DiskSpec { params, text: s.to_string() })
+    }
+
+    /// Parses `s` and builds the model in one step.
+    pub fn model(s: &str) -> Result<Box<dyn DiskModel>, SpecError> {
+        DiskSpec::parse(s)?.build()
     }
 
     /// The text the spec was parsed from.
@@ -206,7 +211,7 @@ impl DiskSpec {
 
     /// A model in its power-on state.
     pub fn build(&self) -> Result<Box<dyn DiskModel>, SpecError> {
-        let invalid = |message: String| SpecError::Invalid { model: self.text.clone(), message };
+        let invalid = |e: crate::ParamError| SpecError::Invalid { model: self.text.clone(), message: e.0 };
         Ok(match &self.params {
             DeviceParams::Hdd(h) => Box::new(HddModel::new(h.clone()).map_err(invalid)?),
             DeviceParams::Ssd(p) => Box::new(SsdModel::new(p.clone()).map_err(invalid)?),
@@ -256,6 +261,50 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(s.label(), "Barracuda(write_cache=off,segments=8,segment-sectors=128)");
+    }
+
+    #[test]
+    fn every_model_survives_odd_requests_and_is_deterministic() {
+        let mut x = 99u64;
+        let mut next = || {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x >> 11
+        };
+        let reqs: Vec<(u64, DiskRequest)> = (0..400)
+            .map(|i| {
+                let sector = match i % 5 {
+                    0 => u64::MAX - next() % 1000, // far beyond the capacity: wraps
+                    1 => next(),
+                    _ => next() % 10_000_000,
+                };
+                let sectors = match i % 7 {
+                    _ if i == 1 => u64::MAX, // clamped to the capacity
+                    0 => 0,                  // treated as 1
+                    1 => 1 << 16,
+                    _ => 1 + next() % 300,
+                };
+                let op = if i % 3 == 0 { crate::DiskOp::Write } else { crate::DiskOp::Read };
+                let gap = [0, 10_000, 5_000_000][(i % 3) as usize];
+                (gap, DiskRequest { op, sector, sectors })
+            })
+            .collect();
+        for (name, _) in list() {
+            let mut a = DiskSpec::model(name).unwrap();
+            let mut b = a.boxed_clone();
+            let run = |m: &mut Box<dyn crate::DiskModel>| {
+                let mut t = 0u64;
+                reqs.iter()
+                    .map(|(gap, r)| {
+                        let s = m.service(t, r);
+                        t += s + gap;
+                        s
+                    })
+                    .collect::<Vec<u64>>()
+            };
+            let (ra, rb) = (run(&mut a), run(&mut b));
+            assert_eq!(ra, rb, "{name}");
+            assert!(ra.iter().all(|&s| s > 0), "{name}: every request takes some time");
+        }
     }
 
     #[test]

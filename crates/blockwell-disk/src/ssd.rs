@@ -64,8 +64,12 @@ impl SsdParams {
         }
     }
 
-    /// Rejects values the model cannot use; `Err` names the parameter.
-    pub fn check(&self) -> Result<(), String> {
+    /// Rejects values the model cannot use; the error names the parameter.
+    pub fn check(&self) -> Result<(), crate::ParamError> {
+        self.problems().map_err(crate::ParamError)
+    }
+
+    fn problems(&self) -> Result<(), String> {
         for (n, v) in [("read_us", self.read_us), ("write_us", self.write_us)] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{n} must be a finite number >= 0 (is {v})"));
@@ -101,7 +105,7 @@ pub struct SsdModel {
 }
 
 impl SsdModel {
-    pub fn new(p: SsdParams) -> Result<SsdModel, String> {
+    pub fn new(p: SsdParams) -> Result<SsdModel, crate::ParamError> {
         p.check()?;
         let page_sectors = (u64::from(p.page_kib) * 1024 / SECTOR).max(1);
         Ok(SsdModel {
@@ -126,7 +130,7 @@ impl SsdModel {
 
 impl DiskModel for SsdModel {
     fn service(&mut self, now_ns: u64, req: &DiskRequest) -> u64 {
-        let n = req.sectors.max(1);
+        let n = req.sectors.clamp(1, self.cap);
         let start = req.sector % self.cap;
         let first_page = start / self.page_sectors;
         let last_page = (start + n - 1) / self.page_sectors;
@@ -136,12 +140,19 @@ impl DiskModel for SsdModel {
         };
         let page_bytes = self.page_sectors * SECTOR;
         let channels = self.busy.len() as u64;
+        let pages = last_page - first_page + 1;
+        let page_xfer = self.xfer_ns(page_bytes.min(n * SECTOR));
         let mut done = now_ns + self.xfer_ns(n * SECTOR);
-        for page in first_page..=last_page {
-            let ch = (page % channels) as usize;
-            let t = self.busy[ch].max(now_ns) + lat;
-            self.busy[ch] = t;
-            done = done.max(t + self.xfer_ns(page_bytes.min(n * SECTOR)));
+        // Pages go round-robin over the channels; each channel serves its share back to back.
+        for ch in 0..channels {
+            let first_on_ch = (ch + channels - first_page % channels) % channels; // offset of its first page
+            if first_on_ch >= pages {
+                continue;
+            }
+            let count = (pages - first_on_ch - 1) / channels + 1;
+            let b = &mut self.busy[ch as usize];
+            *b = (*b).max(now_ns) + count * lat;
+            done = done.max(*b + page_xfer);
         }
         done - now_ns
     }

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 pub mod common;
 pub mod demo;
+pub mod disk;
 pub mod mount;
 pub mod mrc;
 pub mod serve;

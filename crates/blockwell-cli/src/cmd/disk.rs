@@ -1,0 +1,335 @@
+//! `blockwell disk`: the device timing models — list them, time one request, and validate a model against a
+//! DiskSim validation trace (measured service times of a real disk), optionally plotting both CDFs.
+
+use crate::cmd::mrc::PlotKind;
+use anyhow::{bail, Context};
+use blockwell_disk::validate::{self, Validation};
+use blockwell_disk::{DiskOp, DiskRequest, DiskSpec};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// `blockwell disk ...`
+#[derive(clap::Subcommand, Debug)]
+pub enum Command {
+    /// List the disk models and presets, with the parameters each kind of model takes.
+    List,
+    /// Replay a DiskSim validation trace through a model and compare with the measured service times.
+    #[command(after_help = "\
+Trace lines are `R|W action blkno bcount service_us next_us` (DiskSim's validation format; \
+../shared/reference/disk/{barracuda,cheetah9LP}.trace). Requests are served one at a time; each arrives next_us \
+of the previous line after the simulated completion of the previous one, as in DiskSim's validation mode. \
+Reported: mean measured and simulated service time, relative error, and the Ruemmler-Wilkes demerit (RMS \
+horizontal distance between the two CDFs), in µs and as % of the measured mean.")]
+    Validate(ValidateArgs),
+    /// Service time of one request on a device in its power-on state (head at cylinder 0, empty buffer).
+    Time(TimeArgs),
+    /// Mean service time of a synthetic stream (random or sequential), one request at a time.
+    Bench(BenchArgs),
+}
+
+/// Options of `blockwell disk bench`.
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Device spec (see `blockwell disk list`).
+    #[arg(long, value_name = "SPEC", default_value = "barracuda")]
+    pub model: String,
+
+    /// `random` (uniform over the device, aligned to the request size, a fixed pseudo-random sequence) or
+    /// `sequential` (from sector 0).
+    #[arg(long, value_name = "PATTERN", default_value = "random")]
+    pub pattern: String,
+
+    /// `read` or `write`.
+    #[arg(long, value_name = "OP", default_value = "read")]
+    pub op: String,
+
+    /// Sectors per request.
+    #[arg(long, value_name = "K", default_value_t = 8)]
+    pub sectors: u64,
+
+    /// Number of requests.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub count: u64,
+
+    /// Idle time between a completion and the next request, in µs.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    pub gap_us: u64,
+}
+
+/// Options of `blockwell disk validate`.
+#[derive(clap::Args, Debug)]
+pub struct ValidateArgs {
+    /// Device spec: a preset (`blockwell disk list`) with optional overrides, e.g. `barracuda(write_cache=0)`.
+    #[arg(long, value_name = "SPEC", default_value = "barracuda")]
+    pub model: String,
+
+    /// The validation trace.
+    #[arg(long, value_name = "FILE")]
+    pub trace: PathBuf,
+
+    /// Plot both service-time CDFs to FILE.svg or FILE.png.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+
+    /// Print the result as JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `blockwell disk time`.
+#[derive(clap::Args, Debug)]
+pub struct TimeArgs {
+    /// Device spec (see `blockwell disk list`).
+    #[arg(long, value_name = "SPEC", default_value = "barracuda")]
+    pub model: String,
+
+    /// `read` or `write`.
+    #[arg(long, value_name = "OP", default_value = "read")]
+    pub op: String,
+
+    /// First 512 B sector.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub sector: u64,
+
+    /// Number of 512 B sectors.
+    #[arg(long, value_name = "K", default_value_t = 8)]
+    pub sectors: u64,
+
+    /// Arrival time in ns (the platter's angle is a function of time).
+    #[arg(long, value_name = "NS", default_value_t = 0)]
+    pub at: u64,
+}
+
+pub fn run(c: Command) -> anyhow::Result<ExitCode> {
+    match c {
+        Command::List => list(),
+        Command::Validate(a) => run_validate(a),
+        Command::Time(a) => time(a),
+        Command::Bench(a) => bench(a),
+    }
+}
+
+fn list() -> anyhow::Result<ExitCode> {
+    println!("disk models (use as --model NAME or NAME(key=value,...)):");
+    for (name, desc) in blockwell_disk::spec::list() {
+        println!("  {name:<11} {desc}");
+    }
+    println!("parameters:");
+    println!("  hard disks  {}", blockwell_disk::spec::HDD_KEYS.join(", "));
+    println!("  ssd         {}", blockwell_disk::spec::SSD_KEYS.join(", "));
+    println!("  memory      {}", blockwell_disk::spec::MEMORY_KEYS.join(", "));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn parse_op(s: &str) -> anyhow::Result<DiskOp> {
+    match s.to_ascii_lowercase().as_str() {
+        "read" | "r" => Ok(DiskOp::Read),
+        "write" | "w" => Ok(DiskOp::Write),
+        other => bail!("--op: expected read or write, found '{other}'"),
+    }
+}
+
+fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
+    let op = parse_op(&a.op)?;
+    let random = match a.pattern.to_ascii_lowercase().as_str() {
+        "random" | "rand" => true,
+        "sequential" | "seq" => false,
+        other => bail!("--pattern: expected random or sequential, found '{other}'"),
+    };
+    if a.sectors == 0 || a.count == 0 {
+        bail!("--sectors and --count must be >= 1");
+    }
+    let spec = DiskSpec::parse(&a.model)?;
+    let mut m = spec.build()?;
+    let cap = m.capacity_sectors();
+    let span = cap.saturating_sub(a.sectors).max(1);
+    let mut x: u64 = 0x5eed;
+    let (mut t, mut total) = (0u64, 0u64);
+    for i in 0..a.count {
+        let sector = if random {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 11) % (span / a.sectors).max(1) * a.sectors
+        } else {
+            (i * a.sectors) % cap
+        };
+        let s = m.service(t, &DiskRequest { op, sector, sectors: a.sectors });
+        total += s;
+        t += s + a.gap_us * 1000;
+    }
+    let mean_ns = total as f64 / a.count as f64;
+    println!("{}", m.describe());
+    println!(
+        "{} {} of {} sectors x {}: mean {:.3} ms, {:.0} requests/s, {:.2} MB/s while busy",
+        if random { "random" } else { "sequential" },
+        if op == DiskOp::Read { "reads" } else { "writes" },
+        a.sectors,
+        a.count,
+        mean_ns / 1e6,
+        1e9 / mean_ns,
+        (a.sectors * blockwell_disk::SECTOR) as f64 / mean_ns * 1e3
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn time(a: TimeArgs) -> anyhow::Result<ExitCode> {
+    let op = parse_op(&a.op)?;
+    if a.sectors == 0 {
+        bail!("--sectors must be >= 1");
+    }
+    let spec = DiskSpec::parse(&a.model)?;
+    let mut m = spec.build()?;
+    let ns = m.service(a.at, &DiskRequest { op, sector: a.sector, sectors: a.sectors });
+    println!("{}", m.describe());
+    println!(
+        "{} of {} sectors at sector {} (arriving at {} ns): {} ns ({:.3} ms)",
+        if op == DiskOp::Read { "read" } else { "write" },
+        a.sectors,
+        a.sector,
+        a.at,
+        ns,
+        ns as f64 / 1e6
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_validate(a: ValidateArgs) -> anyhow::Result<ExitCode> {
+    let kind = a.plot.as_deref().map(PlotKind::of).transpose()?;
+    let spec = DiskSpec::parse(&a.model)?;
+    let mut m = spec.build()?;
+    let records = validate::read_trace(&a.trace)?;
+    let v = validate::validate(m.as_mut(), &records);
+    if a.json {
+        let mut j = serde_json::to_value(&v)?;
+        if let Some(o) = j.as_object_mut() {
+            o.insert("spec".into(), spec.label().into());
+            o.insert("trace".into(), a.trace.display().to_string().into());
+        }
+        println!("{}", serde_json::to_string_pretty(&j)?);
+    } else {
+        println!("model    {}", v.model);
+        println!("trace    {} ({} requests)", a.trace.display(), v.requests);
+        println!("                 measured   simulated");
+        println!("mean (us)     {:>11.1} {:>11.1}", v.mean_measured_us, v.mean_simulated_us);
+        println!(
+            "  reads       {:>11.1} {:>11.1}  ({} requests)",
+            v.reads.mean_measured_us, v.reads.mean_simulated_us, v.reads.requests
+        );
+        println!(
+            "  writes      {:>11.1} {:>11.1}  ({} requests)",
+            v.writes.mean_measured_us, v.writes.mean_simulated_us, v.writes.requests
+        );
+        println!("relative error of the mean  {:+.2} %", 100.0 * v.relative_error);
+        println!("demerit (RMS CDF distance)  {:.1} us = {:.2} % of the measured mean", v.demerit_us, v.demerit_pct);
+    }
+    if let (Some(path), Some(kind)) = (a.plot.as_deref(), kind) {
+        let title = format!("{}: service-time CDFs ({})", spec.label(), file_name(&a.trace));
+        plot(path, kind, &title, &v).with_context(|| format!("--plot {}", path.display()))?;
+        if !a.json {
+            println!("plot     {}", path.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_else(|| p.display().to_string())
+}
+
+/// The font embedded for plot text (see `assets/FONTS.md`).
+static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
+
+fn register_font() -> anyhow::Result<()> {
+    static ONCE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let ok = *ONCE
+        .get_or_init(|| plotters::style::register_font("sans-serif", plotters::style::FontStyle::Normal, FONT).is_ok());
+    if !ok {
+        bail!("the embedded plot font does not load");
+    }
+    Ok(())
+}
+
+/// Sorted values as CDF points, thinned to at most ~2000 steps.
+fn cdf(values: &[f64]) -> Vec<(f64, f64)> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let step = (n / 2000).max(1);
+    let mut out: Vec<(f64, f64)> = (0..n).step_by(step).map(|i| (v[i] / 1000.0, (i + 1) as f64 / n as f64)).collect();
+    if let Some(&last) = v.last() {
+        out.push((last / 1000.0, 1.0));
+    }
+    out
+}
+
+fn plot(path: &Path, kind: PlotKind, title: &str, v: &Validation) -> anyhow::Result<()> {
+    use plotters::prelude::*;
+    register_font()?;
+    let size = (1000, 640);
+    match kind {
+        PlotKind::Png => draw(BitMapBackend::new(path, size).into_drawing_area(), title, v),
+        PlotKind::Svg => draw(SVGBackend::new(path, size).into_drawing_area(), title, v),
+    }
+}
+
+fn draw<DB: plotters::prelude::DrawingBackend>(
+    root: plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    v: &Validation,
+) -> anyhow::Result<()> {
+    use plotters::prelude::*;
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing failed: {e:?}");
+    let measured = cdf(&v.measured_us);
+    let simulated = cdf(&v.simulated_us);
+    // x axis: up to the 99.5th percentile of either, rounded up to 5 ms.
+    let p995 = |s: &[f64]| {
+        let mut s = s.to_vec();
+        s.sort_by(f64::total_cmp);
+        s.get(((s.len() as f64) * 0.995) as usize).copied().unwrap_or(0.0) / 1000.0
+    };
+    let x_max = ((p995(&v.measured_us).max(p995(&v.simulated_us)) / 5.0).ceil() * 5.0).max(5.0);
+    root.fill(&WHITE).map_err(e)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(20)
+        .x_label_area_size(50)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..x_max, 0f64..1f64)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc("service time (ms)")
+        .y_desc("fraction of requests")
+        .y_label_formatter(&|y| format!("{y:.1}"))
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 17))
+        .draw()
+        .map_err(e)?;
+    let blue = RGBColor(31, 119, 180);
+    let orange = RGBColor(255, 127, 14);
+    chart
+        .draw_series(LineSeries::new(measured, blue.stroke_width(2)))
+        .map_err(e)?
+        .label(format!("measured (mean {:.2} ms)", v.mean_measured_us / 1000.0))
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], blue.stroke_width(2)));
+    chart
+        .draw_series(LineSeries::new(simulated, orange.stroke_width(2)))
+        .map_err(e)?
+        .label(format!(
+            "simulated (mean {:.2} ms, {:+.1} %; demerit {:.2} ms = {:.1} %)",
+            v.mean_simulated_us / 1000.0,
+            100.0 * v.relative_error,
+            v.demerit_us / 1000.0,
+            v.demerit_pct
+        ))
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], orange.stroke_width(2)));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 15))
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)?;
+    Ok(())
+}
