@@ -17,7 +17,7 @@
 //! With [`Clusterer::cluster_view`] blocks that the driver reports resident or in flight are dropped first, so a
 //! cached block splits a run (as in the kernel, where a cached page is not read again).
 //!
-//! **State**: two scratch vectors reused across calls (16 bytes per range of the largest call).
+//! **State**: two scratch vectors reused across calls (32 bytes per range of the largest call).
 
 use crate::key::{BlockKey, BLOCK_BITS, MAX_BLOCK};
 use crate::prefetch::{BlockState, BlockView, Fetch};
@@ -44,8 +44,9 @@ pub enum ClusterError {
 #[derive(Clone, Debug)]
 pub struct Clusterer {
     max_blocks: u64,
-    sync: Vec<(u64, u64)>,
-    asyn: Vec<(u64, u64)>,
+    // Half-open raw-key ranges; u128 so that the end of the last volume's last block does not overflow.
+    sync: Vec<(u128, u128)>,
+    asyn: Vec<(u128, u128)>,
 }
 
 impl Clusterer {
@@ -126,8 +127,8 @@ impl Clusterer {
             for &(start, stop) in list.iter() {
                 let mut s = start;
                 while s < stop {
-                    let n = (stop - s).min(self.max_blocks);
-                    out.push(DeviceRead { first: BlockKey::from_raw(s), n, sync });
+                    let n = (stop - s).min(self.max_blocks as u128);
+                    out.push(DeviceRead { first: BlockKey::from_raw(s as u64), n: n as u64, sync });
                     s += n;
                 }
             }
@@ -143,16 +144,16 @@ impl Default for Clusterer {
 }
 
 /// Pushes the raw-key range of `n` blocks from `first`, clipped at the end of its volume.
-fn push_range(list: &mut Vec<(u64, u64)>, first: BlockKey, n: u64) {
+fn push_range(list: &mut Vec<(u128, u128)>, first: BlockKey, n: u64) {
     let room = MAX_BLOCK - first.block() + 1;
     let n = n.min(room);
     if n > 0 {
-        list.push((first.raw(), first.raw() + n));
+        list.push((first.raw() as u128, first.raw() as u128 + n as u128));
     }
 }
 
 /// Sorts and merges overlapping or adjacent ranges of the same volume.
-fn coalesce(list: &mut Vec<(u64, u64)>) {
+fn coalesce(list: &mut Vec<(u128, u128)>) {
     list.sort_unstable();
     let mut w = 0;
     for i in 0..list.len() {
@@ -171,7 +172,7 @@ fn coalesce(list: &mut Vec<(u64, u64)>) {
 }
 
 /// Removes from `a` (coalesced) every block in `b` (coalesced).
-fn subtract(a: &mut Vec<(u64, u64)>, b: &[(u64, u64)]) {
+fn subtract(a: &mut Vec<(u128, u128)>, b: &[(u128, u128)]) {
     if b.is_empty() {
         return;
     }
@@ -241,6 +242,11 @@ mod tests {
         let keys = [k(1, 0), k(0, MAX_BLOCK), k(0, MAX_BLOCK - 1), k(1, 1), k(0, 5), k(0, 7)];
         c.cluster_keys(&keys, true, &mut out);
         assert_eq!(t(&out), [(0, 5, 1, true), (0, 7, 1, true), (0, MAX_BLOCK - 1, 2, true), (1, 0, 2, true)]);
+        // The very last key of the key space.
+        out.clear();
+        let last = BlockKey::new(crate::key::MAX_VOLUME, MAX_BLOCK).unwrap();
+        c.cluster(&[Fetch { first: last, n: 3, sync: true }], &mut out);
+        assert_eq!(out, vec![DeviceRead { first: last, n: 1, sync: true }]);
         // A fetch running off the end of a volume is clipped there.
         out.clear();
         c.cluster(&[Fetch { first: k(0, MAX_BLOCK), n: 5, sync: false }], &mut out);

@@ -9,6 +9,8 @@
 //! - [`policy`]: the replacement policies, one module each, and their registry.
 //! - [`cache`]: [`cache::BlockCache`], a policy over a byte budget at a block size, producing plans.
 //! - [`prefetch`]: the prefetchers (observe demand requests, propose block ranges), one module each.
+//! - [`cluster`]: merges block fetches into device requests.
+//! - [`redcap`]: the REDCAP segment cache and its activation controller.
 //! - [`stats`]: block- and request-level counters split by reads and writes.
 
 pub mod arena;

@@ -1,5 +1,5 @@
 //! REDCAP, the RAM Enhanced Disk Cache Project (seed `000_*`: "Effects of the file system and the cache size
-//! on REDCAP"; the design is from the authors' first REDCAP paper, which the seed cites as [2]).
+//! on REDCAP"; the design is from the authors' first REDCAP paper, which the seed cites as \[2\]).
 //!
 //! REDCAP is "a new level in the cache hierarchy ... just between the page cache and the disk cache, which works
 //! as an extension in the main memory of the disk cache": a cache of `N` *segments* of `S` consecutive blocks
@@ -18,7 +18,7 @@
 //! - [`RedcapControl`], the activation–deactivation algorithm: it "compares the time that the REDCAP cache needs
 //!   to process the requests, with the estimated time to process them without cache, and turns the cache on/off
 //!   accordingly ... independent of the underlying device, because it only takes into account the I/O time of
-//!   the issued disk requests". "The initial state of REDCAP is active." While off, the cache "simulate[s] the
+//!   the issued disk requests". "The initial state of REDCAP is active." While off, the cache "simulate\[s\] the
 //!   cache behavior when it is inactive" (the seed blames the small loss on 512 KB strided reads on that
 //!   simulation): the driver keeps calling [`Redcap::read`] so the segment state stays current, but executes
 //!   the demand requests directly, and estimates the time the cache would have taken.
@@ -33,8 +33,8 @@
 //! reads [`Redcap::read`] proposes). The controller counts the measured time spent active and inactive and the
 //! number of switches.
 //!
-//! **State**: 24 bytes per segment slot (segment key, length, LRU links) plus the index's 4-byte handle and
-//! control byte per segment; no per-block state.
+//! **State**: 24 bytes per segment slot (segment key, length, LRU links) plus the index's 16-byte entry (key and
+//! slot) and control byte per segment; no per-block state.
 
 use crate::key::{BlockKey, MAX_BLOCK};
 use crate::prefetch::{Fetch, U64Map};
@@ -568,5 +568,10 @@ mod tests {
         assert!((c.active_fraction() - 1000.0 / 1700.0).abs() < 1e-12);
         assert_eq!(c.end_period(), None, "empty period");
         assert!(RedcapControl::new(RedcapControlConfig { period: 0, margin_pct: 5 }).is_err());
+    }
+
+    #[test]
+    fn state_size_is_as_documented() {
+        assert_eq!(std::mem::size_of::<Slot>(), 24);
     }
 }

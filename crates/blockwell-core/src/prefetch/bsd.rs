@@ -29,7 +29,7 @@
 //!
 //! **Parameters** (`bsd(initial=1,max=32)`).
 //!
-//! **State**: 48 bytes per stream plus the hash-table slot.
+//! **State**: 40 bytes per stream (five `u64`) plus the stream id and control byte in the table.
 
 use super::{push_fetch, state_of, BlockState, BlockView, Demand, Fetch, Prefetcher, PrefetcherConfig, U64Map};
 use crate::cache::Op;
@@ -224,5 +224,10 @@ mod tests {
         let f = run(&mut p, &reqs, 6);
         assert!(f.iter().flatten().all(|x| x.first.block() + x.n <= 6));
         assert_eq!(f.iter().flatten().map(|x| x.n).sum::<u64>(), 5);
+    }
+
+    #[test]
+    fn state_size_is_as_documented() {
+        assert_eq!(std::mem::size_of::<Stream>(), 40);
     }
 }

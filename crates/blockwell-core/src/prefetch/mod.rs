@@ -9,7 +9,19 @@
 //! `sync` are read together with the demand misses (the request waits for them), the others are issued
 //! asynchronously.
 //!
-//! Adding a prefetcher is one new file and one line in [`PrefetcherKind`].
+//! Prefetchers are named on the command line with a [`PrefetcherSpec`] (`none`, `linux24(max=32)`,
+//! `ondemand(max_kb=128)`, `stride(depth=4)`, `bsd`, `obl`, `redcap(segment_kb=128)`); [`list`] gives every
+//! one with its parameters and defaults. Adding a prefetcher is one new file and one line in the `registry!`
+//! invocation below ([`PrefetcherKind`]).
+//!
+//! | module | what it models |
+//! |---|---|
+//! | [`linux24`] | Linux 2.4 read-ahead groups and window (seed `001_*` §2.1) |
+//! | [`bsd`] | 4.4BSD clustering read-ahead (seed `001_*` §2.2) |
+//! | [`ondemand`] | current Linux on-demand read-ahead (`mm/readahead.c`) |
+//! | [`obl`] | one-block lookahead |
+//! | [`stride`] | constant-stride detection |
+//! | [`redcap`] | REDCAP's whole-segment fetch on read misses, with its activation controller (seed `000_*`) |
 
 use crate::cache::Op;
 use crate::key::BlockKey;

@@ -1,8 +1,10 @@
-//! Linux on-demand read-ahead as in current kernels (`mm/readahead.c`: `page_cache_sync_ra`,
-//! `page_cache_async_ra`, `ondemand_readahead` — folded into `page_cache_async_ra` in 6.x —,
-//! `get_init_ra_size`, `get_next_ra_size`; `filemap_get_pages` in `mm/filemap.c` for when each is called).
-//! Written from the kernel source as of 5.x–6.x; there is no kernel to compare against here, so the modelled
-//! subset is listed exactly.
+//! Linux on-demand read-ahead (`mm/readahead.c`: `page_cache_sync_ra`, `page_cache_async_ra`,
+//! `ondemand_readahead`, `get_init_ra_size`, `get_next_ra_size`; `filemap_get_pages` in `mm/filemap.c` for when
+//! each is called), as in the 5.x kernels and up to 6.9, where `ondemand_readahead` serves both the synchronous
+//! and the asynchronous path. Later kernels restructured these functions (the synchronous path no longer takes
+//! the "expected index" branch and consults the page cache for history instead); that variant is not modelled.
+//! Written from the kernel source without a kernel to compare against, so the modelled subset is listed
+//! exactly; `prev` is the last block read, as `prev_pos` is kept by `do_generic_file_read`.
 //!
 //! Per stream (an open file, `struct file_ra_state`): the current window `start, size, async_size`, the
 //! position of the last block read (`prev_pos`), and the block carrying the `PG_readahead` *marker*
@@ -19,8 +21,8 @@
 //!     sequential miss starts again from an initial window.
 //! - **Initial window** at `x`: `start = x; size = get_init_ra_size(req, max); async_size = size - req` (or
 //!   `size` when `size <= req`). `get_init_ra_size`: round `req` up to a power of two; ×4 if `<= max/32`, ×2 if
-//!   `<= max/4`, else `max`. When the window starts at `x` and `size == async_size` (no synchronous part left),
-//!   the next window is merged in: `size += get_next_ra_size(size)` when that fits in `max`, else `size = max`,
+//!   `<= max/4`, else `max`. When a window (from any path) starts at the triggering block and
+//!   `size == async_size` (it would hit its own marker at once), the next window is merged in: `size += get_next_ra_size(size)` when that fits in `max`, else `size = max`,
 //!   `async_size = max/2`.
 //! - **Asynchronous read-ahead** when the scan reaches the marker block and it is present (resident or in
 //!   flight: the kernel tests `PG_readahead` before waiting for the page): the marker is cleared; if it is the
@@ -42,7 +44,8 @@
 //! **Parameters** (`ondemand(max_kb=128)`): `max_kb` the maximum window (the kernel's `read_ahead_kb`, default
 //! 128 KiB = 32 blocks of 4 KiB; converted with the cache's block size).
 //!
-//! **State**: 48 bytes per stream plus the hash-table slot, and 16 bytes per live marker (an index from the
+//! **State**: 56 bytes per stream (the window, the last block read, the marker) plus the stream id and control
+//! byte in the table, and 17 bytes per live marker (an index from the
 //! marked block to its stream, for evictions).
 
 use super::{kib_to_blocks, push_fetch, BlockState, BlockView, Demand, Fetch, Prefetcher, PrefetcherConfig, U64Map};
@@ -219,7 +222,7 @@ impl Ondemand {
         } else {
             return; // random read: only the request
         }
-        if !hit_marker && index == w.start && w.size == w.async_size {
+        if index == w.start && w.size == w.async_size {
             let add = next_ra_size(w.size, max);
             if w.size + add <= max {
                 w.async_size = add;
@@ -334,6 +337,17 @@ mod tests {
     }
 
     #[test]
+    fn a_window_that_would_hit_its_own_marker_merges_the_next_one() {
+        let mut p = Ondemand::new(32);
+        // Window [0, 4) with its marker on 1; the reader skips to 4, the end of the window: sequential, the window
+        // moves on to [4, 12) with async_size 8, which would mark 4 itself, so [12, 28) is merged in.
+        let f = run(&mut p, &[(0, 1), (4, 1)], 10_000);
+        assert_eq!(triples(&f[1]), [(5, 23, true)]);
+        let w = p.window(1).unwrap();
+        assert_eq!((w.start, w.size, w.async_size, w.marker), (4, 24, 16, Some(12)));
+    }
+
+    #[test]
     fn large_requests_start_at_the_maximum() {
         let mut p = Ondemand::new(32);
         let f = run(&mut p, &[(0, 16), (16, 16), (32, 16), (48, 16)], 10_000);
@@ -389,5 +403,10 @@ mod tests {
         let f = run(big.as_mut(), &[(0, 1), (1, 1)], 100_000);
         assert_eq!(triples(&f[0]), [(1, 3, true)], "max 256 blocks of 512 B: initial window 4");
         assert_eq!(triples(&f[1]), [(4, 16, false)], "then x4 while below max/16");
+    }
+
+    #[test]
+    fn state_size_is_as_documented() {
+        assert_eq!(std::mem::size_of::<Window>(), 56);
     }
 }

@@ -11,11 +11,15 @@
 //!
 //! The activation–deactivation algorithm is available here too: a driver that measures I/O times passes them
 //! to [`Prefetcher::on_io_time`] (measured with the segment fetches, estimated without them while active; the
-//! reverse while inactive), and while the controller says "off" the prefetcher proposes nothing.
+//! reverse while inactive), and while the controller says "off" the prefetcher proposes nothing;
+//! [`RedcapPrefetch::segments_for`] still tells a driver what it would fetch, for the shadow estimate. (Through a
+//! `dyn Prefetcher` that is not reachable; the simulator's REDCAP level uses [`crate::redcap::Redcap`], whose
+//! segment state is the shadow by construction.)
 //!
 //! **Parameters** (`redcap(segment_kb=128,period=64,margin_pct=5)`).
 //!
-//! **State**: the controller (about 100 bytes); nothing per stream.
+//! **State**: 128 bytes in all (the segment size and the controller's sums and counters); nothing per stream,
+//! no heap.
 
 use super::{kib_to_blocks, push_fetch, state_of, BlockState, BlockView, Demand, Fetch, Prefetcher, PrefetcherConfig};
 use crate::cache::Op;
@@ -76,9 +80,11 @@ impl RedcapPrefetch {
     }
 }
 
-impl Prefetcher for RedcapPrefetch {
-    fn on_demand(&mut self, d: &Demand, view: &dyn BlockView, out: &mut Vec<Fetch>) {
-        if d.op != Op::Read || d.n == 0 || !self.control.is_active() {
+impl RedcapPrefetch {
+    /// The segment reads the prefetcher proposes for `d` when active, whatever its state: while it is off, a
+    /// driver feeds these to its shadow disk model to estimate the time with REDCAP.
+    pub fn segments_for(&self, d: &Demand, view: &dyn BlockView, out: &mut Vec<Fetch>) {
+        if d.op != Op::Read || d.n == 0 {
             return;
         }
         let s = self.segment_blocks;
@@ -96,6 +102,14 @@ impl Prefetcher for RedcapPrefetch {
                 Some(next) if next <= last => seg = next,
                 _ => break,
             }
+        }
+    }
+}
+
+impl Prefetcher for RedcapPrefetch {
+    fn on_demand(&mut self, d: &Demand, view: &dyn BlockView, out: &mut Vec<Fetch>) {
+        if self.control.is_active() {
+            self.segments_for(d, view, out);
         }
     }
 
@@ -143,5 +157,16 @@ mod tests {
         p.on_demand(&read(1, 5, 1, 1000), &SetView::default(), &mut out);
         assert!(out.is_empty());
         assert_eq!(p.control().switches(), 1);
+        p.segments_for(&read(1, 5, 1, 1000), &SetView::default(), &mut out);
+        assert_eq!(triples(&out), [(0, 32, true)], "what it would fetch, for the shadow estimate");
+        // The shadow says it would win: back on.
+        p.on_io_time(10, 100);
+        p.on_io_time(10, 100);
+        assert!(Prefetcher::is_active(&p));
+    }
+
+    #[test]
+    fn state_size_is_as_documented() {
+        assert_eq!(std::mem::size_of::<RedcapPrefetch>(), 128);
     }
 }

@@ -19,8 +19,8 @@
 //! **Parameters** (`stride(confirm=2,depth=8)`): `confirm` confirmations before prefetching (>= 1, default 2),
 //! `depth` largest number of strided requests ahead (>= 1, default 8).
 //!
-//! **State**: 56 bytes per stream (last first block and size, stride, counters, farthest proposed) plus the
-//! hash-table slot.
+//! **State**: 48 bytes per stream (last first block, stride, confirmations, current depth, farthest request
+//! proposed) plus the stream id and control byte in the table.
 
 use super::{push_fetch, BlockView, Demand, Fetch, Prefetcher, PrefetcherConfig, U64Map};
 use crate::cache::Op;
@@ -214,5 +214,10 @@ mod tests {
         for x in f.iter().flatten() {
             assert!(x.first.block() + x.n <= 95, "{x:?}");
         }
+    }
+
+    #[test]
+    fn state_size_is_as_documented() {
+        assert_eq!(std::mem::size_of::<Stream>(), 48);
     }
 }
