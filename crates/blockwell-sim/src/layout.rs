@@ -8,9 +8,9 @@
 //! its files one after another in file-index order, all writers at the same time, and the allocator sees their
 //! writes round-robin, one chunk per writer per round (a chunk is `chunk_min ..= chunk_max` bytes, 4 KiB–64 KiB
 //! by default, drawn from the seed, rounded up to whole blocks and cut at the end of the file). Files written
-//! by different writers are therefore written *concurrently*, files of one writer *sequentially*. Layouts that
-//! allocate on write (`block-groups`) take the chunks in this order; the others use it only for the order in
-//! which files are created (the round of a file's first chunk).
+//! by different writers are therefore written *concurrently*, files of one writer *sequentially*. `block-groups`
+//! allocates the chunks in this order; `single-extent` uses it only for the order in which files are created
+//! (the round of a file's first chunk); `contiguous` and `scattered` go by file index.
 //!
 //! # Layouts
 //!
@@ -18,8 +18,8 @@
 //!   layout (a freshly written, defragmented disk); the baseline.
 //! - `block-groups` (ext2/ext3): the disk is divided into block groups of `group_bytes` (128 MiB: ext2/3 with
 //!   4 KiB blocks have 32768 blocks per group, one block bitmap block's worth of bits), the first
-//!   `group_reserved_bytes` of each holding metadata (bitmaps and the inode table: 2 MiB + 8 KiB, what
-//!   `mke2fs` gives a 4 KiB-block file system at one inode per 8 KiB). Directories are spread over the groups
+//!   `group_reserved_bytes` of each holding metadata (two bitmap blocks and the inode table: 2 MiB + 8 KiB
+//!   for 16384 inodes of 128 bytes, one per 8 KiB, as mke2fs of the seed's time made them). Directories are spread over the groups
 //!   like ext3's Orlov allocator spreads top-level directories: each directory's home group is picked
 //!   pseudo-randomly from the seed among the groups of a disk that the data fills to `fill` (half, by
 //!   default). A file's blocks are allocated in its directory's group, each chunk at the group's next free
@@ -27,16 +27,22 @@
 //!   writers get interleaved extents of one chunk each, while a file written alone is one extent. A full group
 //!   spills into the next group with free space (new groups are added past the end if needed). Not modelled:
 //!   ext3's per-file reservation windows, delayed allocation, freed space.
-//! - `single-extent` (JFS-like; XFS behaves alike for these workloads): every file is one extent, placed in
+//! - `single-extent` (JFS-like; seed 000 groups XFS with the interleaving file systems, so `block-groups`
+//!   with XFS's allocation-group size is the closer model for XFS): every file is one extent, placed in
 //!   creation order. The disk is divided into allocation groups of `ag_bytes` (1 GiB, the JFS allocation-group
 //!   size seed 000 reports); the k-th directory (in creation order) gets allocation group `k mod groups`, and a
 //!   file goes at its group's next free block, or into the next group that has room for the whole file, or
 //!   past the end of the disk when none has.
 //! - `scattered` (ReiserFS-like apparent randomness, seed 000 §3): each file is cut into runs of
-//!   `run_min ..= run_max` blocks (1–16 by default, from the seed); the disk region is cut into slots of
-//!   `run_max` blocks, enough that the data fills `fill` of them; run `k` (counting runs of all files in file
-//!   order) goes at the start of slot `π(k)`, where `π` is a seeded pseudo-random permutation. So a file's runs
-//!   land all over the region and consecutive file blocks are contiguous only within a run.
+//!   `run_min ..= run_max` blocks (1–16 by default, from the seed). The disk is cut into slots of `run_max`
+//!   blocks, and the slots into windows of `window` slots (16: 1 MiB with 4 KiB blocks). Counting the runs of
+//!   all files in file order, each window takes the next `max(1, ⌊window × fill⌋)` runs (8 by default) and puts
+//!   them at the starts of its slots in a seeded pseudo-random order. So a file's consecutive runs are
+//!   scattered within a window, windows follow each other: requests look random at the scale of a window, yet
+//!   the blocks of a window are all read within a short span (seed 000 explains its ReiserFS results by prefetched
+//!   segments that are reused when the REDCAP cache is large enough for the processes' footprint, and evicted
+//!   before reuse when it is not). With
+//!   `window` at least the number of slots the whole layout needs, placement is random over the whole region.
 //!
 //! Every layout gives each block of each file exactly one disk block, never shared with another file block,
 //! and is a pure function of (files, block size, seed, parameters).
@@ -113,6 +119,8 @@ impl FromStr for LayoutKind {
 pub enum LayoutError {
     #[error("unknown layout '{name}' (known: {known})")]
     Unknown { name: String, known: String },
+    #[error("unknown layout parameter '{param}' (known: {known})")]
+    UnknownParam { param: String, known: String },
     #[error("layout parameter '{param}': {message}")]
     BadParam { param: &'static str, message: String },
 }
@@ -135,7 +143,9 @@ pub struct LayoutParams {
     pub run_min: u64,
     /// `scattered`: largest run (and slot size), in blocks.
     pub run_max: u64,
-    /// `block-groups`, `single-extent`, `scattered`: fraction of the disk region the data fills, in (0, 1].
+    /// `scattered`: slots (of `run_max` blocks) per window within which runs are shuffled.
+    pub window: u64,
+    /// `block-groups`, `single-extent`, `scattered`: fraction of the disk region the data fills, 0.01 to 1.
     pub fill: f64,
 }
 
@@ -149,6 +159,7 @@ impl Default for LayoutParams {
             ag_bytes: 1 << 30,
             run_min: 1,
             run_max: 16,
+            window: 16,
             fill: 0.5,
         }
     }
@@ -177,12 +188,86 @@ impl LayoutParams {
         if self.run_min == 0 || self.run_min > self.run_max {
             return bad("run_min", format!("must be between 1 and run_max ({})", self.run_max));
         }
-        if !(self.fill > 0.0 && self.fill <= 1.0) {
-            return bad("fill", format!("{} is not in (0, 1]", self.fill));
+        if self.window == 0 {
+            return bad("window", "must be at least 1 slot".into());
+        }
+        if !(self.fill >= 0.01 && self.fill <= 1.0) {
+            return bad("fill", format!("{} is not between 0.01 and 1", self.fill));
         }
         Ok(())
     }
 }
+
+/// A layout with parameter overrides, as written on a command line: `scattered`, `block-groups(fill=0.3)`,
+/// `single-extent(ag_bytes=268435456)`. Values are numbers; parameter names are the fields of [`LayoutParams`]
+/// (`-` accepted for `_`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayoutSpec {
+    pub kind: LayoutKind,
+    pub params: LayoutParams,
+}
+
+impl LayoutSpec {
+    /// Parses `name` or `name(key=value,...)`; unknown parameters and bad values are errors naming them.
+    /// Ranges that depend on the block size are checked by [`FileMap::build_with`].
+    pub fn parse(s: &str) -> Result<Self, LayoutError> {
+        let s = s.trim();
+        let (name, args) = match s.find('(') {
+            Some(i) if s.ends_with(')') => (&s[..i], &s[i + 1..s.len() - 1]),
+            Some(_) => {
+                return Err(LayoutError::BadParam { param: "spec", message: format!("'{s}' has no closing ')'") })
+            }
+            None => (s, ""),
+        };
+        let kind: LayoutKind = name.parse()?;
+        let defaults = match serde_json::to_value(LayoutParams::default()) {
+            Ok(serde_json::Value::Object(m)) => m,
+            _ => serde_json::Map::new(),
+        };
+        let mut m = defaults.clone();
+        for kv in args.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+            let (k, v) = kv.split_once('=').ok_or_else(|| LayoutError::BadParam {
+                param: "spec",
+                message: format!("expected key=value, found '{kv}'"),
+            })?;
+            let k = k.trim().replace('-', "_");
+            let Some(&param) = LAYOUT_PARAMS.iter().find(|p| **p == k) else {
+                return Err(LayoutError::UnknownParam { param: k, known: LAYOUT_PARAMS.join(", ") });
+            };
+            let value: serde_json::Value = serde_json::from_str(v.trim()).map_err(|_| LayoutError::BadParam {
+                param,
+                message: format!("expected a number, found '{}'", v.trim()),
+            })?;
+            let mut one = defaults.clone();
+            one.insert(k.clone(), value.clone());
+            if let Err(e) = serde_json::from_value::<LayoutParams>(serde_json::Value::Object(one)) {
+                return Err(LayoutError::BadParam { param, message: e.to_string() });
+            }
+            m.insert(k, value);
+        }
+        let params: LayoutParams = serde_json::from_value(serde_json::Value::Object(m))
+            .map_err(|e| LayoutError::BadParam { param: "spec", message: e.to_string() })?;
+        Ok(LayoutSpec { kind, params })
+    }
+
+    /// [`FileMap::build_with`] with this spec's kind and parameters.
+    pub fn build(&self, files: &[FileInfo], block_size: u64, seed: u64) -> Result<FileMap, LayoutError> {
+        FileMap::build_with(self.kind, files, block_size, seed, &self.params)
+    }
+}
+
+/// The parameter names of [`LayoutParams`].
+pub const LAYOUT_PARAMS: &[&str] = &[
+    "chunk_min",
+    "chunk_max",
+    "group_bytes",
+    "group_reserved_bytes",
+    "ag_bytes",
+    "run_min",
+    "run_max",
+    "window",
+    "fill",
+];
 
 /// One step of the creation model: `file`'s writer appends `blocks` blocks to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -392,10 +477,16 @@ impl FileMap {
                 at += len;
             }
         }
-        let slots = ((runs.len() as f64 / p.fill).ceil() as u64).max(runs.len() as u64).max(1);
-        let perm = Permutation::new(slots, seed);
-        for (k, &(f, fb, len)) in runs.iter().enumerate() {
-            self.push(f, fb, perm.apply(k as u64) * rmax, len);
+        // Window w takes runs w*per .. (w+1)*per and shuffles them over its `window` slots.
+        // A window larger than the whole layout is the whole layout.
+        let w = p.window.min(((runs.len() as f64 / p.fill).ceil() as u64).max(1));
+        let per = ((w as f64 * p.fill).floor() as u64).clamp(1, w);
+        for (win, group) in runs.chunks(per as usize).enumerate() {
+            let win = win as u64;
+            let perm = Permutation::new(w, SplitMix64(seed ^ win.wrapping_mul(0x9e37_79b9_7f4a_7c15)).next_u64());
+            for (i, &(f, fb, len)) in group.iter().enumerate() {
+                self.push(f, fb, (win * w + perm.apply(i as u64)) * rmax, len);
+            }
         }
     }
 
@@ -497,5 +588,34 @@ mod tests {
         assert_eq!("Block_Groups".parse::<LayoutKind>().unwrap(), LayoutKind::BlockGroups);
         let e = "ntfs".parse::<LayoutKind>().unwrap_err().to_string();
         assert!(e.contains("'ntfs'") && e.contains("scattered"), "{e}");
+    }
+
+    #[test]
+    fn specs_parse_and_name_bad_parameters() {
+        let s = LayoutSpec::parse("block-groups(fill=0.25, group-bytes=1048576)").unwrap();
+        assert_eq!(s.kind, LayoutKind::BlockGroups);
+        assert_eq!((s.params.fill, s.params.group_bytes), (0.25, 1 << 20));
+        assert_eq!(LayoutSpec::parse("scattered").unwrap().params, LayoutParams::default());
+        let e = LayoutSpec::parse("scattered(bogus=1)").unwrap_err().to_string();
+        assert!(e.contains("'bogus'") && e.contains("run_max"), "{e}");
+        let e = LayoutSpec::parse("scattered(run_max=x)").unwrap_err();
+        assert!(matches!(e, LayoutError::BadParam { param: "run_max", .. }), "{e}");
+        let e = LayoutSpec::parse("scattered(run_max=-1)").unwrap_err();
+        assert!(matches!(e, LayoutError::BadParam { param: "run_max", .. }), "{e}");
+        assert!(LayoutSpec::parse("scattered(run_max=1").is_err());
+        // Ranges are checked at build time.
+        let f = [FileInfo { size: 1, writer: 0, dir: 0 }];
+        let e = LayoutSpec::parse("scattered(run_min=9,run_max=8)").unwrap().build(&f, 4096, 0).unwrap_err();
+        assert!(matches!(e, LayoutError::BadParam { param: "run_min", .. }), "{e}");
+    }
+
+    #[test]
+    fn param_names_are_the_fields() {
+        let v = serde_json::to_value(LayoutParams::default()).unwrap();
+        let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut names = LAYOUT_PARAMS.to_vec();
+        keys.sort_unstable();
+        names.sort_unstable();
+        assert_eq!(keys, names);
     }
 }

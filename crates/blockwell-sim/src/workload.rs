@@ -62,6 +62,25 @@ impl Workload {
         self.processes.iter().flatten().map(|r| r.len).sum()
     }
 
+    /// Fraction of requests that continue their process's previous request to the same file (start where it
+    /// ended): the "sequential references" of seed 001's Table 2, at request granularity. 0 for no requests.
+    pub fn sequential_fraction(&self) -> f64 {
+        let mut seq = 0u64;
+        let mut last_end: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
+        for reqs in &self.processes {
+            last_end.clear();
+            for r in reqs {
+                if last_end.insert(r.file, r.offset.saturating_add(r.len)) == Some(r.offset) {
+                    seq += 1;
+                }
+            }
+        }
+        match self.requests() {
+            0 => 0.0,
+            n => seq as f64 / n as f64,
+        }
+    }
+
     /// Checks that every request names a file of the workload, has `len >= 1` and lies within the file.
     pub fn validate(&self) -> Result<(), WorkloadError> {
         for (process, reqs) in self.processes.iter().enumerate() {

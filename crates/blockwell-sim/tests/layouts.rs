@@ -159,18 +159,29 @@ fn single_extent_places_in_creation_order_by_directory_group() {
 }
 
 #[test]
-fn scattered_runs_are_small_and_far_apart() {
+fn scattered_runs_are_shuffled_within_windows() {
     let files = vec![file(8 << 20, 0, 0)];
     let m = FileMap::build(LayoutKind::Scattered, &files, BS, 9);
     m.validate(&files).unwrap();
     let e = extents(&m, 0);
-    assert!(e.len() >= 2048 / 16, "{} runs", e.len());
-    assert!(e.iter().all(|&(_, n)| n <= 16));
-    // Consecutive runs are mostly not adjacent on disk, and jump around (both directions).
+    // Runs of 1-16 blocks (adjacent runs may merge): many small extents.
+    assert!(e.len() >= 2048 / 24, "{} extents", e.len());
+    assert!(e.iter().map(|x| x.1).sum::<u64>() / e.len() as u64 <= 16);
+    // Consecutive extents jump around, both directions, within a window...
     let back = e.windows(2).filter(|w| w[1].0 < w[0].0).count();
     assert!(back > e.len() / 4 && back < 3 * e.len() / 4, "{back} of {}", e.len());
+    // ...and windows (16 slots of 16 blocks) follow each other in file order.
+    let win: Vec<u64> = e.iter().map(|x| x.0 / 256).collect();
+    assert!(win.windows(2).all(|w| w[1] >= w[0]), "{win:?}");
+    assert!(win.last().unwrap() - win[0] >= 2048 / 16 / 8 - 1);
     // Another seed gives another placement.
     assert_ne!(m, FileMap::build(LayoutKind::Scattered, &files, BS, 10));
+    // A window as large as the region: random over the whole region, windows no longer ordered.
+    let p = LayoutParams { window: 1 << 20, ..LayoutParams::default() };
+    let g = FileMap::build_with(LayoutKind::Scattered, &files, BS, 9, &p).unwrap();
+    g.validate(&files).unwrap();
+    let win: Vec<u64> = extents(&g, 0).iter().map(|x| x.0 / 256).collect();
+    assert!(win.windows(2).filter(|w| w[1] < w[0]).count() > win.len() / 4);
 }
 
 #[test]
@@ -181,6 +192,8 @@ fn bad_params_name_the_parameter() {
     assert!(matches!(e, LayoutError::BadParam { param: "chunk_min", .. }), "{e}");
     let e = bad(LayoutParams { group_reserved_bytes: 1 << 30, ..LayoutParams::default() });
     assert!(e.to_string().contains("group_reserved_bytes"), "{e}");
+    let e = bad(LayoutParams { window: 0, ..LayoutParams::default() });
+    assert!(e.to_string().contains("window"), "{e}");
     let e = bad(LayoutParams { fill: 0.0, ..LayoutParams::default() });
     assert!(e.to_string().contains("fill"), "{e}");
     // build never panics, even on a block size of 0 or an unknown file.
@@ -188,4 +201,15 @@ fn bad_params_name_the_parameter() {
     let mut out = Vec::new();
     m.runs(99, 0, 10, &mut out);
     assert!(out.is_empty());
+}
+
+#[test]
+fn scattered_with_a_huge_window_spans_only_what_the_data_needs() {
+    let files = vec![file(8 << 20, 0, 0)];
+    let p = LayoutParams { window: 1 << 40, ..LayoutParams::default() };
+    let m = FileMap::build_with(LayoutKind::Scattered, &files, BS, 9, &p).unwrap();
+    m.validate(&files).unwrap();
+    let runs = m.extents(0).len() as u64;
+    // About twice as many 16-block slots as runs (fill 0.5).
+    assert!(m.disk_blocks() <= 16 * (2 * 2048 + 2), "{} blocks for {runs} extents", m.disk_blocks());
 }

@@ -195,6 +195,15 @@ fn mixes_combine_looping_and_random_processes() {
 }
 
 #[test]
+fn sequential_fraction_counts_continuations() {
+    assert_eq!(gen("ior(procs=2,file_mb=1,request_kb=256)").sequential_fraction(), 6.0 / 8.0);
+    assert_eq!(gen("strided-4k(procs=1,file_mb=1)").sequential_fraction(), 0.0);
+    assert_eq!(gen("tac(procs=1,file_mb=1)").sequential_fraction(), 0.0);
+    assert!(gen("random(requests=10000)").sequential_fraction() < 0.01);
+    assert_eq!(Workload::default().sequential_fraction(), 0.0);
+}
+
+#[test]
 fn generators_are_deterministic_and_seeded() {
     for spec in ["kernel-read(files=100)", "loop(files=50)", "random(requests=1000)", "mix-seq(loop_files=10)"] {
         assert_eq!(gen(spec), gen(spec), "{spec}");
@@ -279,19 +288,103 @@ fn list_describes_every_generator() {
 #[test]
 #[ignore]
 fn default_sizes() {
-    println!("| workload | processes | files | data (MiB) | requests | bytes requested (MiB) |");
-    println!("|---|---|---|---|---|---|");
+    println!("| workload | processes | files | data (MiB) | requests | bytes requested (MiB) | sequential requests |");
+    println!("|---|---|---|---|---|---|---|");
     for &k in WorkloadKind::ALL {
         let w = gen(k.name());
         let data: u64 = w.files.iter().map(|f| f.size).sum();
         println!(
-            "| `{}` | {} | {} | {:.1} | {} | {:.1} |",
+            "| `{}` | {} | {} | {:.1} | {} | {:.1} | {:.0} % |",
             k.name(),
             w.processes.len(),
             w.files.len(),
             data as f64 / MIB as f64,
             w.requests(),
-            w.bytes() as f64 / MIB as f64
+            w.bytes() as f64 / MIB as f64,
+            100.0 * w.sequential_fraction()
         );
+    }
+}
+
+/// Prints how each layout places two generated workloads (for docs/workloads.md):
+/// `cargo test -p blockwell-sim --test workload_generators layout_stats -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn layout_stats() {
+    println!("| workload | layout | extents per file | mean extent (KiB) | 128 KiB segments holding 2+ files | disk span (MiB) |");
+    println!("|---|---|---|---|---|---|");
+    for spec in ["strided-4k(procs=8)", "kernel-read(procs=8)"] {
+        let w = gen(spec);
+        for &kind in LayoutKind::ALL {
+            let m = FileMap::build(kind, &w.files, 4096, 1);
+            m.validate(&w.files).unwrap();
+            let extents: usize = (0..w.files.len() as u32).map(|f| m.extents(f).len()).sum();
+            let blocks: u64 = w.files.iter().map(|f| f.size.div_ceil(4096)).sum();
+            let mut owner: std::collections::HashMap<u64, (u32, bool)> = std::collections::HashMap::new();
+            for f in 0..w.files.len() as u32 {
+                for &(_, d, n) in m.extents(f) {
+                    for seg in d / 32..=(d + n - 1) / 32 {
+                        let e = owner.entry(seg).or_insert((f, false));
+                        if e.0 != f {
+                            e.1 = true;
+                        }
+                    }
+                }
+            }
+            let shared = owner.values().filter(|v| v.1).count();
+            println!(
+                "| `{spec}` | `{}` | {:.1} | {:.1} | {:.0} % | {:.0} |",
+                kind.name(),
+                extents as f64 / w.files.len() as f64,
+                blocks as f64 * 4.0 / extents as f64,
+                100.0 * shared as f64 / owner.len() as f64,
+                m.disk_blocks() as f64 * 4096.0 / MIB as f64
+            );
+        }
+    }
+}
+
+/// The error messages quoted in docs/workloads.md.
+#[test]
+fn documented_error_messages() {
+    let e = |s: &str| WorkloadSpec::parse(s).unwrap_err().to_string();
+    assert_eq!(
+        e("nope"),
+        "unknown workload 'nope' (known: kernel-read, ior, tac, strided-4k, strided-512k, loop, random, mix-seq, mix-random)"
+    );
+    assert_eq!(
+        e("strided-4k(bogus=1)"),
+        "workload 'strided-4k': unknown parameter 'bogus' (known: file_mb, fill, procs, request_kb, stride_kb, think_us)"
+    );
+    assert_eq!(e("tac(procs=33)"), "workload 'tac': parameter 'procs': 33 is not between 1 and 32");
+    assert_eq!(
+        e("strided-4k(file_mb=big)"),
+        "workload 'strided-4k': parameter 'file_mb': invalid type: string \"big\", expected u64"
+    );
+}
+
+/// Times generation and layout at the papers' scale (32 processes, 1 GiB files; a kernel tree of 18,000 files
+/// per process): `cargo test --release -p blockwell-sim --test workload_generators paper_scale -- --ignored
+/// --nocapture`.
+#[test]
+#[ignore]
+fn paper_scale_timing() {
+    println!("| workload | requests | generate | contiguous | block-groups | single-extent | scattered |");
+    println!("|---|---|---|---|---|---|---|");
+    for spec in [
+        "strided-4k(procs=32,file_mb=1024)",
+        "tac(procs=32,file_mb=1024)",
+        "kernel-read(procs=32,files=18000,dirs=1000)",
+    ] {
+        let t = std::time::Instant::now();
+        let w = gen(spec);
+        let mut row = format!("| `{spec}` | {} | {:.0} ms |", w.requests(), t.elapsed().as_secs_f64() * 1e3);
+        for &k in LayoutKind::ALL {
+            let t = std::time::Instant::now();
+            let m = FileMap::build(k, &w.files, 4096, 1);
+            row += &format!(" {:.0} ms |", t.elapsed().as_secs_f64() * 1e3);
+            assert_eq!(m.files(), w.files.len());
+        }
+        println!("{row}");
     }
 }

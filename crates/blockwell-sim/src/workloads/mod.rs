@@ -240,6 +240,31 @@ pub fn generate(spec: &str) -> Result<Workload, SpecError> {
     WorkloadSpec::parse(spec)?.build()
 }
 
+/// Parses a comma-separated list of specs, keeping commas inside parentheses:
+/// `tac,strided-4k(procs=8,file_mb=64),ior`.
+pub fn parse_workload_list(s: &str) -> Result<Vec<WorkloadSpec>, SpecError> {
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0;
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                if !s[start..i].trim().is_empty() {
+                    out.push(WorkloadSpec::parse(&s[start..i])?);
+                }
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if !s[start..].trim().is_empty() {
+        out.push(WorkloadSpec::parse(&s[start..])?);
+    }
+    Ok(out)
+}
+
 /// One generator as [`list`] describes it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GeneratorInfo {
@@ -361,6 +386,18 @@ mod tests {
         for &k in WorkloadKind::ALL {
             WorkloadSpec::parse(k.name()).unwrap_or_else(|e| panic!("{}: {e}", k.name()));
         }
+    }
+
+    #[test]
+    fn lists_split_outside_parentheses() {
+        let l = parse_workload_list("tac, strided-4k(procs=8,file_mb=64),ior").unwrap();
+        assert_eq!(
+            l.iter().map(|s| s.kind).collect::<Vec<_>>(),
+            [WorkloadKind::Tac, WorkloadKind::Strided4k, WorkloadKind::Ior]
+        );
+        assert_eq!(l[1].label(), "strided-4k(procs=8,file_mb=64)");
+        assert!(parse_workload_list("tac,(").is_err());
+        assert!(parse_workload_list("").unwrap().is_empty());
     }
 
     #[test]
