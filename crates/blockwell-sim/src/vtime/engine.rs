@@ -48,6 +48,8 @@ struct Job {
 enum Ev {
     Issue(u32),
     DeviceDone,
+    /// A REDCAP shadow device (0: without the cache, 1: with it) completed a request.
+    ShadowDone(u8),
 }
 
 /// What the input is.
@@ -77,6 +79,8 @@ struct Sim {
     completed: u64,
     response_sum: u128,
     app_end: u64,
+    /// Completion time of the last real device request (shadow devices may run later).
+    last_device: u64,
     // scratch
     fetches: Vec<Fetch>,
     runs: Vec<(u64, u64)>,
@@ -125,7 +129,7 @@ impl Sim {
         };
         let spb = cfg.block_size / SECTOR;
         let redcap = match cfg.redcap {
-            Some(setup) => Some(RedcapLevel::new(setup, disk, disk.capacity_sectors() / spb)?),
+            Some(setup) => Some(RedcapLevel::new(setup, disk, cfg.scheduler, disk.capacity_sectors() / spb)?),
             None => None,
         };
         let max_blocks = cfg.max_request_bytes / cfg.block_size;
@@ -150,6 +154,7 @@ impl Sim {
             completed: 0,
             response_sum: 0,
             app_end: 0,
+            last_device: 0,
             fetches: Vec::new(),
             runs: Vec::new(),
         };
@@ -190,6 +195,7 @@ impl Sim {
             match ev {
                 Ev::Issue(p) => self.issue(p),
                 Ev::DeviceDone => self.device_done(),
+                Ev::ShadowDone(k) => self.shadow_done(k),
             }
         }
     }
@@ -463,6 +469,7 @@ impl Sim {
         // (device read, observation) while active; (missing block, observation) while inactive.
         let mut segments: Vec<(BlockKey, u64, u32)> = Vec::new();
         let mut plain: Vec<(BlockKey, u32)> = Vec::new();
+        let mut shadow_events: Vec<(u64, u8)> = Vec::new();
         let mut i = 0;
         while i < items.len() {
             let mut k = i + 1;
@@ -481,13 +488,37 @@ impl Sim {
                 Vec::new()
             };
             let (Some(rc), lvl) = (self.redcap.as_mut(), &mut self.block) else { return };
+            let id = rc.open();
             lvl.c.read_requests += 1;
             lvl.c.read_blocks += n;
             let end = rc.end_blocks.max(first.block() + n);
             rc.cache.read(first, n, end, &mut rc.plan);
-            let id = if active {
-                let estimate = rc.estimate_without(now, &estimate_reqs);
-                let id = rc.open(estimate);
+            let shadow_reqs: Vec<(u64, u64)> = if active {
+                estimate_reqs
+            } else {
+                rc.plan.fetches.iter().map(|f| (f.first.block().saturating_mul(spb), f.n * spb)).collect()
+            };
+            for (sector, sectors) in shadow_reqs {
+                rc.add_device_request(id);
+                let k = usize::from(!active);
+                let r = DevReq {
+                    op: DiskOp::Read,
+                    first_key: 0,
+                    n: sectors / spb.max(1),
+                    sector,
+                    sectors,
+                    sync,
+                    job: None,
+                    tag: Some(id),
+                    seq: 0,
+                    queued_at: 0,
+                };
+                rc.shadows[k].submit(r, now);
+                if let Some(done) = rc.shadows[k].start_next(now) {
+                    shadow_events.push((done, k as u8));
+                }
+            }
+            if active {
                 let mut fresh = Vec::new();
                 for fe in &rc.plan.fetches {
                     for b in 0..fe.n {
@@ -520,12 +551,7 @@ impl Sim {
                 if hits == n {
                     lvl.c.read_request_hits += 1;
                 }
-                id
             } else {
-                let reqs: Vec<(u64, u64)> =
-                    rc.plan.fetches.iter().map(|f| (f.first.block().saturating_mul(spb), f.n * spb)).collect();
-                let estimate = rc.estimate_with(now, &reqs);
-                let id = rc.open(estimate);
                 for &(key, w) in run {
                     if let std::collections::hash_map::Entry::Vacant(e) = lvl.inflight.entry(key.raw()) {
                         e.insert(Flight { waiters: vec![w], demands: Vec::new(), prefetched: false });
@@ -535,8 +561,7 @@ impl Sim {
                         lvl.join_flight(key, w);
                     }
                 }
-                id
-            };
+            }
             ids.push(id);
         }
         if !active {
@@ -553,10 +578,27 @@ impl Sim {
             }
             self.submit(DiskOp::Read, first, n, sync, None, Some(id));
         }
+        for (done, k) in shadow_events {
+            self.schedule(done, Ev::ShadowDone(k));
+        }
         if let Some(rc) = self.redcap.as_mut() {
             for id in ids {
-                rc.progress(id, None, now);
+                rc.progress(id, None, false, now);
             }
+        }
+    }
+
+    fn shadow_done(&mut self, k: u8) {
+        let now = self.now;
+        let Some(rc) = self.redcap.as_mut() else { return };
+        let shadow = &mut rc.shadows[usize::from(k)];
+        let Some((r, service)) = shadow.finish() else { return };
+        let next = shadow.start_next(now);
+        if let Some(id) = r.tag {
+            rc.progress(id, Some(service), true, now);
+        }
+        if let Some(done) = next {
+            self.schedule(done, Ev::ShadowDone(k));
         }
     }
 
@@ -699,8 +741,9 @@ impl Sim {
 
     fn device_done(&mut self) {
         let Some((r, service)) = self.dev.finish() else { return };
+        self.last_device = self.now;
         if let (Some(id), Some(rc)) = (r.tag, self.redcap.as_mut()) {
-            rc.progress(id, Some(service), self.now);
+            rc.progress(id, Some(service), false, self.now);
         }
         match r.op {
             DiskOp::Write => {
@@ -738,7 +781,7 @@ impl Sim {
         let block_cache = level_report(&self.block, &cfg.block_cache);
         let rec = (self.page.as_mut().and_then(|p| p.record.take()), self.block.record.take());
         let device = self.dev.finish_report(self.app_end);
-        let redcap = self.redcap.as_ref().map(|r| r.report(self.app_end.max(self.now)));
+        let redcap = self.redcap.as_ref().map(|r| r.report(self.app_end.max(self.last_device)));
         let block_cache = match (&self.redcap, block_cache) {
             (Some(r), None) => Some(LevelReport::new(
                 "redcap".into(),

@@ -7,9 +7,9 @@
 //! - **Active**: the cache answers; every missed segment is read whole as one device request (128 KiB
 //!   segments are "the maximum request size allowed by the operating system", so they are not split by the
 //!   clusterer). The *measured* time is the service time of those device requests; the *estimated* time
-//!   without the cache is what a shadow copy of the disk model ([`blockwell_disk::DiskModel::boxed_clone`])
-//!   takes for the request's blocks alone, clustered as the device would get them, served back to back from
-//!   the request's arrival.
+//!   without the cache is what a shadow device (its own queue and scheduler over a fresh copy of the disk model,
+//!   [`blockwell_disk::DiskModel::boxed_clone`]) takes for the request's blocks alone, clustered as the device
+//!   would get them, queued at the request's arrival among the other requests' shadow reads.
 //! - **Inactive**: the request goes to the device as if there were no REDCAP (measured), while the cache keeps
 //!   being simulated: its segment state is updated and a second shadow disk serves the segment reads it would
 //!   have issued (estimated). When the controller switches the cache back on, its contents are dropped: the
@@ -18,8 +18,10 @@
 //! The controller decides on sums over periods of requests ([`blockwell_core::redcap::RedcapControlConfig`]);
 //! a request's observation is made when its last device request completes.
 
+use super::device::Device;
+use super::Scheduler;
 use blockwell_core::redcap::{ReadPlan, Redcap, RedcapConfig, RedcapControl, RedcapControlConfig, RedcapError};
-use blockwell_disk::{DiskModel, DiskOp, DiskRequest};
+use blockwell_disk::DiskModel;
 use serde::{Deserialize, Serialize};
 
 /// REDCAP's configuration.
@@ -41,8 +43,8 @@ impl RedcapSetup {
 pub struct RedcapReport {
     pub segments: u64,
     pub segment_blocks: u64,
-    /// Fraction of the simulated time (until the last event, which may be a read completing after the last
-    /// process finished) during which the cache was active.
+    /// Fraction of the simulated time (until the last process finished or the last device read completed,
+    /// whichever is later) during which the cache was active.
     pub active_fraction: f64,
     /// Fraction of the measured I/O time spent active (the controller's own count).
     pub active_io_fraction: f64,
@@ -74,10 +76,9 @@ pub(crate) struct RedcapLevel {
     pub cache: Redcap,
     pub control: RedcapControl,
     pub plan: ReadPlan,
-    shadow_without: Box<dyn DiskModel>,
-    without_free: u64,
-    shadow_with: Box<dyn DiskModel>,
-    with_free: u64,
+    /// Shadow devices (queue, scheduler and a fresh copy of the disk model): [0] serves the demand stream alone
+    /// (the time without the cache, while active), [1] the segment reads the cache would issue (while inactive).
+    pub shadows: [Device; 2],
     pending: Vec<Pending>,
     free: Vec<u32>,
     active_since: u64,
@@ -91,16 +92,18 @@ pub(crate) struct RedcapLevel {
 }
 
 impl RedcapLevel {
-    pub fn new(setup: RedcapSetup, disk: &dyn DiskModel, end_blocks: u64) -> Result<Self, RedcapError> {
+    pub fn new(
+        setup: RedcapSetup,
+        disk: &dyn DiskModel,
+        scheduler: Scheduler,
+        end_blocks: u64,
+    ) -> Result<Self, RedcapError> {
         Ok(RedcapLevel {
             setup,
             cache: Redcap::new(setup.cache)?,
             control: RedcapControl::new(setup.control)?,
             plan: ReadPlan::default(),
-            shadow_without: disk.boxed_clone(),
-            without_free: 0,
-            shadow_with: disk.boxed_clone(),
-            with_free: 0,
+            shadows: [Device::new(disk.boxed_clone(), scheduler), Device::new(disk.boxed_clone(), scheduler)],
             pending: Vec::new(),
             free: Vec::new(),
             active_since: 0,
@@ -117,30 +120,9 @@ impl RedcapLevel {
         self.control.is_active()
     }
 
-    fn shadow(model: &mut dyn DiskModel, free: &mut u64, now: u64, reqs: &[(u64, u64)]) -> u64 {
-        let mut sum = 0;
-        for &(sector, sectors) in reqs {
-            let start = now.max(*free);
-            let t = model.service(start, &DiskRequest { op: DiskOp::Read, sector, sectors });
-            *free = start + t;
-            sum += t;
-        }
-        sum
-    }
-
-    /// Estimated time of `reqs` (sector, sectors) without the cache (shadow of the demand stream).
-    pub fn estimate_without(&mut self, now: u64, reqs: &[(u64, u64)]) -> u64 {
-        Self::shadow(self.shadow_without.as_mut(), &mut self.without_free, now, reqs)
-    }
-
-    /// Estimated time of the segment reads `reqs` with the cache (shadow of the cache's reads).
-    pub fn estimate_with(&mut self, now: u64, reqs: &[(u64, u64)]) -> u64 {
-        Self::shadow(self.shadow_with.as_mut(), &mut self.with_free, now, reqs)
-    }
-
     /// Opens an observation for one request.
-    pub fn open(&mut self, estimate: u64) -> u32 {
-        let p = Pending { estimate, measured: 0, outstanding: 0, active: self.is_active() };
+    pub fn open(&mut self) -> u32 {
+        let p = Pending { estimate: 0, measured: 0, outstanding: 0, active: self.is_active() };
         match self.free.pop() {
             Some(i) => {
                 self.pending[i as usize] = p;
@@ -157,11 +139,16 @@ impl RedcapLevel {
         self.pending[id as usize].outstanding += 1;
     }
 
-    /// A device request of observation `id` completed after `service_ns` (or none was issued: `None`).
-    pub fn progress(&mut self, id: u32, service_ns: Option<u64>, now: u64) {
+    /// A device request of observation `id` completed after `service_ns` on the real device (`shadow` false)
+    /// or on a shadow; `None`: nothing completed, just check whether the observation is complete.
+    pub fn progress(&mut self, id: u32, service_ns: Option<u64>, shadow: bool, now: u64) {
         let p = &mut self.pending[id as usize];
         if let Some(t) = service_ns {
-            p.measured += t;
+            if shadow {
+                p.estimate += t;
+            } else {
+                p.measured += t;
+            }
             p.outstanding = p.outstanding.saturating_sub(1);
         }
         if p.outstanding > 0 {
@@ -198,7 +185,8 @@ impl RedcapLevel {
         RedcapReport {
             segments: self.setup.cache.segments as u64,
             segment_blocks: self.setup.cache.segment_blocks,
-            active_fraction: if end == 0 { 1.0 } else { active as f64 / end as f64 },
+            // Shadow reads may complete (and switch the cache) after `end`; that time is not counted.
+            active_fraction: if end == 0 { 1.0 } else { active.min(end) as f64 / end as f64 },
             active_io_fraction: self.control.active_fraction(),
             switches: self.control.switches(),
             switch_times_ns: self.switch_times.clone(),
