@@ -70,9 +70,11 @@ fn redcap_stays_within_3_percent_on_sequential_and_random_reads() {
             change * 100.0
         );
         if spec.starts_with("random") {
-            // It loses on random reads, so the controller switches it off early and leaves it off.
+            // It loses on random reads: the controller switches it off after the first period; it may come back
+            // on briefly when the shadow cache's hits make it look worthwhile, but stays off most of the time.
             let rc = rep.redcap.as_ref().unwrap();
-            assert!(rc.active_fraction < 0.1 && rc.switches >= 1 && !rc.active_at_end, "{rc:?}");
+            assert!(rc.active_fraction < 0.1 && rc.switches >= 1, "{rc:?}");
+            assert!(rc.switch_times_ns[0] < off as u64 / 50, "{rc:?}");
         }
     }
 }
