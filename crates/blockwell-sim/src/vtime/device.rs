@@ -3,6 +3,7 @@
 use super::report::{DeviceReport, IoCount};
 use super::Scheduler;
 use blockwell_disk::{DiskModel, DiskOp, DiskRequest};
+use std::collections::BTreeMap;
 
 /// One device request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,7 +29,8 @@ pub(crate) struct DevReq {
 pub(crate) struct Device {
     model: Box<dyn DiskModel>,
     scheduler: Scheduler,
-    queue: Vec<DevReq>,
+    /// Queued requests by arrival (`seq`) for FIFO, by (start sector, `seq`) for C-LOOK.
+    queue: BTreeMap<(u64, u64), DevReq>,
     /// The request being served, its completion time and its service time.
     current: Option<(DevReq, u64, u64)>,
     /// End sector of the last request served (C-LOOK's head position).
@@ -45,7 +47,7 @@ impl Device {
         Device {
             model,
             scheduler,
-            queue: Vec::new(),
+            queue: BTreeMap::new(),
             current: None,
             head: 0,
             seq: 0,
@@ -66,7 +68,11 @@ impl Device {
         };
         count.requests += 1;
         count.blocks += r.n;
-        self.queue.push(r);
+        let key = match self.scheduler {
+            Scheduler::Fifo => (r.seq, 0),
+            Scheduler::CLook => (r.sector, r.seq),
+        };
+        self.queue.insert(key, r);
         self.report.max_queue = self.report.max_queue.max(self.queue.len() as u64);
     }
 
@@ -75,21 +81,14 @@ impl Device {
         if self.current.is_some() || self.queue.is_empty() {
             return None;
         }
-        let i = match self.scheduler {
-            Scheduler::Fifo => 0,
+        let next = match self.scheduler {
+            Scheduler::Fifo => self.queue.first_key_value().map(|(k, _)| *k),
+            // The lowest start sector at or after the head, else the lowest of all (wrap around).
             Scheduler::CLook => {
-                let pick = |ge: bool| {
-                    self.queue
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, r)| !ge || r.sector >= self.head)
-                        .min_by_key(|(_, r)| (r.sector, r.seq))
-                        .map(|(i, _)| i)
-                };
-                pick(true).or_else(|| pick(false)).unwrap_or(0)
+                self.queue.range((self.head, 0)..).next().or_else(|| self.queue.first_key_value()).map(|(k, _)| *k)
             }
         };
-        let r = self.queue.remove(i);
+        let r = next.and_then(|k| self.queue.remove(&k))?;
         let t = self.model.service(now, &DiskRequest { op: r.op, sector: r.sector, sectors: r.sectors });
         self.report.busy_ns += t;
         self.head = r.sector + r.sectors;
