@@ -11,7 +11,9 @@
 //!   prefetcher whose streams are open files (process × file), e.g. Linux read-ahead.
 //! - **File layout**: page-cache misses (demand and prefetch) become disk-block reads through
 //!   [`crate::layout::FileMap::runs`].
-//! - **Block cache** (optional): any policy plus a block-level prefetcher; block-level traces start here.
+//! - **Block cache** (optional): any policy plus a block-level prefetcher, or REDCAP (seed `000_*`: a segment
+//!   cache with its activation controller, fed with measured device times and shadow-device estimates; see
+//!   [`RedcapSetup`]); block-level traces start here.
 //! - **Clusterer**: the blocks one access sends to the device, sorted, become device requests of consecutive
 //!   blocks up to `max_request_bytes` (64 KiB by default); synchronous and asynchronous reads never share a
 //!   request.
