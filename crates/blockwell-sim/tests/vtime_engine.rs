@@ -393,3 +393,18 @@ fn redcap_stays_on_and_serves_neighbouring_blocks_from_its_segments() {
     let bc = on.block_cache.as_ref().unwrap();
     assert_eq!(bc.counters.read_hits, 512 - 16);
 }
+
+#[test]
+fn prefetches_evicted_unused_are_counted_as_wasted() {
+    let disk = ConstDisk::new(MS);
+    // A 4-block cache, 8 blocks of read-ahead per read, reads jumping 100 blocks: every prefetch is wasted.
+    let w = one_file(10_000, vec![(0..20).map(|i| read(0, i * 100, 0)).collect()]);
+    let cfg = Config { page_cache: Some(lru(4).with_prefetch(seq_ahead(8))), ..Config::default() };
+    let r = run_workload(&w, &cfg, &disk).unwrap();
+    let c = r.page_cache.as_ref().unwrap().counters;
+    assert_eq!(c.prefetch_issued, 20 * 8);
+    assert_eq!(c.prefetch_hits + c.prefetch_late, 0);
+    assert!(c.prefetch_wasted >= 19 * 8 - 4, "{c:?}");
+    assert_eq!(r.page_cache.as_ref().unwrap().prefetch_accuracy, 0.0);
+    assert_eq!(r.device.blocks_read, 20 * 9);
+}

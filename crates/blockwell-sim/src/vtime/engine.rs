@@ -875,6 +875,10 @@ fn simulate(
     if sim.completed != total as u64 {
         return Err(Error::Stalled { completed: sim.completed, total: total as u64 });
     }
+    let in_flight = sim.block.inflight.len() + sim.page.as_ref().map_or(0, |p| p.inflight.len());
+    if in_flight > 0 {
+        return Err(Error::InFlightAtEnd(in_flight));
+    }
     Ok(sim.report(name.to_string(), cfg).0)
 }
 

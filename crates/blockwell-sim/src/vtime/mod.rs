@@ -215,6 +215,9 @@ pub enum Error {
     /// An engine bug: the event queue ran dry with requests still waiting.
     #[error("internal error: only {completed} of {total} requests completed")]
     Stalled { completed: u64, total: u64 },
+    /// An engine bug: blocks still marked in flight after every device request completed.
+    #[error("internal error: {0} blocks still in flight at the end")]
+    InFlightAtEnd(usize),
 }
 
 /// Runs a file-level workload (page cache → layout → block cache → device) on a fresh copy of `disk`.
