@@ -89,3 +89,19 @@ fn a_file_level_trace_runs_open_loop_through_the_page_cache() {
     assert_eq!(r.device.sync_reads.requests, 2);
     assert_eq!(r.app_time_ns, 6 * MS);
 }
+
+#[test]
+fn a_file_level_trace_closed_loop_thinks_for_the_gaps_when_asked() {
+    use blockwell_sim::vtime::run_workload;
+    let csv = "# file,a.txt,40960,1,0\n\
+               time_ns,process,file,offset,size,op\n\
+               2000000,1,a.txt,0,4096,R\n\
+               12000000,1,a.txt,8192,4096,R\n";
+    let t = blockwell_sim::filetrace::read_from(csv.as_bytes(), std::path::Path::new("t.csv")).unwrap();
+    let mut cfg = Config { think_from_gaps: true, ..Config::default() };
+    // Think 2 ms, read 1 ms, think 10 ms (the gap), read 1 ms.
+    assert_eq!(run_workload(&t.workload, &cfg, &Const).unwrap().app_time_ns, 14 * MS);
+    // Without the flag the trace's think column (absent: 0) is used.
+    cfg.think_from_gaps = false;
+    assert_eq!(run_workload(&t.workload, &cfg, &Const).unwrap().app_time_ns, 2 * MS);
+}

@@ -892,15 +892,24 @@ pub(super) fn run_workload(w: &Workload, cfg: &Config, disk: &dyn DiskModel) -> 
     let mut reqs = Vec::with_capacity(w.processes.len());
     for (pi, p) in w.processes.iter().enumerate() {
         let mut v = Vec::with_capacity(p.len());
+        let mut prev_at = 0u64;
         for (ri, r) in p.iter().enumerate() {
             let bad = |message: String| Error::Request { process: pi, index: ri, message };
+            let think_ns = match r.at_ns {
+                Some(at) if cfg.think_from_gaps => {
+                    let gap = at.saturating_sub(prev_at);
+                    prev_at = at;
+                    gap
+                }
+                _ => r.think_ns,
+            };
             let fp = *pages.get(r.file as usize).ok_or_else(|| bad(format!("file {} does not exist", r.file)))?;
             if r.len == 0 {
                 return Err(bad("zero-length request".into()));
             }
             let (first, n) = block_span(r.offset, r.len, bs);
             let n = n.min(fp.saturating_sub(first));
-            v.push(Req { target: r.file, op: r.op, first, n, think_ns: r.think_ns, at_ns: r.at_ns });
+            v.push(Req { target: r.file, op: r.op, first, n, think_ns, at_ns: r.at_ns });
         }
         reqs.push(v);
     }

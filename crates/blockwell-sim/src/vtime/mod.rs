@@ -171,6 +171,10 @@ pub struct Config {
     pub issue: IssueMode,
     /// Closed loop: a think time for every request instead of the workload's (or the trace's gaps).
     pub think_ns: Option<u64>,
+    /// Closed loop, file workloads: a time-stamped request's think time is the gap between its time stamp and
+    /// the previous time-stamped request's of the same process (the first one's: its time stamp), as block
+    /// traces always do. Requests without a time stamp keep their own think time.
+    pub think_from_gaps: bool,
     /// Largest device request the clusterer builds, in bytes (at least one block).
     pub max_request_bytes: u64,
 }
@@ -188,6 +192,7 @@ impl Default for Config {
             scheduler: Scheduler::default(),
             issue: IssueMode::default(),
             think_ns: None,
+            think_from_gaps: false,
             max_request_bytes: 64 * 1024,
         }
     }
