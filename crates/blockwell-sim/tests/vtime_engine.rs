@@ -408,3 +408,22 @@ fn prefetches_evicted_unused_are_counted_as_wasted() {
     assert_eq!(r.page_cache.as_ref().unwrap().prefetch_accuracy, 0.0);
     assert_eq!(r.device.blocks_read, 20 * 9);
 }
+
+#[test]
+fn reads_merge_into_a_queued_read_that_ends_where_they_start() {
+    // Block 0 is in service while 10, 11 and 12 arrive one by one: 11 and 12 join 10's queued request.
+    let reqs = block_reads(&[0, 10, 11, 12, 30]);
+    let run = |merge_queued| {
+        let disk = ConstDisk::new(MS);
+        let cfg = Config { issue: IssueMode::OpenLoop, merge_queued, ..Config::default() };
+        let r = run_block_requests(std::slice::from_ref(&reqs), &cfg, &disk).unwrap();
+        (r, disk.served().iter().map(|(_, q)| (q.sector / 8, q.sectors / 8)).collect::<Vec<_>>())
+    };
+    let (merged, served) = run(true);
+    assert_eq!(served, vec![(0, 1), (10, 3), (30, 1)]);
+    assert_eq!((merged.device.sync_reads.requests, merged.device.sync_reads.blocks, merged.device.merged), (3, 5, 2));
+    assert_eq!(merged.app_time_ns, 3 * MS);
+    let (plain, served) = run(false);
+    assert_eq!(served.len(), 5);
+    assert_eq!((plain.device.sync_reads.requests, plain.device.merged), (5, 0));
+}

@@ -150,7 +150,7 @@ impl Sim {
             block,
             redcap,
             clusterer: Clusterer::new(max_blocks).map_err(|e| Error::Config(e.to_string()))?,
-            dev: Device::new(disk.boxed_clone(), cfg.scheduler),
+            dev: Device::new(disk.boxed_clone(), cfg.scheduler, if cfg.merge_queued { max_blocks } else { 0 }),
             completed: 0,
             response_sum: 0,
             app_end: 0,
@@ -513,7 +513,7 @@ impl Sim {
                     seq: 0,
                     queued_at: 0,
                 };
-                rc.shadows[k].submit(r, now);
+                let _ = rc.shadows[k].submit(r, now);
                 if let Some(done) = rc.shadows[k].start_next(now) {
                     shadow_events.push((done, k as u8));
                 }
@@ -615,7 +615,13 @@ impl Sim {
             seq: 0,
             queued_at: 0,
         };
-        self.dev.submit(r, self.now);
+        if let Some(Some(id)) = self.dev.submit(r, self.now) {
+            // Merged into a queued read, which carries the service time: this read's share is zero.
+            let now = self.now;
+            if let Some(rc) = self.redcap.as_mut() {
+                rc.progress(id, Some(0), false, now);
+            }
+        }
     }
 
     /// Write through the page cache: the pages are written (allocated) in the page cache, then written through

@@ -177,6 +177,9 @@ pub struct Config {
     pub think_from_gaps: bool,
     /// Largest device request the clusterer builds, in bytes (at least one block).
     pub max_request_bytes: u64,
+    /// Merge a read into a queued (not yet started) read of the same kind that ends where it starts, up to
+    /// `max_request_bytes` (Linux's clustering into the request queue, seed `001_*` §2.1).
+    pub merge_queued: bool,
 }
 
 impl Default for Config {
@@ -194,6 +197,7 @@ impl Default for Config {
             think_ns: None,
             think_from_gaps: false,
             max_request_bytes: 64 * 1024,
+            merge_queued: true,
         }
     }
 }
