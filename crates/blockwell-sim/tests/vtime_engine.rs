@@ -427,3 +427,18 @@ fn reads_merge_into_a_queued_read_that_ends_where_they_start() {
     assert_eq!(served.len(), 5);
     assert_eq!((plain.device.sync_reads.requests, plain.device.merged), (5, 0));
 }
+
+#[test]
+fn absurd_request_sizes_are_errors_not_allocations() {
+    let disk = ConstDisk::new(MS);
+    let huge = BlockRequest { volume: 0, op: Op::Read, offset: 0, len: 1 << 50, think_ns: 0, at_ns: 0 };
+    let e = run_block_requests(&[vec![huge]], &Config::default(), &disk).unwrap_err();
+    assert!(matches!(e, Error::Request { .. }), "{e}");
+    assert!(e.to_string().contains("limit"), "{e}");
+    let w = Workload {
+        name: "huge".into(),
+        files: vec![FileInfo { size: 1 << 50, writer: 0, dir: 0 }],
+        processes: vec![vec![FileRequest { file: 0, op: Op::Read, offset: 0, len: 1 << 50, think_ns: 0, at_ns: None }]],
+    };
+    assert!(matches!(run_workload(&w, &Config::default(), &disk), Err(Error::Request { .. })));
+}

@@ -18,6 +18,16 @@ use blockwell_trace::TraceReader;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+/// Largest request, in blocks (64 GiB at 4 KiB): the simulator walks requests block by block.
+const MAX_REQUEST_BLOCKS: u64 = 1 << 24;
+
+fn check_blocks(n: u64) -> Result<(), String> {
+    if n > MAX_REQUEST_BLOCKS {
+        return Err(format!("{n} blocks is more than the simulator's limit of {MAX_REQUEST_BLOCKS} per request"));
+    }
+    Ok(())
+}
+
 /// One process request, resolved to blocks (file pages, or volume blocks for block-level input).
 #[derive(Clone, Copy, Debug)]
 struct Req {
@@ -915,6 +925,7 @@ pub(super) fn run_workload(w: &Workload, cfg: &Config, disk: &dyn DiskModel) -> 
             }
             let (first, n) = block_span(r.offset, r.len, bs);
             let n = n.min(fp.saturating_sub(first));
+            check_blocks(n).map_err(bad)?;
             v.push(Req { target: r.file, op: r.op, first, n, think_ns, at_ns: r.at_ns });
         }
         reqs.push(v);
@@ -939,6 +950,7 @@ pub(super) fn run_block_requests(
                 return Err(bad("zero-length request".into()));
             }
             let (first, n) = block_span(r.offset, r.len, cfg.block_size);
+            check_blocks(n).map_err(bad)?;
             if r.volume > MAX_VOLUME || !first.checked_add(n - 1).is_some_and(|last| last <= MAX_BLOCK) {
                 return Err(bad(format!("volume {} offset {} is beyond the addressable range", r.volume, r.offset)));
             }
