@@ -926,6 +926,9 @@ pub(super) fn run_workload(w: &Workload, cfg: &Config, disk: &dyn DiskModel) -> 
             let (first, n) = block_span(r.offset, r.len, bs);
             let n = n.min(fp.saturating_sub(first));
             check_blocks(n).map_err(bad)?;
+            if n > 0 && first + (n - 1) > MAX_BLOCK {
+                return Err(bad(format!("offset {} is beyond the addressable range", r.offset)));
+            }
             v.push(Req { target: r.file, op: r.op, first, n, think_ns, at_ns: r.at_ns });
         }
         reqs.push(v);
