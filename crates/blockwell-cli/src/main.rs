@@ -31,7 +31,7 @@ enum Command {
     Trace(cmd::trace::Command),
     /// Run a policy comparison on a small workload built into the binary.
     Demo(cmd::demo::Args),
-    /// Disk timing models: list, time one request, validate against measured service times.
+    /// Disk timing models: list them, time a request or a stream, validate against measured service times.
     #[command(subcommand)]
     Disk(cmd::disk::Command),
     /// List the policies, presets and trace formats.

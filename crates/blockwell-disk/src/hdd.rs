@@ -26,9 +26,12 @@
 //!   starts inside a segment and runs past it (a partial hit) sends the buffered part at once and reads the rest;
 //!   a read that starts inside the segment being read ahead continues the read-ahead stream with no seek or
 //!   rotational repositioning. A read served entirely from another segment lets the read-ahead go on; anything
-//!   that needs the mechanism (a miss, a partial hit, a write) stops it where it got to. No read-ahead after a read served entirely from the buffer
-//!   (DiskSim `Read-ahead on idle hit = 0`). Simplification: after a media read the segment keeps the request's
-//!   sectors and what follows, not what preceded them.
+//!   that needs the mechanism (a miss, a partial hit, a write) stops it where it got to. After a read served
+//!   entirely from the buffer there is no read-ahead (DiskSim `Read-ahead on idle hit = 0`) unless
+//!   `read_ahead_on_hit` is set: then the disk refills the segment past its end. Simplifications: after a media
+//!   read the segment keeps the request's sectors and what follows, not what preceded them; a segment is not
+//!   refilled while the host drains it (no circular buffer), so without `read_ahead_on_hit` a sequential stream of
+//!   small reads repositions once per segment.
 //! - **Write cache** (`write_cache`): the write is acknowledged after overhead + bus transfer; the media write
 //!   (destage) starts at once in the background and holds the mechanism (a later read miss waits for it). At most
 //!   `max_write_segments` destages may be pending; one more waits for the oldest. With the write cache off, a
@@ -252,6 +255,9 @@ pub struct HddParams {
     pub segments: u32,
     pub segment_sectors: u32,
     pub read_ahead: bool,
+    /// Also read ahead after a read served entirely from the buffer, refilling the segment past the request
+    /// (DiskSim `Read-ahead on idle hit`; 0 for both DiskSim-validated disks).
+    pub read_ahead_on_hit: bool,
     pub write_cache: bool,
     /// Destages that may be pending at once with the write cache on (DiskSim `Maximum number of write segments`).
     pub max_write_segments: u32,
@@ -723,6 +729,7 @@ impl HddModel {
                 let t0 = now + self.overhead(DiskOp::Read, hit);
                 self.st.segs[ra.seg].stamp = self.st.clock;
                 if end <= frontier {
+                    self.read_ahead_after_hit(now, ra.seg, start);
                     return t0 + n * self.d.bus_ns;
                 }
                 if done == ra.limit {
@@ -761,6 +768,7 @@ impl HddModel {
             self.st.segs[i].stamp = self.st.clock;
             let seg_end = self.st.segs[i].end;
             if end <= seg_end {
+                self.read_ahead_after_hit(now, i, start);
                 return t0 + n * self.d.bus_ns;
             }
             self.stop_read_ahead(now);
@@ -771,6 +779,36 @@ impl HddModel {
         let t0 = now + self.overhead(DiskOp::Read, false);
         let seg = self.lru_segment();
         self.read_media(t0, start, n, start, seg)
+    }
+
+    /// With `read_ahead_on_hit`: after a full hit on segment `i` from `start`, refill the segment past its end
+    /// (unless another read-ahead is still going). The segment then spans `start` to at most `segment_sectors`
+    /// further; reaching its end may need a seek and a rotational wait first.
+    fn read_ahead_after_hit(&mut self, now: u64, i: usize, start: u64) {
+        if !(self.p.read_ahead && self.p.read_ahead_on_hit) {
+            return;
+        }
+        if let Some(ra) = self.st.ra {
+            if self.ra_progress(&ra, now).0 < ra.limit {
+                return;
+            }
+            self.stop_read_ahead(now);
+        }
+        let s = self.d.seg_sectors;
+        let seg = self.st.segs[i];
+        let kept = seg.end.saturating_sub(start);
+        if kept >= s {
+            return;
+        }
+        self.st.segs[i].start = start.max(seg.start);
+        self.st.ra = Some(ReadAhead {
+            seg: i,
+            from: seg.end,
+            t: now.max(self.st.mech_free),
+            cyl: self.st.cyl,
+            head: self.st.head,
+            limit: s - kept,
+        });
     }
 
     fn write(&mut self, now: u64, start: u64, n: u64) -> u64 {
@@ -1049,6 +1087,18 @@ mod tests {
         let s = m.service(t, &DiskRequest::read(370, 40)); // 11 buffered, 29 beyond the segment
         let media_29 = 29 * m.revolution_ns() / spt;
         assert!(s >= ms_to_ns(p.overhead.read_hit_after_read) + media_29, "{s} ns");
+    }
+
+    #[test]
+    fn read_ahead_on_hit_keeps_a_sequential_stream_in_the_buffer() {
+        let stream = |on_hit: bool| {
+            let mut m = model(HddParams { read_ahead_on_hit: on_hit, ..presets::wd1200bb() });
+            let reqs: Vec<DiskRequest> = (0..2000).map(|i| DiskRequest::read(64 * i, 64)).collect();
+            // Think time long enough for each read-ahead to finish before the next request.
+            run(&mut m, &reqs, 5_000_000)
+        };
+        let (on, off) = (stream(true), stream(false));
+        assert!(on < off, "read-ahead on hit {on} ns vs off {off} ns");
     }
 
     #[test]

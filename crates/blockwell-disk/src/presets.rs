@@ -86,6 +86,7 @@ pub fn barracuda() -> HddParams {
         segments: 3,              // [DS] Number of buffer segments
         segment_sectors: 281,     // [DS] Segment size (in blks)
         read_ahead: true,         // [DS] Maximum read-ahead 281
+        read_ahead_on_hit: false, // [DS] Read-ahead on idle hit = 0
         write_cache: true,        // [DS] Fast write level 1
         max_write_segments: 1,    // [DS] Maximum number of write segments
     }
@@ -130,8 +131,9 @@ pub fn cheetah9lp() -> HddParams {
         segments: 3,
         segment_sectors: 561,
         read_ahead: true,
-        write_cache: true,     // [DS] Fast write level 2
-        max_write_segments: 3, // [DS]
+        read_ahead_on_hit: false, // [DS] Read-ahead on idle hit = 0
+        write_cache: true,        // [DS] Fast write level 2
+        max_write_segments: 3,    // [DS]
     }
 }
 
@@ -141,7 +143,8 @@ pub fn cheetah9lp() -> HddParams {
 /// 2002-era 40 GB/platter drives; the capacity and the media rate of about 35-70 MB/s follow), regime boundary at
 /// one fifth of the cylinders, skews of one head switch / one track-to-track seek, controller overhead 0.3 ms,
 /// ATA-100 bus (100 MB/s: 5.12 µs per sector), buffer as 8 segments of 512 sectors (seed 000 observes more
-/// processes than disk-cache segments in most runs of 1-32 processes), write cache on (the ATA default).
+/// processes than disk-cache segments in most runs of 1-32 processes), read-ahead also after buffer hits (drives
+/// of that generation keep prefetching a sequential stream), write cache on (the ATA default).
 pub fn wd1200bb() -> HddParams {
     let heads = 4u32;
     let capacity: u64 = 234_441_648;
@@ -185,6 +188,7 @@ pub fn wd1200bb() -> HddParams {
         segments: 8,
         segment_sectors: 512,
         read_ahead: true,
+        read_ahead_on_hit: true,
         write_cache: true,
         max_write_segments: 1,
     }
@@ -211,6 +215,7 @@ pub fn hp97560() -> HddParams {
         segments: 2,
         segment_sectors: 128,
         read_ahead: true,
+        read_ahead_on_hit: false,
         write_cache: false,
         max_write_segments: 1,
     }
