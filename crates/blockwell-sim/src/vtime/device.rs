@@ -1,0 +1,151 @@
+//! The device: a queue of requests (FIFO or C-LOOK), one served at a time through a disk model.
+
+use super::report::{DeviceReport, IoCount};
+use super::Scheduler;
+use blockwell_disk::{DiskModel, DiskOp, DiskRequest};
+use std::collections::{BTreeMap, HashMap};
+
+/// One device request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DevReq {
+    pub op: DiskOp,
+    /// Block-level key (raw) of the first block; the request covers `n` consecutive keys.
+    pub first_key: u64,
+    pub n: u64,
+    pub sector: u64,
+    pub sectors: u64,
+    /// A process waits for it (demand or synchronous read-ahead, or a write).
+    pub sync: bool,
+    /// The write's job, which waits for this request (writes only).
+    pub job: Option<u32>,
+    /// The REDCAP observation this request belongs to.
+    pub tag: Option<u32>,
+    /// Arrival order.
+    pub seq: u64,
+    /// Arrival time.
+    pub queued_at: u64,
+}
+
+pub(crate) struct Device {
+    model: Box<dyn DiskModel>,
+    scheduler: Scheduler,
+    /// Queued requests by arrival (`seq`) for FIFO, by (start sector, `seq`) for C-LOOK.
+    queue: BTreeMap<(u64, u64), DevReq>,
+    /// The request being served, its completion time and its service time.
+    current: Option<(DevReq, u64, u64)>,
+    /// End sector of the last request served (C-LOOK's head position).
+    head: u64,
+    seq: u64,
+    pub report: DeviceReport,
+    /// Sum over requests of (completion − arrival).
+    response_sum: u128,
+    /// Back-merging: largest merged request in blocks (0: no merging), and the queued mergeable reads by the
+    /// key one past their last block.
+    merge_max: u64,
+    ends: HashMap<u64, (u64, u64)>,
+}
+
+impl Device {
+    /// A device; `merge_max` > 0 merges a read into a queued read that ends where it starts (up to that many
+    /// blocks).
+    pub fn new(model: Box<dyn DiskModel>, scheduler: Scheduler, merge_max: u64) -> Device {
+        let describe = model.describe();
+        Device {
+            model,
+            scheduler,
+            queue: BTreeMap::new(),
+            current: None,
+            head: 0,
+            seq: 0,
+            report: DeviceReport { model: describe, ..DeviceReport::default() },
+            response_sum: 0,
+            merge_max,
+            ends: HashMap::new(),
+        }
+    }
+
+    /// Queues a request (its `seq` and `queued_at` are set here). When the read is merged into a queued one,
+    /// returns `Some(tag)` with the merged read's own tag (its observation gets no service time of its own).
+    pub fn submit(&mut self, mut r: DevReq, now: u64) -> Option<Option<u32>> {
+        r.seq = self.seq;
+        r.queued_at = now;
+        self.seq += 1;
+        let count: &mut IoCount = match (r.op, r.sync) {
+            (DiskOp::Write, _) => &mut self.report.writes,
+            (DiskOp::Read, true) => &mut self.report.sync_reads,
+            (DiskOp::Read, false) => &mut self.report.async_reads,
+        };
+        count.blocks += r.n;
+        let mergeable = self.merge_max > 0 && r.op == DiskOp::Read && r.job.is_none();
+        if mergeable {
+            if let Some(&qk) = self.ends.get(&r.first_key) {
+                if let Some(q) = self.queue.get_mut(&qk) {
+                    if q.sync == r.sync && q.tag.is_some() == r.tag.is_some() && q.n + r.n <= self.merge_max {
+                        self.ends.remove(&r.first_key);
+                        q.n += r.n;
+                        q.sectors += r.sectors;
+                        self.ends.insert(q.first_key + q.n, qk);
+                        self.report.merged += 1;
+                        return Some(r.tag);
+                    }
+                }
+            }
+        }
+        count.requests += 1;
+        let key = match self.scheduler {
+            Scheduler::Fifo => (r.seq, 0),
+            Scheduler::CLook => (r.sector, r.seq),
+        };
+        if mergeable {
+            self.ends.insert(r.first_key + r.n, key);
+        }
+        self.queue.insert(key, r);
+        self.report.max_queue = self.report.max_queue.max(self.queue.len() as u64);
+        None
+    }
+
+    /// When idle with queued work, starts the next request at `now`; returns its completion time.
+    pub fn start_next(&mut self, now: u64) -> Option<u64> {
+        if self.current.is_some() || self.queue.is_empty() {
+            return None;
+        }
+        let next = match self.scheduler {
+            Scheduler::Fifo => self.queue.first_key_value().map(|(k, _)| *k),
+            // The lowest start sector at or after the head, else the lowest of all (wrap around).
+            Scheduler::CLook => {
+                self.queue.range((self.head, 0)..).next().or_else(|| self.queue.first_key_value()).map(|(k, _)| *k)
+            }
+        };
+        let k = next?;
+        let r = self.queue.remove(&k)?;
+        let end = r.first_key + r.n;
+        if self.ends.get(&end) == Some(&k) {
+            self.ends.remove(&end);
+        }
+        let t = self.model.service(now, &DiskRequest { op: r.op, sector: r.sector, sectors: r.sectors });
+        self.report.busy_ns += t;
+        self.head = r.sector + r.sectors;
+        let done = now + t;
+        self.current = Some((r, done, t));
+        Some(done)
+    }
+
+    /// The request in service completes: it and its service time.
+    pub fn finish(&mut self) -> Option<(DevReq, u64)> {
+        let (r, done, t) = self.current.take()?;
+        self.response_sum += u128::from(done - r.queued_at);
+        self.report.served += 1;
+        Some((r, t))
+    }
+
+    pub fn finish_report(&mut self, app_time: u64) -> DeviceReport {
+        let mut rep = self.report.clone();
+        rep.idle_ns = app_time.saturating_sub(rep.busy_ns);
+        rep.mean_response_ns = if rep.served == 0 { 0.0 } else { self.response_sum as f64 / rep.served as f64 };
+        for c in [&mut rep.sync_reads, &mut rep.async_reads, &mut rep.writes] {
+            c.mean_blocks = if c.requests == 0 { 0.0 } else { c.blocks as f64 / c.requests as f64 };
+        }
+        rep.blocks_read = rep.sync_reads.blocks + rep.async_reads.blocks;
+        rep
+    }
+}

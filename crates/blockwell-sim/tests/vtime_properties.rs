@@ -1,0 +1,223 @@
+//! Issue #4 §6 properties on the time-aware simulator with the real pieces: the disk presets, the Linux 2.4
+//! read-ahead, OPT, REDCAP with its activation controller, the workload generators and the file layouts.
+//! The numbers these tests measure are in `docs/time-simulation.md`.
+
+use blockwell_core::policy::PolicySpec;
+use blockwell_disk::{DiskModel, DiskSpec};
+use blockwell_sim::layout::LayoutKind;
+use blockwell_sim::vtime::{run_workload, Config, LevelConfig, PrefetchChoice, RedcapSetup, Report, Scheduler};
+use blockwell_sim::workload::Workload;
+use blockwell_sim::workloads::WorkloadSpec;
+
+fn disk(name: &str) -> Box<dyn DiskModel> {
+    DiskSpec::parse(name).unwrap().build().unwrap()
+}
+
+fn workload(spec: &str) -> Workload {
+    WorkloadSpec::parse(spec).unwrap().build().unwrap()
+}
+
+fn page_cache(policy: &str, mib: u64, prefetch: &str) -> LevelConfig {
+    LevelConfig::new(PolicySpec::parse(policy).unwrap(), mib << 20)
+        .with_prefetch(PrefetchChoice::parse(prefetch).unwrap())
+}
+
+/// Seed 000's setup: WD1200BB, a 256 MiB LRU page cache with Linux read-ahead, C-LOOK, with or without REDCAP
+/// 64×128 KiB.
+fn seed000(w: &Workload, layout: LayoutKind, redcap: bool) -> Report {
+    let cfg = Config {
+        page_cache: Some(page_cache("lru", 256, "linux24")),
+        redcap: redcap.then(|| RedcapSetup::preset("64x128k", 4096).unwrap()),
+        layout,
+        scheduler: Scheduler::CLook,
+        ..Config::default()
+    };
+    run_workload(w, &cfg, disk("wd1200bb").as_ref()).unwrap()
+}
+
+/// (time without REDCAP, time with, the REDCAP report).
+fn redcap_pair(spec: &str, layout: LayoutKind) -> (f64, f64, Report) {
+    let w = workload(spec);
+    let off = seed000(&w, layout, false);
+    let on = seed000(&w, layout, true);
+    (off.app_time_ns as f64, on.app_time_ns as f64, on)
+}
+
+#[test]
+fn redcap_cuts_strided_4k_time_by_40_percent_with_8_or_more_processes_on_block_groups() {
+    for procs in [8, 16] {
+        let (off, on, rep) = redcap_pair(&format!("strided-4k(procs={procs})"), LayoutKind::BlockGroups);
+        let cut = 1.0 - on / off;
+        let rc = rep.redcap.as_ref().unwrap();
+        assert!(cut >= 0.40, "{procs} processes: {off} ns without REDCAP, {on} ns with: cut {:.1}%", cut * 100.0);
+        assert!(rc.active_fraction > 0.9, "{rc:?}");
+        assert!(rc.segment_reads > 0);
+    }
+}
+
+#[test]
+fn redcap_stays_within_3_percent_on_sequential_and_random_reads() {
+    for (spec, layout) in [
+        ("ior(procs=8,shared=true)", LayoutKind::BlockGroups),
+        ("ior(procs=8)", LayoutKind::Contiguous),
+        ("random(procs=8)", LayoutKind::BlockGroups),
+    ] {
+        let (off, on, rep) = redcap_pair(spec, layout);
+        let change = on / off - 1.0;
+        assert!(
+            change.abs() <= 0.03,
+            "{spec} on {layout:?}: {off} ns without REDCAP, {on} ns with ({:+.2}%)",
+            change * 100.0
+        );
+        if spec.starts_with("random") {
+            // It loses on random reads: the controller switches it off after the first period; it may come back
+            // on briefly when the shadow cache's hits make it look worthwhile, but stays off most of the time.
+            let rc = rep.redcap.as_ref().unwrap();
+            assert!(rc.active_fraction < 0.1 && rc.switches >= 1, "{rc:?}");
+            assert!(rc.switch_times_ns[0] < off as u64 / 50, "{rc:?}");
+        }
+    }
+}
+
+#[test]
+fn redcap_stays_on_where_it_wins_on_interleaved_sequential_files() {
+    // Deviation from seed 000 (where IOR did not gain), measured and kept: eight files written concurrently
+    // interleave in 4–64 KiB chunks on the block-group layout, so whole-segment reads serve the neighbours'
+    // next chunks; the controller sees the cache winning and keeps it on.
+    let (off, on, rep) = redcap_pair("ior(procs=8)", LayoutKind::BlockGroups);
+    assert!(on < 0.5 * off, "{off} ns without, {on} ns with");
+    let rc = rep.redcap.as_ref().unwrap();
+    assert_eq!(rc.switches, 0);
+    assert!(rc.active_at_end);
+}
+
+fn seed001(w: &Workload, policy: &str, mib: u64, prefetch: &str) -> Report {
+    let cfg = Config {
+        page_cache: Some(page_cache(policy, mib, prefetch)),
+        layout: LayoutKind::Contiguous,
+        scheduler: Scheduler::Fifo,
+        ..Config::default()
+    };
+    run_workload(w, &cfg, disk("cheetah9lp").as_ref()).unwrap()
+}
+
+#[test]
+fn linux_read_ahead_on_random_reads_reads_more_disk_blocks_than_no_prefetching() {
+    let w = workload("random");
+    let none = seed001(&w, "lru", 16, "none");
+    let ra = seed001(&w, "lru", 16, "linux24");
+    assert!(
+        ra.device.blocks_read > none.device.blocks_read,
+        "read-ahead {} blocks, none {}",
+        ra.device.blocks_read,
+        none.device.blocks_read
+    );
+    // The extra blocks cost time: the hit ratio barely moves, the application is slower (seed 001 §5.3.2).
+    assert!(ra.app_time_ns > none.app_time_ns);
+    assert!(ra.hit_ratio() - none.hit_ratio() < 0.05);
+    assert!(ra.page_cache.as_ref().unwrap().prefetch_accuracy < 0.2);
+}
+
+#[test]
+fn prefetching_narrows_the_lru_opt_hit_ratio_gap_on_a_looping_sequential_workload() {
+    let w = workload("loop");
+    for mib in [16, 32] {
+        let gap = |pf: &str| seed001(&w, "opt", mib, pf).hit_ratio() - seed001(&w, "lru", mib, pf).hit_ratio();
+        let (without, with) = (gap("none"), gap("linux24"));
+        assert!(without > 0.0 && with < without, "{mib} MiB: gap {without:.3} without prefetching, {with:.3} with");
+    }
+}
+
+#[test]
+fn prefetching_reports_sync_and_async_requests_with_their_sizes() {
+    // Seed 001 Table 5's columns: with read-ahead on a looping sequential workload, asynchronous requests are
+    // larger than synchronous ones, and there are fewer requests in total than without prefetching.
+    let w = workload("loop");
+    let none = seed001(&w, "lru", 32, "none");
+    let ra = seed001(&w, "lru", 32, "linux24");
+    assert_eq!(none.device.async_reads.requests, 0);
+    assert!(ra.device.async_reads.requests > 0);
+    assert!(ra.device.async_reads.mean_blocks > ra.device.sync_reads.mean_blocks);
+    assert!(ra.disk_reads() < none.disk_reads());
+}
+
+#[test]
+fn real_models_are_deterministic_time_included() {
+    let w = workload("strided-4k(procs=8,file_mb=8)");
+    let a = serde_json::to_string(&seed000(&w, LayoutKind::BlockGroups, true)).unwrap();
+    let b = serde_json::to_string(&seed000(&w, LayoutKind::BlockGroups, true)).unwrap();
+    assert_eq!(a, b);
+}
+
+/// Seed 001 §3's simple prefetcher, as Blockwell reads it: prefetch only on a miss, synchronously (clustered
+/// with the demand block); a miss reads `size` blocks from the demand block on, stopping before a cached block
+/// or the end of the file; `size` is 8 after an access that hit a block of the last prefetch group, else 3.
+struct Section3 {
+    size: u64,
+    group: (u64, u64),
+}
+
+impl blockwell_core::prefetch::Prefetcher for Section3 {
+    fn on_demand(
+        &mut self,
+        d: &blockwell_core::prefetch::Demand,
+        view: &dyn blockwell_core::prefetch::BlockView,
+        out: &mut Vec<blockwell_core::prefetch::Fetch>,
+    ) {
+        use blockwell_core::prefetch::{BlockState, Fetch};
+        use blockwell_core::BlockKey;
+        let b = d.first.block();
+        if view.state(d.first) == BlockState::Resident {
+            self.size = if (self.group.0..self.group.1).contains(&b) { 8 } else { 3 };
+            return;
+        }
+        let mut n = 1;
+        while n < self.size && b + n < d.end && view.state(BlockKey::from_raw(d.first.raw() + n)) == BlockState::Absent
+        {
+            n += 1;
+        }
+        if n > 1 {
+            out.push(Fetch { first: BlockKey::from_raw(d.first.raw() + 1), n: n - 1, sync: true });
+        }
+        self.group = (b + 1, b + n);
+    }
+}
+
+#[test]
+fn opt_with_prefetching_issues_more_disk_requests_than_lru_on_seed_001_table_1() {
+    use blockwell_core::Op;
+    use blockwell_sim::workload::{FileInfo, FileRequest};
+    // Seed 001 Table 1: blocks a..p of one file, an 8-block cache.
+    let reqs = "acegikmoabcdefghijklmnop"
+        .bytes()
+        .map(|c| FileRequest {
+            file: 0,
+            op: Op::Read,
+            offset: u64::from(c - b'a') * 4096,
+            len: 4096,
+            think_ns: 0,
+            at_ns: None,
+        })
+        .collect();
+    let w = Workload {
+        name: "table1".into(),
+        files: vec![FileInfo { size: 16 * 4096, writer: 0, dir: 0 }],
+        processes: vec![reqs],
+    };
+    let run = |policy: &str, prefetch: bool| {
+        let mut lc = LevelConfig::new(PolicySpec::parse(policy).unwrap(), 8 * 4096);
+        if prefetch {
+            lc = lc.with_prefetch(PrefetchChoice::custom("section3", || Box::new(Section3 { size: 3, group: (0, 0) })));
+        }
+        run_workload(&w, &Config { page_cache: Some(lc), ..Config::default() }, disk("cheetah9lp").as_ref())
+            .unwrap()
+            .disk_reads()
+    };
+    // Without prefetching: 16 misses for OPT, 23 for LRU, as the seed says.
+    assert_eq!((run("opt", false), run("lru", false)), (16, 23));
+    // With prefetching LRU needs 6 disk requests, as in the table; OPT needs more: 7 here, 8 in the table
+    // (the seed's prefetcher also stops before a block whose insertion would evict the demand block or a block
+    // of its own group, which `Section3` does not model).
+    assert_eq!(run("lru", true), 6);
+    assert_eq!(run("opt", true), 7);
+}
