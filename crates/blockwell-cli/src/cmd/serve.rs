@@ -575,6 +575,30 @@ fn metrics_text(live: &[Live]) -> String {
             "Cached blocks dropped by writes or trims.",
             &[("", |s| s.invalidations)],
         ),
+        (
+            "blockwell_prefetch_blocks_read_total",
+            "counter",
+            "Blocks read from the backend by prefetches.",
+            &[("", |s| s.prefetch_blocks_read)],
+        ),
+        (
+            "blockwell_prefetch_dropped_total",
+            "counter",
+            "Asynchronous prefetch ranges dropped (queue full).",
+            &[("", |s| s.prefetch_dropped)],
+        ),
+        (
+            "blockwell_redcap_switches_total",
+            "counter",
+            "Times REDCAP's activation algorithm switched it on or off.",
+            &[("", |s| s.redcap_switches)],
+        ),
+        (
+            "blockwell_redcap_active",
+            "gauge",
+            "1 while REDCAP is on, 0 while it is off or not the prefetcher.",
+            &[("", |s| u64::from(s.redcap_active == Some(true)))],
+        ),
         ("blockwell_cache_capacity_blocks", "gauge", "Cache capacity in blocks.", &[("", |s| s.capacity_blocks)]),
         ("blockwell_cache_resident_blocks", "gauge", "Blocks in the cache.", &[("", |s| s.resident_blocks)]),
     ];
