@@ -6,7 +6,8 @@
      blockwell serve --backend IMG --cache <region + 25 %> --policy lru
      nbdkit memory <region>                       (pre-filled with IMG's bytes by nbdcopy)
      nbdkit file IMG --filter=cache cache-on-read=true
-   Ratios: blockwell / nbdkit-memory and blockwell / nbdkit-file+cache. The three servers run side by side and
+   Ratios: blockwell / nbdkit-memory and blockwell / nbdkit-file+cache. fio is pinned to CPU 0 and the servers
+   to the other CPUs (--no-pin to let the scheduler place them). The three servers run side by side and
    each of --rounds rounds runs every job on each server in turn; results are medians over the rounds.
 2. Emulated HDD (8 ms per request), 4 KiB random read at QD1 on a --hdd-region region, cold pass then warm pass
    (the region read once sequentially in 1 MiB requests in between):
@@ -35,6 +36,9 @@ import tempfile
 import time
 
 PROCS = []
+# Command prefixes that pin servers and the client to CPUs (set by --pin; see main()).
+SERVER_PIN = []
+CLIENT_PIN = []
 
 
 def free_port():
@@ -58,7 +62,7 @@ def wait_port(port, proc, timeout=20.0):
 
 def start_blockwell(binary, img, args):
     p = subprocess.Popen(
-        [binary, "serve", "--backend", img, "--listen", "127.0.0.1:0", *args],
+        [*SERVER_PIN, binary, "serve", "--backend", img, "--listen", "127.0.0.1:0", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -74,7 +78,7 @@ def start_blockwell(binary, img, args):
 def start_nbdkit(args):
     port = free_port()
     p = subprocess.Popen(
-        ["nbdkit", "--foreground", "--exit-with-parent", "-i", "127.0.0.1", "-p", str(port), *args],
+        [*SERVER_PIN, "nbdkit", "--foreground", "--exit-with-parent", "-i", "127.0.0.1", "-p", str(port), *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -101,7 +105,7 @@ def stop(p):
 def fio(uri, rw, bs, qd, size, seconds=None, name="job"):
     """Runs one fio job; returns (IOPS, MB/s) of its reads."""
     cmd = [
-        "fio", f"--name={name}", "--ioengine=nbd", f"--uri={uri}", f"--rw={rw}", f"--bs={bs}",
+        *CLIENT_PIN, "fio", f"--name={name}", "--ioengine=nbd", f"--uri={uri}", f"--rw={rw}", f"--bs={bs}",
         f"--iodepth={qd}", f"--size={size}", "--output-format=json", "--randrepeat=0",
     ]
     if seconds:
@@ -134,6 +138,8 @@ def main():
     ap.add_argument("--hdd-region", type=int, default=64, help="MiB, emulated-HDD test")
     ap.add_argument("--strided-region", type=int, default=8, help="MiB read once by the REDCAP strided job")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of all warm jobs; results are medians")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="do not pin: by default (with 2+ CPUs) fio runs on CPU 0 and every server on the other CPUs")
     ap.add_argument("--json")
     a = ap.parse_args()
     if a.quick:
@@ -142,6 +148,13 @@ def main():
         if not shutil.which(tool):
             sys.exit(f"nbd_bench: {tool} not installed")
     secs = int(a.seconds)
+    ncpu = os.cpu_count() or 1
+    if not a.no_pin and ncpu >= 2 and shutil.which("taskset"):
+        # At queue depth 1 the result otherwise depends on whether the scheduler happens to put client and server
+        # on one CPU (a direct switch) or on two (a cross-CPU wake-up per request): 3-4x apart between runs.
+        CLIENT_PIN[:] = ["taskset", "-c", "0"]
+        SERVER_PIN[:] = ["taskset", "-c", f"1-{ncpu - 1}"]
+        print(f"pinned: fio on CPU 0, servers on CPUs 1-{ncpu - 1}", flush=True)
     results = {}
     with tempfile.TemporaryDirectory(prefix="nbd_bench.") as d:
         img = os.path.join(d, "disk.img")
