@@ -40,6 +40,9 @@ pub struct ContentGenConfig {
     pub rewrite_ratio: f64,
     /// Number of popular contents duplicates are drawn from.
     pub pool: u64,
+    /// Seed of the initial image and of the popular contents (default: the address seed). Traces generated
+    /// separately with different address seeds and one image seed are clones of one disk.
+    pub image_seed: Option<u64>,
 }
 
 impl Default for ContentGenConfig {
@@ -51,6 +54,7 @@ impl Default for ContentGenConfig {
             cross_volume: 0.5,
             rewrite_ratio: 0.3,
             pool: 1000,
+            image_seed: None,
         }
     }
 }
@@ -143,13 +147,17 @@ impl ContentGenerator {
         &self.cfg
     }
 
+    fn image_seed(&self) -> u64 {
+        self.cfg.image_seed.unwrap_or(self.cfg.addresses.seed)
+    }
+
     /// Content drawn from the uniform number `u` and hash `x`: zero, pooled, or unique (`unique`).
     fn draw(&self, u: f64, x: u64, unique: u128) -> u128 {
         let c = &self.cfg;
         if u < c.zero_fraction {
             ZERO_DIGEST
         } else if u < c.zero_fraction + c.dup_ratio {
-            pooled(c.addresses.seed, x % c.pool)
+            pooled(self.image_seed(), x % c.pool)
         } else {
             unique
         }
@@ -157,7 +165,7 @@ impl ContentGenerator {
 
     /// The initial-image content of (volume, block).
     pub fn initial(&self, volume: u32, block: u64) -> u128 {
-        let seed = self.cfg.addresses.seed;
+        let seed = self.image_seed();
         let shared = unit(mix(seed ^ 0x005b_a7ed, block)) < self.cfg.cross_volume;
         let v = if shared { u64::MAX } else { volume as u64 };
         let x = mix(mix(seed, v), block);

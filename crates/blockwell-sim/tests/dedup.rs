@@ -155,14 +155,8 @@ fn merged_volumes_share_in_a_unified_cache() {
             let mut c = gen_cfg(100 + i, 1, 20_000);
             c.addresses.interval_ns = 1000 + 7 * i; // interleave unevenly
             c.cross_volume = 0.9;
-            // Same seed for the image so that the volumes are clones: the image depends on the seed only.
-            generate(ContentGenConfig { addresses: GenConfig { seed: 100, ..c.addresses.clone() }, ..c })
-                .into_iter()
-                .map(|mut r| {
-                    r.time_ns += i; // distinct clocks
-                    r
-                })
-                .collect()
+            c.image_seed = Some(100); // clones of one disk, each with its own access stream
+            generate(c)
         })
         .collect();
     let merged = merge_by_time(traces.clone());
