@@ -214,7 +214,7 @@ impl DedupArgs {
             None => None,
         };
         let opts = ReaderOptions { csv, ..Default::default() };
-        Ok(blockwell_trace::open(path, format, &opts).with_context(|| format!("--trace {}", path.display()))?)
+        blockwell_trace::open(path, format, &opts).with_context(|| format!("--trace {}", path.display()))
     }
 
     fn read_requests(&self, path: &Path) -> anyhow::Result<Vec<Request>> {
@@ -620,6 +620,6 @@ mod tests {
         assert_eq!(r.volumes.len(), 1, "two traces: one unified-vs-private row");
         assert!(r.volumes[0].unified_content_hits > 0, "identical volumes share content");
         assert!(r.sizes[0].silent_writes() > 0);
-        assert!(matches!(measure(&args(&["--fractions", "2"])), Err(_)));
+        assert!(measure(&args(&["--fractions", "2"])).is_err());
     }
 }
