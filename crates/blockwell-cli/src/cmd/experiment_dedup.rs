@@ -591,6 +591,18 @@ mod tests {
         }
     }
 
+    /// The default experiment (what `blockwell experiment dedup` prints once wired); run with
+    /// `cargo test -p blockwell-cli --bin blockwell -- --ignored default_experiment --nocapture`.
+    /// Extra arguments come from the environment variable `BLOCKWELL_DEDUP_ARGS` (space separated).
+    #[test]
+    #[ignore = "the full experiment: seconds to minutes"]
+    fn default_experiment() {
+        let extra = std::env::var("BLOCKWELL_DEDUP_ARGS").unwrap_or_default();
+        let mut v = vec!["x"];
+        v.extend(extra.split_whitespace());
+        assert_eq!(run(Cli::parse_from(v).a).unwrap(), ExitCode::SUCCESS);
+    }
+
     #[test]
     fn reads_a_csv_trace_with_digests() {
         let dir = tempfile::tempdir().unwrap();
