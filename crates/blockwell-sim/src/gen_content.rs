@@ -13,6 +13,9 @@
 //! else a fresh content never seen before. A read returns the address's current content. So `dup_ratio`,
 //! `zero_fraction` and `cross_volume` all 0 (and `rewrite_ratio` 0) give a trace with no duplicate content.
 //!
+//! Traces generated one volume at a time (own address seed, one `image_seed`, distinct `volume_base`) and merged
+//! by time model clones of one disk used by different clients.
+//!
 //! Determinism: the same [`ContentGenConfig`] always yields the same requests (xoshiro256** from the seed, and
 //! SplitMix64 hashes for the initial image). Memory: one map entry (~40 bytes) per address written.
 
@@ -43,6 +46,9 @@ pub struct ContentGenConfig {
     /// Seed of the initial image and of the popular contents (default: the address seed). Traces generated
     /// separately with different address seeds and one image seed are clones of one disk.
     pub image_seed: Option<u64>,
+    /// Volume `v` of this generator is volume `v + volume_base` of the disk image (so that traces generated
+    /// one volume at a time and merged have distinct private contents).
+    pub volume_base: u32,
 }
 
 impl Default for ContentGenConfig {
@@ -55,6 +61,7 @@ impl Default for ContentGenConfig {
             rewrite_ratio: 0.3,
             pool: 1000,
             image_seed: None,
+            volume_base: 0,
         }
     }
 }
@@ -167,7 +174,7 @@ impl ContentGenerator {
     pub fn initial(&self, volume: u32, block: u64) -> u128 {
         let seed = self.image_seed();
         let shared = unit(mix(seed ^ 0x005b_a7ed, block)) < self.cfg.cross_volume;
-        let v = if shared { u64::MAX } else { volume as u64 };
+        let v = if shared { u64::MAX } else { volume as u64 + self.cfg.volume_base as u64 };
         let x = mix(mix(seed, v), block);
         let unique = (2u128 << 120) | ((v as u128) << 64) | block as u128;
         self.draw(unit(x), mix(x, 1), unique)
@@ -193,7 +200,9 @@ impl Iterator for ContentGenerator {
                     let u = self.rng.next_f64();
                     let x = self.rng.next_u64();
                     self.fresh += 1;
-                    self.draw(u, x, (3u128 << 120) | self.fresh as u128)
+                    // Fresh contents are unique to this generator's address seed, too.
+                    let tag = (self.cfg.addresses.seed as u128 & 0xffff_ffff) << 64;
+                    self.draw(u, x, (3u128 << 120) | tag | self.fresh as u128)
                 };
                 self.written.insert((r.volume, block), d);
                 d

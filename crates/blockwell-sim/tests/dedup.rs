@@ -156,6 +156,7 @@ fn merged_volumes_share_in_a_unified_cache() {
             c.addresses.interval_ns = 1000 + 7 * i; // interleave unevenly
             c.cross_volume = 0.9;
             c.image_seed = Some(100); // clones of one disk, each with its own access stream
+            c.volume_base = i as u32;
             generate(c)
         })
         .collect();
@@ -168,6 +169,26 @@ fn merged_volumes_share_in_a_unified_cache() {
     assert!(u.unified_content > u.private_content, "{u:?}");
     assert!(u.unified_content > u.unified_offset, "{u:?}");
     assert!(u.unified_content_hits > 0);
+
+    // Without any duplication knob, separately generated volumes share nothing.
+    let traces: Vec<Vec<Request>> = (0..2)
+        .map(|i| {
+            let c = ContentGenConfig {
+                dup_ratio: 0.0,
+                zero_fraction: 0.0,
+                cross_volume: 0.0,
+                rewrite_ratio: 0.0,
+                image_seed: Some(100),
+                volume_base: i as u32,
+                ..gen_cfg(200 + i, 1, 10_000)
+            };
+            generate(c)
+        })
+        .collect();
+    let acc = load_requests(&merge_by_time(traces), 4096).unwrap();
+    let u = unified_vs_private(&DedupRun::default(), &acc, 2, 2 * 512 * 4096).unwrap();
+    assert_eq!(u.unified_content_hits, 0, "{u:?}");
+    assert!(u.unified_content <= u.unified_offset, "{u:?}");
 }
 
 #[test]

@@ -196,12 +196,14 @@ impl DedupArgs {
             rewrite_ratio: self.rewrite_ratio,
             pool: self.pool,
             image_seed: Some(self.seed),
+            volume_base: 0,
         }
     }
 
     /// Requests of one generated volume (own address seed, the shared image).
     fn generated(&self, i: u64, block_size: u64) -> anyhow::Result<Vec<Request>> {
         let mut cfg = self.gen_config(self.seed.wrapping_add(i), 1);
+        cfg.volume_base = i as u32;
         cfg.addresses.block_size = block_size;
         cfg.addresses.request_size = block_size;
         Ok(ContentGenerator::new(cfg)?.collect())
