@@ -46,12 +46,14 @@
 //! **Parameters and defaults** ([`DedupConfig`]): `hash_fraction` 1/64 (the paper's choice), `charge_hash_table`
 //! true, `ref_bytes` 48 (what an extra reference costs here, below), block size 4 KiB.
 //!
-//! **Metadata.** Per block entry 40 bytes (16-byte content hash, chain, reference-list head, count, arena
-//! links), plus the policy's per-entry cost (LRU: 27.4–38.9 B); per reference 32 bytes (address key, block
-//! handle, global-LRU links, block-list links) plus 11.4–22.9 bytes of LUN-map index: the default `ref_bytes` 48
-//! charges that. The first reference and the block entry are not charged, as [`crate::BlockCache`] charges no
-//! metadata: with no duplicate content and `charge_hash_table` off, a content cache behaves exactly like an
-//! offset cache of the same size (tested in `tests/dedup.rs`).
+//! **Metadata** (sizes checked by a unit test). Per block entry 48 bytes (policy key, 16-byte content hash, chain
+//! link, reference-list head and count, arena links; aligned to 16) plus 11.4–22.9 bytes of policy-key index
+//! plus the policy's own per-entry cost (LRU: 27.4–38.9 B). Per reference 32 bytes (address key, block handle,
+//! global-LRU links, block-list links) plus 11.4–22.9 bytes of LUN-map index: the default `ref_bytes` 48 charges
+//! that, i.e. 85 extra references per 4 KiB reference page. Per hash bucket 4 bytes. The first reference and the
+//! block entry are not charged, as [`crate::BlockCache`] charges no metadata: with no duplicate content and
+//! `charge_hash_table` off, a content cache behaves exactly like an offset cache of the same size (tested in
+//! `tests/dedup.rs` for every online policy).
 //!
 //! **Cost.** O(1) per access plus the bucket chain's length (the full comparisons) and, on eviction, the victim's
 //! references.
@@ -992,5 +994,18 @@ impl<P: DynPolicy + ?Sized> ContentCache<P> {
             return Err(format!("references {refs}/{} extra {extra}/{}", self.refs.len(), self.extra));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_sizes_match_the_module_doc() {
+        // The module doc's "Metadata" paragraph quotes these.
+        assert_eq!(std::mem::size_of::<Block>(), 48);
+        assert_eq!(std::mem::size_of::<Ref>(), 32);
+        assert_eq!(DedupConfig::default().refs_per_page(), 85);
     }
 }
