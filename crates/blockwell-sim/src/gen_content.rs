@@ -17,7 +17,8 @@
 //! by time model clones of one disk used by different clients.
 //!
 //! Determinism: the same [`ContentGenConfig`] always yields the same requests (xoshiro256** from the seed, and
-//! SplitMix64 hashes for the initial image). Memory: one map entry (~40 bytes) per address written.
+//! SplitMix64 hashes for the initial image). Memory: one map entry (a 16-byte key and a 16-byte digest, plus the
+//! hash table's overhead) per address written.
 
 use crate::gen::{GenConfig, GenError, Generator, Rng, SplitMix64};
 use blockwell_core::Op;
