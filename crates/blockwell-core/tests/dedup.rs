@@ -308,3 +308,37 @@ fn bad_settings_are_errors() {
     assert_eq!(cfg(64, true).slots(), 63);
     assert_eq!(cfg(64, false).slots(), 64);
 }
+
+/// With room for everything, the category of every access follows from a plain map address → content.
+#[test]
+fn categories_match_an_obvious_model_when_nothing_is_evicted() {
+    for seed in [29u64, 31, 37] {
+        let t = trace(seed, 20_000, 300, 2, true);
+        let mut c = cache(PolicyKind::Lru, 4096, true);
+        let mut p = DedupPlan::default();
+        let mut model: std::collections::HashMap<BlockKey, u128> = Default::default();
+        let holders = |m: &std::collections::HashMap<BlockKey, u128>, d: u128| m.values().filter(|&&x| x == d).count();
+        for (i, &(op, key, d)) in t.iter().enumerate() {
+            let want = match (op, model.get(&key).copied()) {
+                (Op::Read, Some(_)) => Category::ReadHit,
+                (Op::Read, None) if holders(&model, d) > 0 => Category::ReadMissContentHit,
+                (Op::Read, None) => Category::ReadMissContentMiss,
+                (Op::Write, Some(old)) if old == d => Category::SilentWrite,
+                (Op::Write, Some(old)) if holders(&model, old) == 1 => Category::PrivateWrite,
+                (Op::Write, Some(_)) if holders(&model, d) > 0 => Category::WriteHitMultiContentHit,
+                (Op::Write, Some(_)) => Category::WriteHitMultiContentMiss,
+                (Op::Write, None) if holders(&model, d) > 0 => Category::WriteMissContentHit,
+                (Op::Write, None) => Category::WriteMissContentMiss,
+            };
+            if op == Op::Write || !model.contains_key(&key) {
+                model.insert(key, d);
+            }
+            assert_eq!(c.access_sim(op, key, d, &mut p), want, "seed {seed} step {i}");
+        }
+        c.validate().unwrap();
+        let distinct: std::collections::HashSet<u128> = model.values().copied().collect();
+        assert_eq!(c.blocks(), distinct.len(), "one block per distinct content");
+        assert_eq!(c.references(), model.len(), "one reference per address");
+        assert_eq!(c.stats().blocks_evicted + c.stats().refs_dropped, 0);
+    }
+}
