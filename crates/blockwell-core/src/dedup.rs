@@ -41,7 +41,8 @@
 //! its last reference, and the block/reference ratio is "controlled entirely by the LRU algorithm" — with one
 //! difference: the paper drops the LRU *block's* LRU reference, we drop the globally LRU reference (the two agree
 //! unless a block has both a very old and a very recent address). Offline policies (OPT) are rejected: content
-//! blocks have no next-use time.
+//! blocks have no next-use time. Measured (`docs/experiments/dedup.md`): content caching gains under LRU, ARC,
+//! S3-FIFO and CLOCK but loses under 2Q, whose FIFO A1in treats each new reference page as a one-time block.
 //!
 //! **Parameters and defaults** ([`DedupConfig`]): `hash_fraction` 1/64 (the paper's choice), `charge_hash_table`
 //! true, `ref_bytes` 48 (what an extra reference costs here, below), block size 4 KiB.
