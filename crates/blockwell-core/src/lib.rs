@@ -10,12 +10,14 @@
 //! - [`cache`]: [`cache::BlockCache`], a policy over a byte budget at a block size, producing plans.
 //! - [`prefetch`]: the prefetchers (observe demand requests, propose block ranges), one module each.
 //! - [`cluster`]: merges block fetches into device requests.
+//! - [`dedup`]: content-based caching (seed 003): one copy per content, shared by addresses, Table 1 counters.
 //! - [`redcap`]: the REDCAP segment cache and its activation controller.
 //! - [`stats`]: block- and request-level counters split by reads and writes.
 
 pub mod arena;
 pub mod cache;
 pub mod cluster;
+pub mod dedup;
 pub mod key;
 pub mod policy;
 pub mod prefetch;

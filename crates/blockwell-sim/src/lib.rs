@@ -2,11 +2,14 @@
 //!
 //! Drivers over the engine: [`replay`] feeds one pass of a trace to many (policy × size) caches across all
 //! cores; [`mrc`] computes miss-ratio curves; [`analysis`] summarizes a trace; [`gen`] generates synthetic
-//! workloads.
+//! workloads; [`gen_content`] adds content digests; [`dedup`] compares offset- and
+//! content-based caching (seed 003).
 
 pub mod analysis;
+pub mod dedup;
 pub mod filetrace;
 pub mod gen;
+pub mod gen_content;
 pub mod layout;
 pub mod mrc;
 pub mod replay;

@@ -1,0 +1,639 @@
+//! `blockwell experiment dedup`: offset- vs content-based caching (seed `003_*`, Morrey & Grunwald): read hit
+//! rates across cache sizes (Table 3's layout), Table 1's nine categories, the hash-table fraction sweep
+//! (Figures 4–5), silent writes eliminated, other policies, and unified vs private caches for 2–4 volumes.
+//! On a generated trace with content by default, or on `--trace` files with digests (FIU, or CSV with a
+//! `digest=` column).
+
+use crate::cmd::common::{parse_bytes, report_skipped};
+use anyhow::{bail, Context};
+use blockwell_core::dedup::Category;
+use blockwell_core::policy::{parse_policy_list, PolicySpec, Preset};
+use blockwell_sim::analysis::human_bytes;
+use blockwell_sim::dedup::{
+    fraction_sweep, load, load_requests, merge_by_time, unified_vs_private, BlockAccess, Comparison, DedupRun,
+    FractionPoint, UnifiedVsPrivate,
+};
+use blockwell_sim::gen::{GenConfig, Workload};
+use blockwell_sim::gen_content::{ContentGenConfig, ContentGenerator};
+use blockwell_trace::{Format, ReaderOptions, Request, TraceReader};
+use serde::Serialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Options of `blockwell experiment dedup`.
+#[derive(clap::Args, Debug, Clone)]
+#[command(after_help = "\
+Every block access is replayed through an offset cache (the policy over addresses) and a content cache (one \
+copy per content, shared by addresses; seed 003) of the same byte budget; the content cache's hash table is \
+charged against the budget (\"content\") or not (\"ideal\"). Without --trace the workload is generated: a Zipf \
+address stream with content (--dup-ratio, --zero-fraction, --cross-volume, --rewrite-ratio); for the \
+multi-volume table, one such trace per volume (own address seed, one shared disk image) merged by time.")]
+pub struct DedupArgs {
+    /// Trace files with content digests (FIU, or --format csv with a digest= column). One file: the
+    /// single-volume tables use it. Two to four files: also the unified-vs-private table, one volume per file.
+    #[arg(long, short = 't', value_name = "FILE")]
+    pub trace: Vec<PathBuf>,
+
+    /// Trace format (detected when unambiguous).
+    #[arg(long, short = 'f', value_name = "FORMAT")]
+    pub format: Option<String>,
+
+    /// Column mapping for --format csv, e.g. `time=0,volume=1,op=2,offset=3,len=4,digest=5`.
+    #[arg(long, value_name = "MAPPING")]
+    pub csv_columns: Option<String>,
+
+    /// Read at most N requests of each trace.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u64>,
+
+    /// Cache block size.
+    #[arg(long, value_name = "BYTES", default_value = "4096")]
+    pub block_size: String,
+
+    /// Cache sizes (comma-separated byte counts: 4MiB, 64MiB, ...).
+    #[arg(long, value_name = "LIST", default_value = "2MiB,4MiB,8MiB,16MiB,32MiB,64MiB,128MiB")]
+    pub sizes: String,
+
+    /// Replacement policy of both caches.
+    #[arg(long, value_name = "POLICY", default_value = "lru")]
+    pub policy: String,
+
+    /// Policies compared at --policy-size (the content cache works under any of them).
+    #[arg(long, value_name = "LIST", default_value = "lru,arc,2q,s3fifo,clock")]
+    pub policies: String,
+
+    /// Cache size of the policy table, the fraction sweep and the multi-volume table (per volume).
+    #[arg(long, value_name = "BYTES", default_value = "16MiB")]
+    pub policy_size: String,
+
+    /// Hash-table fractions of the sweep (as 1/N or decimals).
+    #[arg(long, value_name = "LIST", default_value = "1/128,1/64,1/32,1/16,1/8")]
+    pub fractions: String,
+
+    /// Hash-table fraction of the other tables.
+    #[arg(long, value_name = "F", default_value = "1/64")]
+    pub hash_fraction: String,
+
+    /// Budget bytes per extra reference (reference pages hold block_size / ref_bytes references).
+    #[arg(long, value_name = "BYTES", default_value_t = 48)]
+    pub ref_bytes: u64,
+
+    /// Volume counts of the unified-vs-private table (generated traces only).
+    #[arg(long, value_name = "LIST", default_value = "2,3,4")]
+    pub volumes: String,
+
+    /// Generated: requests per volume.
+    #[arg(long, value_name = "N", default_value_t = 200_000)]
+    pub requests: u64,
+
+    /// Generated: footprint per volume in blocks.
+    #[arg(long, value_name = "N", default_value_t = 50_000)]
+    pub blocks: u64,
+
+    /// Generated: Zipf exponent of the address stream.
+    #[arg(long, value_name = "A", default_value_t = 0.8)]
+    pub alpha: f64,
+
+    /// Generated: probability that a request is a write.
+    #[arg(long, value_name = "P", default_value_t = 0.5)]
+    pub write_ratio: f64,
+
+    /// Generated: probability that written content is one of --pool popular contents.
+    #[arg(long, value_name = "P", default_value_t = 0.3)]
+    pub dup_ratio: f64,
+
+    /// Generated: probability that written content is the zero block.
+    #[arg(long, value_name = "P", default_value_t = 0.05)]
+    pub zero_fraction: f64,
+
+    /// Generated: fraction of blocks whose initial content is the same on every volume.
+    #[arg(long, value_name = "P", default_value_t = 0.5)]
+    pub cross_volume: f64,
+
+    /// Generated: probability that a write rewrites the address's current content.
+    #[arg(long, value_name = "P", default_value_t = 0.3)]
+    pub rewrite_ratio: f64,
+
+    /// Generated: popular contents.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub pool: u64,
+
+    /// Generated: seed.
+    #[arg(long, value_name = "N", default_value_t = 42)]
+    pub seed: u64,
+
+    /// Write each table as CSV into this directory (sizes.csv, categories.csv, fractions.csv, policies.csv,
+    /// volumes.csv).
+    #[arg(long, value_name = "DIR")]
+    pub csv: Option<PathBuf>,
+
+    /// Write the whole report as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// A policy's row.
+#[derive(Clone, Debug, Serialize)]
+pub struct PolicyRow {
+    pub policy: String,
+    pub comparison: Comparison,
+}
+
+/// Everything the experiment measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct DedupReport {
+    pub source: String,
+    pub block_size: u64,
+    pub policy: String,
+    pub hash_fraction: f64,
+    pub ref_bytes: u64,
+    pub block_accesses: u64,
+    pub sizes: Vec<Comparison>,
+    pub fractions: Vec<FractionPoint>,
+    pub policies: Vec<PolicyRow>,
+    pub volumes: Vec<UnifiedVsPrivate>,
+}
+
+fn parse_fraction(s: &str) -> anyhow::Result<f64> {
+    let s = s.trim();
+    let v = match s.split_once('/') {
+        Some((a, b)) => {
+            let a: f64 = a.trim().parse().with_context(|| format!("'{s}'"))?;
+            let b: f64 = b.trim().parse().with_context(|| format!("'{s}'"))?;
+            a / b
+        }
+        None => s.parse().with_context(|| format!("'{s}'"))?,
+    };
+    if !(v > 0.0 && v < 1.0) {
+        bail!("'{s}': a fraction must be between 0 and 1");
+    }
+    Ok(v)
+}
+
+fn list<T>(s: &str, f: impl Fn(&str) -> anyhow::Result<T>) -> anyhow::Result<Vec<T>> {
+    s.split(',').map(str::trim).filter(|x| !x.is_empty()).map(f).collect()
+}
+
+impl DedupArgs {
+    fn gen_config(&self, seed: u64, volumes: u32) -> ContentGenConfig {
+        ContentGenConfig {
+            addresses: GenConfig {
+                workload: Workload::Zipf,
+                requests: self.requests * volumes as u64,
+                blocks: self.blocks,
+                block_size: 4096,
+                request_size: 4096,
+                write_ratio: self.write_ratio,
+                volumes,
+                alpha: self.alpha,
+                seed,
+                ..GenConfig::default()
+            },
+            dup_ratio: self.dup_ratio,
+            zero_fraction: self.zero_fraction,
+            cross_volume: self.cross_volume,
+            rewrite_ratio: self.rewrite_ratio,
+            pool: self.pool,
+            image_seed: Some(self.seed),
+            volume_base: 0,
+        }
+    }
+
+    /// Requests of one generated volume (own address seed, the shared image).
+    fn generated(&self, i: u64, block_size: u64) -> anyhow::Result<Vec<Request>> {
+        let mut cfg = self.gen_config(self.seed.wrapping_add(i), 1);
+        cfg.volume_base = i as u32;
+        cfg.addresses.block_size = block_size;
+        cfg.addresses.request_size = block_size;
+        Ok(ContentGenerator::new(cfg)?.collect())
+    }
+
+    fn open(&self, path: &Path) -> anyhow::Result<Box<dyn TraceReader>> {
+        let format = self.format.as_deref().map(Format::from_name).transpose().context("--format")?;
+        let csv = match &self.csv_columns {
+            Some(m) => Some(blockwell_trace::formats::csv::CsvMapping::parse(m).context("--csv-columns")?),
+            None => None,
+        };
+        let opts = ReaderOptions { csv, ..Default::default() };
+        blockwell_trace::open(path, format, &opts).with_context(|| format!("--trace {}", path.display()))
+    }
+
+    fn read_requests(&self, path: &Path) -> anyhow::Result<Vec<Request>> {
+        let mut r = self.open(path)?;
+        let mut out = Vec::new();
+        while let Some(q) = r.next_request()? {
+            if self.limit.is_some_and(|l| out.len() as u64 >= l) {
+                break;
+            }
+            out.push(q);
+        }
+        report_skipped(r.as_ref());
+        Ok(out)
+    }
+}
+
+/// Runs the experiment; prints the tables and writes `--csv`/`--json`.
+pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
+    let report = measure(&a)?;
+    let mut out = std::io::stdout().lock();
+    print_report(&report, &mut out)?;
+    if let Some(dir) = &a.csv {
+        write_csv(dir, &report).with_context(|| format!("--csv {}", dir.display()))?;
+    }
+    if let Some(path) = &a.json {
+        let f = std::fs::File::create(path).with_context(|| format!("--json {}", path.display()))?;
+        serde_json::to_writer_pretty(std::io::BufWriter::new(f), &report)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Measures every table.
+pub fn measure(a: &DedupArgs) -> anyhow::Result<DedupReport> {
+    let block_size = parse_bytes(&a.block_size).context("--block-size")?;
+    let sizes = list(&a.sizes, parse_bytes).context("--sizes")?;
+    let fractions = list(&a.fractions, parse_fraction).context("--fractions")?;
+    let policies = parse_policy_list(&a.policies).context("--policies")?;
+    let policy_size = parse_bytes(&a.policy_size).context("--policy-size")?;
+    let volumes = list(&a.volumes, |s| Ok(s.parse::<usize>()?)).context("--volumes")?;
+    if volumes.iter().any(|&v| !(2..=16).contains(&v)) {
+        bail!("--volumes: counts between 2 and 16");
+    }
+    if a.trace.len() > 4 {
+        bail!("--trace: at most four files");
+    }
+    let run = DedupRun {
+        policy: PolicySpec::parse(&a.policy).context("--policy")?,
+        preset: Preset::Default,
+        block_size,
+        hash_fraction: parse_fraction(&a.hash_fraction).context("--hash-fraction")?,
+        ref_bytes: a.ref_bytes,
+    };
+    // Single-volume accesses: the first trace, or generated volume 0.
+    let (source, single): (String, Vec<BlockAccess>) = match a.trace.first() {
+        Some(path) => {
+            let mut r = a.open(path)?;
+            let acc = load(r.as_mut(), block_size, a.limit)?;
+            report_skipped(r.as_ref());
+            (path.display().to_string(), acc)
+        }
+        None => {
+            let reqs = a.generated(0, block_size)?;
+            let c = a.gen_config(a.seed, 1);
+            let src = format!(
+                "generated: zipf(alpha={}) over {} blocks, {} requests, write ratio {}, dup {}, zero {}, \
+                 cross-volume {}, rewrite {}, pool {}, seed {}",
+                a.alpha,
+                a.blocks,
+                a.requests,
+                a.write_ratio,
+                c.dup_ratio,
+                c.zero_fraction,
+                c.cross_volume,
+                c.rewrite_ratio,
+                c.pool,
+                a.seed
+            );
+            (src, load_requests(&reqs, block_size)?)
+        }
+    };
+    if single.is_empty() {
+        bail!("the trace has no block accesses");
+    }
+    let mut rows = Vec::new();
+    for &s in &sizes {
+        rows.push(run.compare(&single, s)?);
+    }
+    let sweep = fraction_sweep(&run, &single, policy_size, &fractions)?;
+    let mut prow = Vec::new();
+    for p in &policies {
+        let r = DedupRun { policy: p.clone(), ..run.clone() };
+        prow.push(PolicyRow { policy: p.label().to_string(), comparison: r.compare(&single, policy_size)? });
+    }
+    let mut vrows = Vec::new();
+    if a.trace.len() >= 2 {
+        let traces: Vec<Vec<Request>> = a.trace.iter().map(|p| a.read_requests(p)).collect::<Result<_, _>>()?;
+        let n = traces.len();
+        let acc = load_requests(&merge_by_time(traces), block_size)?;
+        vrows.push(unified_vs_private(&run, &acc, n, policy_size * n as u64)?);
+    } else if a.trace.is_empty() {
+        for &n in &volumes {
+            let traces: Vec<Vec<Request>> =
+                (0..n as u64).map(|i| a.generated(i, block_size)).collect::<Result<_, _>>()?;
+            let acc = load_requests(&merge_by_time(traces), block_size)?;
+            vrows.push(unified_vs_private(&run, &acc, n, policy_size * n as u64)?);
+        }
+    }
+    Ok(DedupReport {
+        source,
+        block_size,
+        policy: run.policy.label().to_string(),
+        hash_fraction: run.hash_fraction,
+        ref_bytes: run.ref_bytes,
+        block_accesses: single.len() as u64,
+        sizes: rows,
+        fractions: sweep,
+        policies: prow,
+        volumes: vrows,
+    })
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+/// Prints the tables.
+pub fn print_report(r: &DedupReport, out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(out, "source: {}", r.source)?;
+    writeln!(
+        out,
+        "block size {} B, policy {}, hash table 1/{:.0} of the cache, {} B per extra reference, {} block accesses\n",
+        r.block_size,
+        r.policy,
+        1.0 / r.hash_fraction,
+        r.ref_bytes,
+        r.block_accesses
+    )?;
+    writeln!(out, "Read hit rate (Table 3 layout)")?;
+    writeln!(
+        out,
+        "{:>10} {:>12} {:>14} {:>12} {:>14} {:>16}",
+        "cache", "offset", "content", "ideal", "silent writes", "device writes"
+    )?;
+    for c in &r.sizes {
+        writeln!(
+            out,
+            "{:>10} {:>12} {:>14} {:>12} {:>14} {:>16}",
+            human_bytes(c.cache_bytes),
+            pct(c.offset.read_hit_rate()),
+            pct(c.content.read_hit_rate()),
+            pct(c.content_ideal.read_hit_rate()),
+            c.silent_writes(),
+            format!("{} / {}", c.content.device_writes(), c.offset.device_writes),
+        )?;
+    }
+    writeln!(out, "(content: hash table charged; ideal: not charged; device writes: content / offset)\n")?;
+
+    writeln!(out, "Table 1 categories, content cache (block accesses)")?;
+    write!(out, "{:<60}", "category")?;
+    for c in &r.sizes {
+        write!(out, " {:>10}", human_bytes(c.cache_bytes))?;
+    }
+    writeln!(out)?;
+    for cat in Category::ALL {
+        write!(out, "{:<60}", cat.label())?;
+        for c in &r.sizes {
+            write!(out, " {:>10}", c.content.get(cat))?;
+        }
+        writeln!(out)?;
+    }
+    write!(out, "{:<60}", "full comparisons per insert")?;
+    for c in &r.sizes {
+        write!(out, " {:>10.3}", c.content.comparisons_per_insert())?;
+    }
+    writeln!(out, "\n")?;
+
+    if let Some(p) = r.fractions.first() {
+        writeln!(out, "Hash-table fraction at {} (Figures 4-5)", human_bytes(p.cache_bytes))?;
+        writeln!(
+            out,
+            "{:>9} {:>16} {:>14} {:>12} {:>12}",
+            "fraction", "full compares", "per insert", "hit rate", "ideal"
+        )?;
+        for p in &r.fractions {
+            writeln!(
+                out,
+                "{:>9} {:>16} {:>14.3} {:>12} {:>12}",
+                format!("1/{:.0}", 1.0 / p.hash_fraction),
+                p.full_comparisons,
+                p.comparisons_per_insert,
+                pct(p.read_hit_rate),
+                pct(p.ideal_read_hit_rate)
+            )?;
+        }
+        writeln!(out)?;
+    }
+
+    if let Some(p) = r.policies.first() {
+        writeln!(out, "Policies at {}", human_bytes(p.comparison.cache_bytes))?;
+        writeln!(out, "{:<14} {:>10} {:>10} {:>10} {:>14}", "policy", "offset", "content", "ideal", "refs dropped")?;
+        for p in &r.policies {
+            let c = &p.comparison;
+            writeln!(
+                out,
+                "{:<14} {:>10} {:>10} {:>10} {:>14}",
+                p.policy,
+                pct(c.offset.read_hit_rate()),
+                pct(c.content.read_hit_rate()),
+                pct(c.content_ideal.read_hit_rate()),
+                c.content.refs_dropped
+            )?;
+        }
+        writeln!(out)?;
+    }
+
+    if !r.volumes.is_empty() {
+        writeln!(out, "Unified vs private caches (read hit rate; private caches get the budget / volumes)")?;
+        writeln!(
+            out,
+            "{:>7} {:>10} {:>15} {:>16} {:>15} {:>16} {:>14}",
+            "volumes",
+            "budget",
+            "private offset",
+            "private content",
+            "unified offset",
+            "unified content",
+            "content hits"
+        )?;
+        for v in &r.volumes {
+            writeln!(
+                out,
+                "{:>7} {:>10} {:>15} {:>16} {:>15} {:>16} {:>14}",
+                v.volumes,
+                human_bytes(v.cache_bytes),
+                pct(v.private_offset),
+                pct(v.private_content),
+                pct(v.unified_offset),
+                pct(v.unified_content),
+                v.unified_content_hits
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn write_csv(dir: &Path, r: &DedupReport) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let mut f = std::fs::File::create(dir.join("sizes.csv"))?;
+    writeln!(
+        f,
+        "cache_bytes,offset_read_hit_rate,content_read_hit_rate,ideal_read_hit_rate,silent_writes,\
+         content_device_writes,offset_device_writes,full_comparisons,comparisons_per_insert"
+    )?;
+    for c in &r.sizes {
+        writeln!(
+            f,
+            "{},{:.6},{:.6},{:.6},{},{},{},{},{:.6}",
+            c.cache_bytes,
+            c.offset.read_hit_rate(),
+            c.content.read_hit_rate(),
+            c.content_ideal.read_hit_rate(),
+            c.silent_writes(),
+            c.content.device_writes(),
+            c.offset.device_writes,
+            c.content.full_comparisons,
+            c.content.comparisons_per_insert()
+        )?;
+    }
+    let mut f = std::fs::File::create(dir.join("categories.csv"))?;
+    let names: Vec<&str> = Category::ALL.iter().map(|c| c.short()).collect();
+    writeln!(f, "cache_bytes,{}", names.join(","))?;
+    for c in &r.sizes {
+        let v: Vec<String> = Category::ALL.iter().map(|&k| c.content.get(k).to_string()).collect();
+        writeln!(f, "{},{}", c.cache_bytes, v.join(","))?;
+    }
+    let mut f = std::fs::File::create(dir.join("fractions.csv"))?;
+    writeln!(f, "cache_bytes,hash_fraction,full_comparisons,comparisons_per_insert,read_hit_rate,ideal_read_hit_rate")?;
+    for p in &r.fractions {
+        writeln!(
+            f,
+            "{},{},{},{:.6},{:.6},{:.6}",
+            p.cache_bytes,
+            p.hash_fraction,
+            p.full_comparisons,
+            p.comparisons_per_insert,
+            p.read_hit_rate,
+            p.ideal_read_hit_rate
+        )?;
+    }
+    let mut f = std::fs::File::create(dir.join("policies.csv"))?;
+    writeln!(f, "policy,cache_bytes,offset_read_hit_rate,content_read_hit_rate,ideal_read_hit_rate,refs_dropped")?;
+    for p in &r.policies {
+        let c = &p.comparison;
+        writeln!(
+            f,
+            "\"{}\",{},{:.6},{:.6},{:.6},{}",
+            p.policy,
+            c.cache_bytes,
+            c.offset.read_hit_rate(),
+            c.content.read_hit_rate(),
+            c.content_ideal.read_hit_rate(),
+            c.content.refs_dropped
+        )?;
+    }
+    let mut f = std::fs::File::create(dir.join("volumes.csv"))?;
+    writeln!(f, "volumes,cache_bytes,private_offset,private_content,unified_offset,unified_content,content_hits")?;
+    for v in &r.volumes {
+        writeln!(
+            f,
+            "{},{},{:.6},{:.6},{:.6},{:.6},{}",
+            v.volumes,
+            v.cache_bytes,
+            v.private_offset,
+            v.private_content,
+            v.unified_offset,
+            v.unified_content,
+            v.unified_content_hits
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        a: DedupArgs,
+    }
+
+    fn args(extra: &[&str]) -> DedupArgs {
+        let mut v = vec!["x", "--requests", "20000", "--blocks", "5000", "--sizes", "256KiB,2MiB,8MiB"];
+        v.extend_from_slice(extra);
+        Cli::parse_from(v).a
+    }
+
+    #[test]
+    fn run_prints_every_table_and_writes_csv_and_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("r.json");
+        let csv = dir.path().join("csv");
+        let a = args(&[
+            "--policy-size",
+            "1MiB",
+            "--volumes",
+            "2,3",
+            "--csv",
+            csv.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert_eq!(run(a.clone()).unwrap(), ExitCode::SUCCESS);
+        let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!(r["sizes"].as_array().unwrap().len(), 3);
+        assert_eq!(r["fractions"].as_array().unwrap().len(), 5);
+        assert_eq!(r["policies"].as_array().unwrap().len(), 5);
+        assert_eq!(r["volumes"].as_array().unwrap().len(), 2);
+        for name in ["sizes", "categories", "fractions", "policies", "volumes"] {
+            let text = std::fs::read_to_string(csv.join(format!("{name}.csv"))).unwrap();
+            assert!(text.lines().count() >= 3, "{name}: {text}");
+        }
+        // Deterministic: the same arguments measure the same numbers.
+        let m1 = serde_json::to_value(measure(&a).unwrap()).unwrap();
+        let m2 = serde_json::to_value(measure(&a).unwrap()).unwrap();
+        assert_eq!(m1, m2);
+        let mut text = Vec::new();
+        print_report(&measure(&a).unwrap(), &mut text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        for want in ["Table 3", "silent write", "Figures 4-5", "Unified vs private", "s3fifo"] {
+            assert!(text.contains(want), "missing {want}:\n{text}");
+        }
+    }
+
+    /// The default experiment (what `blockwell experiment dedup` prints once wired); run with
+    /// `cargo test -p blockwell-cli --bin blockwell -- --ignored default_experiment --nocapture`.
+    /// Extra arguments come from the environment variable `BLOCKWELL_DEDUP_ARGS` (space separated).
+    #[test]
+    #[ignore = "the full experiment: seconds to minutes"]
+    fn default_experiment() {
+        let extra = std::env::var("BLOCKWELL_DEDUP_ARGS").unwrap_or_default();
+        let mut v = vec!["x"];
+        v.extend(extra.split_whitespace());
+        assert_eq!(run(Cli::parse_from(v).a).unwrap(), ExitCode::SUCCESS);
+    }
+
+    #[test]
+    fn reads_a_csv_trace_with_digests() {
+        let dir = tempfile::tempdir().unwrap();
+        let p1 = dir.path().join("a.csv");
+        let p2 = dir.path().join("b.csv");
+        for (p, shift) in [(&p1, 0u64), (&p2, 1)] {
+            let mut f = std::fs::File::create(p).unwrap();
+            for i in 0..400u64 {
+                let op = if i % 3 == 0 { "W" } else { "R" };
+                writeln!(f, "{},{op},{},{:032x}", i * 10 + shift, (i % 50) * 4096, i % 50 + 1).unwrap();
+            }
+        }
+        let a = args(&[
+            "--trace",
+            p1.to_str().unwrap(),
+            "--trace",
+            p2.to_str().unwrap(),
+            "--format",
+            "csv",
+            "--csv-columns",
+            "time=0,op=1,offset=2,digest=3,header=false",
+            "--policy-size",
+            "64KiB",
+        ]);
+        let r = measure(&a).unwrap();
+        assert_eq!(r.block_accesses, 400);
+        assert_eq!(r.volumes.len(), 1, "two traces: one unified-vs-private row");
+        assert!(r.volumes[0].unified_content_hits > 0, "identical volumes share content");
+        assert!(r.sizes[0].silent_writes() > 0);
+        assert!(measure(&args(&["--fractions", "2"])).is_err());
+    }
+}
