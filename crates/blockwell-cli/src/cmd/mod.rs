@@ -5,6 +5,7 @@ use std::process::ExitCode;
 pub mod common;
 pub mod demo;
 pub mod disk;
+pub mod experiment_es;
 pub mod mount;
 pub mod mrc;
 pub mod serve;
