@@ -279,9 +279,16 @@ mod tests {
 
     #[test]
     fn bad_options_are_errors() {
-        assert!(tables(&args(&["--slowdowns", "0.5"])).is_err());
-        assert!(tables(&args(&["--workload", "tpcc"])).is_err());
-        assert!(tables(&args(&["--mode", "sideways"])).is_err());
-        assert!(tables(&args(&["--disk", "floppy"])).is_err());
+        let with = |f: fn(&mut EsArgs)| {
+            let mut a = args(&[]);
+            f(&mut a);
+            tables(&a)
+        };
+        assert!(with(|a| a.slowdowns = "0.5".into()).is_err());
+        assert!(with(|a| a.slowdowns = "two".into()).is_err());
+        assert!(with(|a| a.workload = "tpcc".into()).is_err());
+        assert!(with(|a| a.mode = "sideways".into()).is_err());
+        assert!(with(|a| a.disk = "floppy".into()).is_err());
+        assert!(with(|a| a.sizes = "big".into()).is_err());
     }
 }
