@@ -11,7 +11,9 @@ use crate::cmd::common::{parse_bytes, parse_sizes};
 use anyhow::{bail, Context};
 use blockwell_core::PolicySpec;
 use blockwell_disk::DiskSpec;
-use blockwell_sim::estier::{equivalence_table, EsConfig, EsMode, EsTable, EsWorkload, SearchConfig};
+use blockwell_sim::estier::{
+    equivalence_table, simulate, EsConfig, EsMode, EsReport, EsTable, EsWorkload, SearchConfig,
+};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -77,11 +79,16 @@ pub struct EsArgs {
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
 
+    /// Also print, per workload and reference size, the per-level metrics of the reference (slowdown 1) and of
+    /// a tier of the same size at the largest slowdown: miss rates, pages moved, time per level.
+    #[arg(long)]
+    pub levels: bool,
+
     /// Also write every search result as CSV.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
 
-    /// Also write the tables as JSON.
+    /// Also write the tables as JSON (with --levels: an object with "tables" and "levels").
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 }
@@ -210,12 +217,90 @@ pub fn csv(out: &mut dyn Write, tables: &[EsTable]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// One line of `--levels`.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LevelLine {
+    pub workload: String,
+    pub es_blocks: usize,
+    pub slowdown: f64,
+    pub report: EsReport,
+}
+
+/// Per-level metrics of every table's reference sizes at slowdown 1 and at the largest slowdown.
+pub fn level_lines(a: &EsArgs, tables: &[EsTable]) -> anyhow::Result<Vec<LevelLine>> {
+    let base = base_config(a)?;
+    let mut out = Vec::new();
+    for t in tables {
+        let w = EsWorkload::named(&t.workload, a.scale, a.seed)?;
+        let smax = t.rows.iter().map(|r| r.slowdown).fold(1.0, f64::max);
+        for &b in &t.reference_blocks {
+            for s in [1.0, smax] {
+                let report = simulate(&EsConfig { es_blocks: b, slowdown: s, ..base.clone() }, &w)?;
+                out.push(LevelLine { workload: t.workload.clone(), es_blocks: b, slowdown: s, report });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Prints `--levels`.
+pub fn print_levels(out: &mut dyn Write, lines: &[LevelLine]) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:<9} {:>7} {:>4} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}",
+        "workload",
+        "es_MiB",
+        "slow",
+        "reads",
+        "writes",
+        "dram_mr",
+        "es_mr",
+        "es_in",
+        "es_out",
+        "disk_rd",
+        "disk_wr",
+        "dram_s",
+        "es_s",
+        "disk_s"
+    )?;
+    for l in lines {
+        let r = &l.report;
+        writeln!(
+            out,
+            "{:<9} {:>7.0} {:>4} {:>9} {:>9} {:>7.4} {:>7.4} {:>9} {:>9} {:>9} {:>8} {:>8.2} {:>8.2} {:>8.2}",
+            l.workload,
+            mib(l.es_blocks),
+            l.slowdown,
+            r.user_reads,
+            r.user_writes,
+            r.dram.read_miss_rate(),
+            r.es.read_miss_rate(),
+            r.es.pages_written,
+            r.es.pages_read,
+            r.disk.pages_read,
+            r.disk.pages_written,
+            r.dram.time_ns as f64 / 1e9,
+            r.es.time_ns as f64 / 1e9,
+            r.disk.time_ns as f64 / 1e9
+        )?;
+    }
+    writeln!(out, "mr: read miss rate of the level; es_in/es_out: pages copied into/out of the tier; times in seconds")
+}
+
 /// `blockwell experiment es-equivalence`.
 pub fn run(a: EsArgs) -> anyhow::Result<ExitCode> {
     let t = tables(&a)?;
+    let levels = if a.levels { level_lines(&a, &t)? } else { Vec::new() };
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();
-    match print(&mut lock, &t) {
+    let printed = print(&mut lock, &t).and_then(|()| {
+        if a.levels {
+            writeln!(lock)?;
+            print_levels(&mut lock, &levels)?;
+        }
+        Ok(())
+    });
+    match printed {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
         r => r?,
     }
@@ -225,7 +310,11 @@ pub fn run(a: EsArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(p) = &a.json {
         let f = std::fs::File::create(p).with_context(|| format!("--json {}", p.display()))?;
-        serde_json::to_writer_pretty(f, &t)?;
+        if a.levels {
+            serde_json::to_writer_pretty(f, &serde_json::json!({ "tables": t, "levels": levels }))?;
+        } else {
+            serde_json::to_writer_pretty(f, &t)?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -275,6 +364,21 @@ mod tests {
         assert!(s.contains("Table II layout") && s.contains("bonnie") && s.contains("price<="), "{s}");
         assert_eq!(t[0].rows.len(), 2);
         assert_eq!(t[0].rows[0].mean_ratio, Some(1.0));
+    }
+
+    #[test]
+    fn levels_report_the_reference_and_the_slowest_tier() {
+        let a = args(&["--workload", "bonnie", "--levels"]);
+        let t = tables(&a).unwrap();
+        let l = level_lines(&a, &t).unwrap();
+        assert_eq!(l.len(), 2 * 2, "2 sizes × (slowdown 1, slowdown 3)");
+        assert_eq!((l[0].slowdown, l[1].slowdown), (1.0, 3.0));
+        // Same tier size: same misses, three times the tier time.
+        assert_eq!(l[0].report.es.read_misses, l[1].report.es.read_misses);
+        assert_eq!(3 * l[0].report.es.time_ns, l[1].report.es.time_ns);
+        let mut buf = Vec::new();
+        print_levels(&mut buf, &l).unwrap();
+        assert_eq!(String::from_utf8(buf).unwrap().lines().count(), 1 + 4 + 1);
     }
 
     #[test]
