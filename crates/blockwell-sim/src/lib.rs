@@ -2,7 +2,8 @@
 //!
 //! Drivers over the engine: [`replay`] feeds one pass of a trace to many (policy × size) caches across all
 //! cores; [`mrc`] computes miss-ratio curves; [`analysis`] summarizes a trace; [`gen`] generates synthetic
-//! workloads.
+//! workloads; [`estier`] models seed `002_*`'s extended-storage tier (DRAM page cache → slower memory tier → disk)
+//! and its equivalent-capacity analysis.
 
 pub mod analysis;
 pub mod estier;

@@ -95,6 +95,21 @@ fn small_hand_checked_trace() {
 }
 
 #[test]
+fn no_cache_at_all_goes_to_disk_every_time() {
+    let c = EsConfig { dram_ns: 1000, ..cfg(0, 0, EsMode::Inclusive, 3.0) };
+    let w = EsWorkload {
+        name: "bare".into(),
+        ops: vec![EsOp::Read(1), EsOp::Read(1), EsOp::Write(1)],
+        pages: 2,
+        working_set: 2,
+    };
+    let r = stepped(&c, &w);
+    assert_eq!((r.disk.pages_read, r.disk.pages_written), (2, 1));
+    assert_eq!((r.transfers.tier(), r.es.time_ns, r.dram.time_ns), (0, 0, 2000));
+    assert_eq!(r.total_ns, r.dram.time_ns + r.disk.time_ns);
+}
+
+#[test]
 fn exclusive_keeps_each_page_in_exactly_one_level() {
     let w = postmark_small();
     let c = cfg(300, 900, EsMode::Exclusive, 2.0);
