@@ -195,6 +195,17 @@ fn postmark_shape() {
 }
 
 #[test]
+fn paper_scale_working_sets_are_about_one_gigabyte() {
+    // Seed 002: PostMark's 100,000 files of 500..15,000 B give "a working set size of just over 1 GB"; Bonnie
+    // seeks in a 1 GB file.
+    let p = EsWorkload::named("postmark", 1.0, 1).unwrap();
+    let mib = p.working_set * 4096 / (1 << 20);
+    assert!((1024..1400).contains(&mib), "{mib} MiB");
+    let b = EsWorkload::named("bonnie", 1.0, 1).unwrap();
+    assert_eq!(b.working_set * 4096, 1 << 30);
+}
+
+#[test]
 fn ratio_is_one_at_slowdown_one_and_grows_with_slowdown() {
     let search = SearchConfig::default();
     for w in [postmark_small(), bonnie_small()] {
