@@ -2,11 +2,13 @@
 //!
 //! Drivers over the engine: [`replay`] feeds one pass of a trace to many (policy × size) caches across all
 //! cores; [`mrc`] computes miss-ratio curves; [`analysis`] summarizes a trace; [`gen`] generates synthetic
-//! workloads; [`gen_content`] adds content digests; [`dedup`] compares offset- and
-//! content-based caching (seed 003).
+//! workloads; [`gen_content`] adds content digests; [`dedup`] compares offset- and content-based caching
+//! (seed 003); [`estier`] models seed `002_*`'s extended-storage tier (DRAM page cache → slower memory tier →
+//! disk) and its equivalent-capacity analysis.
 
 pub mod analysis;
 pub mod dedup;
+pub mod estier;
 pub mod filetrace;
 pub mod gen;
 pub mod gen_content;

@@ -8,6 +8,7 @@ pub mod disk;
 // Not wired yet: the lead registers it as `blockwell experiment dedup` (then drop this allow).
 #[allow(dead_code)]
 pub mod experiment_dedup;
+pub mod experiment_es;
 pub mod mount;
 pub mod mrc;
 pub mod serve;

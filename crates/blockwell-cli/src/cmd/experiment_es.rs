@@ -1,0 +1,398 @@
+//! `blockwell experiment es-equivalence`: seed `002_*`'s Table II. For each slowdown factor of file memory
+//! relative to DRAM, the extended-storage tier capacity that matches the time of a DRAM tier of each reference
+//! size (bisection, [`blockwell_sim::estier::search`]), the mean capacity ratio per slowdown (the paper's
+//! Table II) and the break-even price ratio, on generated PostMark-like and Bonnie-like workloads.
+//! Model and parameters: `docs/extended-storage.md`; measured tables: `docs/experiments/es-equivalence.md`.
+//!
+//! The lead wires [`run`] into `main.rs` as `experiment es-equivalence`; until then the binary does not call it.
+#![allow(dead_code)]
+
+use crate::cmd::common::{parse_bytes, parse_sizes};
+use anyhow::{bail, Context};
+use blockwell_core::PolicySpec;
+use blockwell_disk::DiskSpec;
+use blockwell_sim::estier::{
+    equivalence_table, simulate, EsConfig, EsMode, EsReport, EsTable, EsWorkload, SearchConfig,
+};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Options of `blockwell experiment es-equivalence`.
+#[derive(clap::Args, Debug, Clone)]
+#[command(after_help = "\
+The reference is a tier of DRAM (slowdown 1) of each --sizes capacity; for each --slowdowns factor the search \
+finds the smallest tier capacity whose total time (DRAM copies + tier transfers + disk) is at most the \
+reference's, to within --tolerance of the reference capacity. Table II of seed 002 is the mean ratio over the \
+sizes; the break-even price is 1/ratio (file memory must cost at most that fraction of DRAM per bit).")]
+pub struct EsArgs {
+    /// Workloads, comma-separated: postmark, bonnie.
+    #[arg(long, value_name = "LIST", default_value = "postmark,bonnie")]
+    pub workload: String,
+
+    /// Scale of the workloads: PostMark files and transactions, Bonnie file size and seeks (1 = the paper's).
+    #[arg(long, value_name = "F", default_value_t = 1.0)]
+    pub scale: f64,
+
+    /// Seed of the workload generators.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+
+    /// Reference DRAM tier sizes: comma-separated `25%` (of the workload's working set), `256MiB` or
+    /// `65536blocks` (4 KiB pages).
+    #[arg(long, value_name = "LIST", default_value = "12.5%,25%,37.5%,50%,62.5%,75%")]
+    pub sizes: String,
+
+    /// Slowdown factors of file memory relative to DRAM.
+    #[arg(long, value_name = "LIST", default_value = "1,2,3,4,5")]
+    pub slowdowns: String,
+
+    /// DRAM page cache above the tier (0 = none: seed 002's experimental model).
+    #[arg(long, value_name = "BYTES", default_value = "0")]
+    pub page_cache: String,
+
+    /// Tier mode with a page cache: inclusive or exclusive.
+    #[arg(long, default_value = "inclusive")]
+    pub mode: String,
+
+    /// Replacement policy of both levels.
+    #[arg(long, default_value = "lru")]
+    pub policy: String,
+
+    /// Disk model (blockwell disk list).
+    #[arg(long, default_value = "cheetah9lp")]
+    pub disk: String,
+
+    /// Nanoseconds of one DRAM page copy (a tier transfer costs this × slowdown + --transfer-ns).
+    #[arg(long, value_name = "NS", default_value_t = 1950)]
+    pub dram_ns: u64,
+
+    /// Fixed nanoseconds added to every tier transfer.
+    #[arg(long, value_name = "NS", default_value_t = 0)]
+    pub transfer_ns: u64,
+
+    /// Search tolerance, as a fraction of the reference capacity.
+    #[arg(long, default_value_t = 0.005)]
+    pub tolerance: f64,
+
+    /// Worker threads (results do not depend on it).
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+
+    /// Also print, per workload and reference size, the per-level metrics of the reference (slowdown 1) and of
+    /// a tier of the same size at the largest slowdown: miss rates, pages moved, time per level.
+    #[arg(long)]
+    pub levels: bool,
+
+    /// Also write every search result as CSV.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+
+    /// Also write the tables as JSON (with --levels: an object with "tables" and "levels").
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+fn parse_list_f64(s: &str) -> anyhow::Result<Vec<f64>> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(|x| x.parse::<f64>().with_context(|| format!("'{x}' is not a number")))
+        .collect()
+}
+
+/// The hierarchy every search starts from.
+pub fn base_config(a: &EsArgs) -> anyhow::Result<EsConfig> {
+    let policy = PolicySpec::parse(&a.policy).context("--policy")?;
+    let page_cache = parse_bytes(&a.page_cache).context("--page-cache")?;
+    Ok(EsConfig {
+        dram_blocks: usize::try_from(page_cache / 4096).context("--page-cache")?,
+        dram_policy: policy.clone(),
+        es_policy: policy,
+        dram_ns: a.dram_ns,
+        transfer_ns: a.transfer_ns,
+        mode: EsMode::from_name(&a.mode).context("--mode")?,
+        disk: DiskSpec::parse(&a.disk).context("--disk")?,
+        ..EsConfig::default()
+    })
+}
+
+/// Runs the searches and returns one table per workload.
+pub fn tables(a: &EsArgs) -> anyhow::Result<Vec<EsTable>> {
+    let base = base_config(a)?;
+    let slowdowns = parse_list_f64(&a.slowdowns).context("--slowdowns")?;
+    if slowdowns.is_empty() || slowdowns.iter().any(|&s| !(s.is_finite() && s >= 1.0)) {
+        bail!("--slowdowns: give factors >= 1");
+    }
+    let sizes = parse_sizes(&a.sizes).context("--sizes")?;
+    let search = SearchConfig { tolerance: a.tolerance, max_blocks: None, threads: a.threads.max(1) };
+    let mut out = Vec::new();
+    for name in a.workload.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        let w = EsWorkload::named(name, a.scale, a.seed).with_context(|| format!("--workload {name}"))?;
+        let refs: Vec<usize> = sizes.iter().map(|s| s.blocks(4096, w.working_set).max(1) as usize).collect::<Vec<_>>();
+        if refs.is_empty() {
+            bail!("--sizes: no size given");
+        }
+        out.push(equivalence_table(&base, &w, &refs, &slowdowns, &search)?);
+    }
+    Ok(out)
+}
+
+fn mib(blocks: usize) -> f64 {
+    blocks as f64 * 4096.0 / (1024.0 * 1024.0)
+}
+
+fn opt(x: Option<f64>, prec: usize) -> String {
+    x.map_or_else(|| "-".into(), |v| format!("{v:.prec$}"))
+}
+
+/// Prints the tables (per-size ratios, then the Table II layout with the break-even price).
+pub fn print(out: &mut dyn Write, tables: &[EsTable]) -> std::io::Result<()> {
+    for t in tables {
+        writeln!(out, "{}: capacity of file memory / DRAM for equal time, per reference size (MiB)", t.workload)?;
+        write!(out, "{:>9}", "slowdown")?;
+        for &b in &t.reference_blocks {
+            write!(out, " {:>8.0}", mib(b))?;
+        }
+        writeln!(out)?;
+        for r in &t.rows {
+            write!(out, "{:>9}", r.slowdown)?;
+            for e in &r.per_size {
+                write!(out, " {:>8}", opt(e.ratio, 3))?;
+            }
+            writeln!(out)?;
+        }
+        writeln!(out)?;
+    }
+    writeln!(out, "Table II layout: mean ratio of file memory capacity to DRAM capacity (sizes with an equivalent)")?;
+    write!(out, "{:>9}", "slowdown")?;
+    for t in tables {
+        write!(out, " {:>10} {:>6} {:>9}", t.workload, "found", "price<=")?;
+    }
+    writeln!(out)?;
+    let n = tables.iter().map(|t| t.rows.len()).max().unwrap_or(0);
+    for i in 0..n {
+        let s = tables.iter().find_map(|t| t.rows.get(i)).map(|r| r.slowdown).unwrap_or(0.0);
+        write!(out, "{s:>9}")?;
+        for t in tables {
+            match t.rows.get(i) {
+                Some(r) => write!(
+                    out,
+                    " {:>10} {:>6} {:>9}",
+                    opt(r.mean_ratio, 3),
+                    format!("{}/{}", r.found, r.per_size.len()),
+                    opt(r.break_even_price, 3)
+                )?,
+                None => write!(out, " {:>10} {:>6} {:>9}", "", "", "")?,
+            }
+        }
+        writeln!(out)?;
+    }
+    writeln!(out, "price<=: break-even price of file memory per bit relative to DRAM (1 / mean ratio)")?;
+    Ok(())
+}
+
+/// CSV: one line per (workload, slowdown, reference size).
+pub fn csv(out: &mut dyn Write, tables: &[EsTable]) -> std::io::Result<()> {
+    writeln!(out, "workload,slowdown,reference_blocks,reference_ns,equivalent_blocks,equivalent_ns,ratio,evaluations")?;
+    for t in tables {
+        for r in &t.rows {
+            for e in &r.per_size {
+                let o = |x: Option<String>| x.unwrap_or_default();
+                writeln!(
+                    out,
+                    "{},{},{},{},{},{},{},{}",
+                    t.workload,
+                    e.slowdown,
+                    e.reference_blocks,
+                    e.reference_ns,
+                    o(e.equivalent_blocks.map(|v| v.to_string())),
+                    o(e.equivalent_ns.map(|v| v.to_string())),
+                    o(e.ratio.map(|v| format!("{v:.6}"))),
+                    e.evaluations
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One line of `--levels`.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LevelLine {
+    pub workload: String,
+    pub es_blocks: usize,
+    pub slowdown: f64,
+    pub report: EsReport,
+}
+
+/// Per-level metrics of every table's reference sizes at slowdown 1 and at the largest slowdown.
+pub fn level_lines(a: &EsArgs, tables: &[EsTable]) -> anyhow::Result<Vec<LevelLine>> {
+    let base = base_config(a)?;
+    let mut out = Vec::new();
+    for t in tables {
+        let w = EsWorkload::named(&t.workload, a.scale, a.seed)?;
+        let smax = t.rows.iter().map(|r| r.slowdown).fold(1.0, f64::max);
+        for &b in &t.reference_blocks {
+            for s in [1.0, smax] {
+                let report = simulate(&EsConfig { es_blocks: b, slowdown: s, ..base.clone() }, &w)?;
+                out.push(LevelLine { workload: t.workload.clone(), es_blocks: b, slowdown: s, report });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Prints `--levels`.
+pub fn print_levels(out: &mut dyn Write, lines: &[LevelLine]) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:<9} {:>7} {:>4} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}",
+        "workload",
+        "es_MiB",
+        "slow",
+        "reads",
+        "writes",
+        "dram_mr",
+        "es_mr",
+        "es_in",
+        "es_out",
+        "disk_rd",
+        "disk_wr",
+        "dram_s",
+        "es_s",
+        "disk_s"
+    )?;
+    for l in lines {
+        let r = &l.report;
+        writeln!(
+            out,
+            "{:<9} {:>7.0} {:>4} {:>9} {:>9} {:>7.4} {:>7.4} {:>9} {:>9} {:>9} {:>8} {:>8.2} {:>8.2} {:>8.2}",
+            l.workload,
+            mib(l.es_blocks),
+            l.slowdown,
+            r.user_reads,
+            r.user_writes,
+            r.dram.read_miss_rate(),
+            r.es.read_miss_rate(),
+            r.es.pages_written,
+            r.es.pages_read,
+            r.disk.pages_read,
+            r.disk.pages_written,
+            r.dram.time_ns as f64 / 1e9,
+            r.es.time_ns as f64 / 1e9,
+            r.disk.time_ns as f64 / 1e9
+        )?;
+    }
+    writeln!(out, "mr: read miss rate of the level; es_in/es_out: pages copied into/out of the tier; times in seconds")
+}
+
+/// `blockwell experiment es-equivalence`.
+pub fn run(a: EsArgs) -> anyhow::Result<ExitCode> {
+    let t = tables(&a)?;
+    let levels = if a.levels { level_lines(&a, &t)? } else { Vec::new() };
+    let stdout = std::io::stdout();
+    let mut lock = stdout.lock();
+    let printed = print(&mut lock, &t).and_then(|()| {
+        if a.levels {
+            writeln!(lock)?;
+            print_levels(&mut lock, &levels)?;
+        }
+        Ok(())
+    });
+    match printed {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
+        r => r?,
+    }
+    if let Some(p) = &a.csv {
+        let mut f = std::fs::File::create(p).with_context(|| format!("--csv {}", p.display()))?;
+        csv(&mut f, &t)?;
+    }
+    if let Some(p) = &a.json {
+        let f = std::fs::File::create(p).with_context(|| format!("--json {}", p.display()))?;
+        if a.levels {
+            serde_json::to_writer_pretty(f, &serde_json::json!({ "tables": t, "levels": levels }))?;
+        } else {
+            serde_json::to_writer_pretty(f, &t)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        a: EsArgs,
+    }
+
+    fn args(extra: &[&str]) -> EsArgs {
+        let mut v = vec!["x", "--scale", "0.01", "--sizes", "25%,50%", "--slowdowns", "1,3", "--threads", "1"];
+        v.extend_from_slice(extra);
+        Cli::parse_from(v).a
+    }
+
+    #[test]
+    fn run_writes_tables_csv_and_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, j) = (dir.path().join("t.csv"), dir.path().join("t.json"));
+        let a = args(&["--csv", c.to_str().unwrap(), "--json", j.to_str().unwrap()]);
+        assert_eq!(run(a).unwrap(), ExitCode::SUCCESS);
+        let csv = std::fs::read_to_string(&c).unwrap();
+        // Header + 2 workloads × 2 slowdowns × 2 sizes.
+        assert_eq!(csv.lines().count(), 1 + 8, "{csv}");
+        let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+        let t = json.as_array().unwrap();
+        assert_eq!(t.len(), 2);
+        assert_eq!(t[0]["workload"], "postmark");
+        // Slowdown 1: the ratio is exactly 1 at every size.
+        for table in t {
+            assert_eq!(table["rows"][0]["mean_ratio"], 1.0);
+        }
+    }
+
+    #[test]
+    fn printed_table_has_table_ii_layout() {
+        let t = tables(&args(&["--workload", "bonnie"])).unwrap();
+        let mut buf = Vec::new();
+        print(&mut buf, &t).unwrap();
+        let s = String::from_utf8(buf).unwrap();
+        assert!(s.contains("Table II layout") && s.contains("bonnie") && s.contains("price<="), "{s}");
+        assert_eq!(t[0].rows.len(), 2);
+        assert_eq!(t[0].rows[0].mean_ratio, Some(1.0));
+    }
+
+    #[test]
+    fn levels_report_the_reference_and_the_slowest_tier() {
+        let a = args(&["--workload", "bonnie", "--levels"]);
+        let t = tables(&a).unwrap();
+        let l = level_lines(&a, &t).unwrap();
+        assert_eq!(l.len(), 2 * 2, "2 sizes × (slowdown 1, slowdown 3)");
+        assert_eq!((l[0].slowdown, l[1].slowdown), (1.0, 3.0));
+        // Same tier size: same misses, three times the tier time.
+        assert_eq!(l[0].report.es.read_misses, l[1].report.es.read_misses);
+        assert_eq!(3 * l[0].report.es.time_ns, l[1].report.es.time_ns);
+        let mut buf = Vec::new();
+        print_levels(&mut buf, &l).unwrap();
+        assert_eq!(String::from_utf8(buf).unwrap().lines().count(), 1 + 4 + 1);
+    }
+
+    #[test]
+    fn bad_options_are_errors() {
+        let with = |f: fn(&mut EsArgs)| {
+            let mut a = args(&[]);
+            f(&mut a);
+            tables(&a)
+        };
+        assert!(with(|a| a.slowdowns = "0.5".into()).is_err());
+        assert!(with(|a| a.slowdowns = "two".into()).is_err());
+        assert!(with(|a| a.workload = "tpcc".into()).is_err());
+        assert!(with(|a| a.mode = "sideways".into()).is_err());
+        assert!(with(|a| a.disk = "floppy".into()).is_err());
+        assert!(with(|a| a.sizes = "big".into()).is_err());
+    }
+}
