@@ -10,5 +10,6 @@ pub mod gen;
 pub mod layout;
 pub mod mrc;
 pub mod replay;
+pub mod vtime;
 pub mod workload;
 pub mod workloads;

@@ -1,0 +1,958 @@
+//! The discrete-event engine.
+
+use super::device::{DevReq, Device};
+use super::level::{Flight, Level, Oracle, Waiter};
+use super::redcap::RedcapLevel;
+use super::report::{LevelReport, Report};
+use super::{BlockRequest, Config, Error, IssueMode, LevelConfig};
+use crate::layout::FileMap;
+use crate::workload::Workload;
+use blockwell_core::cache::CacheConfig;
+use blockwell_core::cluster::{Clusterer, DeviceRead};
+use blockwell_core::key::{block_span, MAX_BLOCK, MAX_VOLUME};
+use blockwell_core::policy::Access;
+use blockwell_core::prefetch::{BlockState, Demand, Fetch};
+use blockwell_core::{BlockKey, Op};
+use blockwell_disk::{DiskModel, DiskOp, SECTOR};
+use blockwell_trace::TraceReader;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// One process request, resolved to blocks (file pages, or volume blocks for block-level input).
+#[derive(Clone, Copy, Debug)]
+struct Req {
+    /// File (file workloads) or volume (block input).
+    target: u32,
+    op: Op,
+    first: u64,
+    /// Blocks (0: the request touches nothing and completes at once).
+    n: u64,
+    think_ns: u64,
+    at_ns: Option<u64>,
+}
+
+struct Proc {
+    reqs: Vec<Req>,
+    next: usize,
+    outstanding: u32,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Job {
+    proc: u32,
+    pending: u32,
+    issued_at: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Issue(u32),
+    DeviceDone,
+    /// A REDCAP shadow device (0: without the cache, 1: with it) completed a request.
+    ShadowDone(u8),
+}
+
+/// What the input is.
+enum Input {
+    Files { map: FileMap, pages: Vec<u64> },
+    Blocks,
+}
+
+struct Sim {
+    now: u64,
+    seq: u64,
+    events: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    n_events: u64,
+    open_loop: bool,
+    think: Option<u64>,
+    spb: u64,
+    max_blocks: u64,
+    procs: Vec<Proc>,
+    jobs: Vec<Job>,
+    free_jobs: Vec<u32>,
+    input: Input,
+    page: Option<Level>,
+    block: Level,
+    redcap: Option<RedcapLevel>,
+    clusterer: Clusterer,
+    dev: Device,
+    completed: u64,
+    response_sum: u128,
+    app_end: u64,
+    /// Completion time of the last real device request (shadow devices may run later).
+    last_device: u64,
+    // scratch
+    fetches: Vec<Fetch>,
+    runs: Vec<(u64, u64)>,
+}
+
+fn build_level(lc: &LevelConfig, cfg: &Config, name: &'static str) -> Result<Level, Error> {
+    let cc =
+        CacheConfig::new(cfg.block_size, lc.capacity_bytes).map_err(|source| Error::Cache { level: name, source })?;
+    let policy = lc.policy.build(cfg.preset, cc.capacity_blocks())?;
+    Ok(Level::new(Some(policy), lc.prefetch.build(cfg.block_size)?))
+}
+
+fn check_config(cfg: &Config) -> Result<(), Error> {
+    CacheConfig::new(cfg.block_size, cfg.block_size).map_err(|source| Error::Cache { level: "config", source })?;
+    if cfg.redcap.is_some() && cfg.block_cache.is_some() {
+        return Err(Error::Config("REDCAP and a block cache are alternatives at the same level; choose one".into()));
+    }
+    if cfg.max_request_bytes < cfg.block_size {
+        return Err(Error::Config(format!(
+            "max_request_bytes {} is smaller than one {} B block",
+            cfg.max_request_bytes, cfg.block_size
+        )));
+    }
+    Ok(())
+}
+
+/// Both levels' recorded demand sequences (first pass for OPT).
+type Recorded = (Option<Vec<u64>>, Option<Vec<u64>>);
+
+impl Sim {
+    fn new(
+        input: Input,
+        reqs: Vec<Vec<Req>>,
+        cfg: &Config,
+        disk: &dyn DiskModel,
+        oracles: Option<(Oracle, Oracle)>,
+        record: bool,
+    ) -> Result<Sim, Error> {
+        let page = match (&input, &cfg.page_cache) {
+            (Input::Files { .. }, Some(lc)) => Some(build_level(lc, cfg, "page cache")?),
+            _ => None,
+        };
+        let block = match &cfg.block_cache {
+            Some(lc) => build_level(lc, cfg, "block cache")?,
+            None => Level::new(None, Box::new(blockwell_core::prefetch::NoPrefetch)),
+        };
+        let spb = cfg.block_size / SECTOR;
+        let redcap = match cfg.redcap {
+            Some(setup) => Some(RedcapLevel::new(setup, disk, cfg.scheduler, disk.capacity_sectors() / spb)?),
+            None => None,
+        };
+        let max_blocks = cfg.max_request_bytes / cfg.block_size;
+        let mut sim = Sim {
+            now: 0,
+            seq: 0,
+            events: BinaryHeap::new(),
+            n_events: 0,
+            open_loop: cfg.issue == IssueMode::OpenLoop,
+            think: cfg.think_ns,
+            spb,
+            max_blocks,
+            procs: reqs.into_iter().map(|reqs| Proc { reqs, next: 0, outstanding: 0 }).collect(),
+            jobs: Vec::new(),
+            free_jobs: Vec::new(),
+            input,
+            page,
+            block,
+            redcap,
+            clusterer: Clusterer::new(max_blocks).map_err(|e| Error::Config(e.to_string()))?,
+            dev: Device::new(disk.boxed_clone(), cfg.scheduler),
+            completed: 0,
+            response_sum: 0,
+            app_end: 0,
+            last_device: 0,
+            fetches: Vec::new(),
+            runs: Vec::new(),
+        };
+        if let Some((po, bo)) = oracles {
+            if let Some(p) = &mut sim.page {
+                p.oracle = Some(po);
+            }
+            sim.block.oracle = Some(bo);
+        }
+        if record {
+            if let Some(p) = &mut sim.page {
+                p.record = Some(Vec::new());
+            }
+            sim.block.record = Some(Vec::new());
+        }
+        Ok(sim)
+    }
+
+    fn schedule(&mut self, at: u64, ev: Ev) {
+        self.events.push(Reverse((at, self.seq, ev)));
+        self.seq += 1;
+    }
+
+    fn think_of(&self, r: &Req) -> u64 {
+        self.think.unwrap_or(r.think_ns)
+    }
+
+    fn run(&mut self) {
+        for p in 0..self.procs.len() {
+            if let Some(r) = self.procs[p].reqs.first().copied() {
+                let at = if self.open_loop { r.at_ns.unwrap_or(0) } else { self.think_of(&r) };
+                self.schedule(at, Ev::Issue(p as u32));
+            }
+        }
+        while let Some(Reverse((t, _, ev))) = self.events.pop() {
+            self.now = t;
+            self.n_events += 1;
+            match ev {
+                Ev::Issue(p) => self.issue(p),
+                Ev::DeviceDone => self.device_done(),
+                Ev::ShadowDone(k) => self.shadow_done(k),
+            }
+        }
+    }
+
+    fn issue(&mut self, p: u32) {
+        let proc = &mut self.procs[p as usize];
+        let Some(r) = proc.reqs.get(proc.next).copied() else { return };
+        proc.next += 1;
+        proc.outstanding += 1;
+        if self.open_loop {
+            if let Some(n) = proc.reqs.get(proc.next) {
+                let at = n.at_ns.unwrap_or(self.now).max(self.now);
+                self.schedule(at, Ev::Issue(p));
+            }
+        }
+        // The job starts with a guard count of 1, released at the end, so that it cannot complete while its
+        // blocks are still being looked up.
+        let job = Job { proc: p, pending: 1, issued_at: self.now };
+        let j = match self.free_jobs.pop() {
+            Some(j) => {
+                self.jobs[j as usize] = job;
+                j
+            }
+            None => {
+                self.jobs.push(job);
+                (self.jobs.len() - 1) as u32
+            }
+        };
+        if r.n > 0 {
+            match (&self.input, r.op) {
+                (Input::Files { .. }, Op::Read) if self.page.is_some() => self.page_read(j, p, &r),
+                (Input::Files { .. }, Op::Write) if self.page.is_some() => self.page_write(j, p, &r),
+                (Input::Files { .. }, _) => self.direct_file(j, &r),
+                (Input::Blocks, _) => self.block_input(j, &r),
+            }
+        }
+        self.release(j);
+        self.kick_device();
+    }
+
+    /// Demand read through the page cache.
+    fn page_read(&mut self, j: u32, p: u32, r: &Req) {
+        let Some(page) = self.page.as_mut() else { return };
+        let Input::Files { pages, .. } = &self.input else { return };
+        let f = r.target;
+        let stream = (u64::from(p) << 32) | u64::from(f);
+        let Some(first) = BlockKey::new(f, r.first) else { return };
+        let demand = Demand { stream, op: Op::Read, first, n: r.n, end: pages[f as usize] };
+        self.fetches.clear();
+        page.propose(&demand, &mut self.fetches);
+        page.c.read_requests += 1;
+        page.c.read_blocks += r.n;
+        let mut hits = 0;
+        let mut sync_pages: Vec<u64> = Vec::new();
+        let mut async_pages: Vec<u64> = Vec::new();
+        let mut pending = 0;
+        for i in 0..r.n {
+            let key = BlockKey::from_raw(first.raw() + i);
+            match page.state(key) {
+                BlockState::Resident => {
+                    page.access_resident(key, stream);
+                    hits += 1;
+                }
+                BlockState::InFlight => {
+                    page.join_flight(key, Waiter::Job(j));
+                    pending += 1;
+                }
+                BlockState::Absent => {
+                    let nu = page.demand_next_use(key);
+                    page.inflight.insert(
+                        key.raw(),
+                        Flight { waiters: vec![Waiter::Job(j)], demands: vec![nu], prefetched: false },
+                    );
+                    page.c.read_misses_issued += 1;
+                    pending += 1;
+                    sync_pages.push(key.block());
+                }
+            }
+        }
+        page.c.read_hits += hits;
+        if hits == r.n {
+            page.c.read_request_hits += 1;
+        }
+        // Read-ahead: only blocks of this file, inside it, absent.
+        let end = pages[f as usize];
+        for fe in &self.fetches {
+            if fe.first.volume() != f {
+                continue;
+            }
+            let lo = fe.first.block();
+            let hi = lo.saturating_add(fe.n).min(end);
+            for b in lo..hi {
+                let key = BlockKey::from_raw(fe.first.raw() - lo + b);
+                if page.state(key) == BlockState::Absent {
+                    page.inflight
+                        .insert(key.raw(), Flight { waiters: Vec::new(), demands: Vec::new(), prefetched: true });
+                    page.c.prefetch_issued += 1;
+                    if fe.sync {
+                        sync_pages.push(b);
+                    } else {
+                        async_pages.push(b);
+                    }
+                }
+            }
+        }
+        self.jobs[j as usize].pending += pending;
+        self.pages_down(f, &mut sync_pages, true);
+        self.pages_down(f, &mut async_pages, false);
+    }
+
+    /// Sends page-cache misses of file `f` to the block level.
+    fn pages_down(&mut self, f: u32, pages: &mut Vec<u64>, sync: bool) {
+        if pages.is_empty() {
+            return;
+        }
+        pages.sort_unstable();
+        pages.dedup();
+        let (items, mut ready) = self.map_pages(f, pages, Waiter::Page);
+        self.block_read(&items, sync, &mut ready);
+        self.notify_all(ready);
+    }
+
+    /// Maps pages (sorted) of file `f` to (disk block key, waiter) pairs; unmapped pages arrive at once.
+    fn map_pages(
+        &mut self,
+        f: u32,
+        pages: &[u64],
+        waiter: impl Fn(u64) -> Waiter,
+    ) -> (Vec<(BlockKey, Waiter)>, Vec<Waiter>) {
+        let Input::Files { map, .. } = &self.input else { return (Vec::new(), Vec::new()) };
+        let mut items = Vec::with_capacity(pages.len());
+        let mut unmapped = Vec::new();
+        let mut i = 0;
+        while i < pages.len() {
+            let mut k = i + 1;
+            while k < pages.len() && pages[k] == pages[k - 1] + 1 {
+                k += 1;
+            }
+            let (p0, cnt) = (pages[i], (k - i) as u64);
+            self.runs.clear();
+            map.runs(f, p0, cnt, &mut self.runs);
+            let mapped: u64 = self.runs.iter().map(|r| r.1).sum();
+            if mapped == cnt {
+                let mut pg = p0;
+                for &(db, len) in &self.runs {
+                    for b in db..db + len {
+                        if let Some(pk) = BlockKey::new(f, pg) {
+                            match BlockKey::new(0, b) {
+                                Some(bk) => items.push((bk, waiter(pk.raw()))),
+                                None => unmapped.push(waiter(pk.raw())),
+                            }
+                        }
+                        pg += 1;
+                    }
+                }
+            } else {
+                for pg in p0..p0 + cnt {
+                    self.runs.clear();
+                    map.runs(f, pg, 1, &mut self.runs);
+                    match (self.runs.first().and_then(|r| BlockKey::new(0, r.0)), BlockKey::new(f, pg)) {
+                        (Some(bk), Some(pk)) => items.push((bk, waiter(pk.raw()))),
+                        (None, Some(pk)) => unmapped.push(waiter(pk.raw())),
+                        _ => {}
+                    }
+                }
+            }
+            i = k;
+        }
+        (items, unmapped)
+    }
+
+    /// Demand (or page-cache read-ahead) reads at the block level. Blocks found resident go to `ready`.
+    fn block_read(&mut self, items: &[(BlockKey, Waiter)], sync: bool, ready: &mut Vec<Waiter>) {
+        if self.redcap.is_some() {
+            self.redcap_read(items, sync, ready);
+            return;
+        }
+        let lvl = &mut self.block;
+        let cached = lvl.policy.is_some();
+        let mut reads: Vec<BlockKey> = Vec::new();
+        let mut async_reads: Vec<BlockKey> = Vec::new();
+        let mut i = 0;
+        while i < items.len() {
+            let mut k = i + 1;
+            while k < items.len() && items[k].0.raw() == items[k - 1].0.raw() + 1 {
+                k += 1;
+            }
+            let first = items[i].0;
+            let n = (k - i) as u64;
+            self.fetches.clear();
+            if cached {
+                let demand = Demand { stream: u64::from(first.volume()), op: Op::Read, first, n, end: u64::MAX };
+                lvl.propose(&demand, &mut self.fetches);
+            }
+            lvl.c.read_requests += 1;
+            lvl.c.read_blocks += n;
+            let mut hits = 0;
+            for &(key, w) in &items[i..k] {
+                match lvl.state(key) {
+                    BlockState::Resident => {
+                        lvl.access_resident(key, u64::from(key.volume()));
+                        hits += 1;
+                        ready.push(w);
+                    }
+                    BlockState::InFlight => lvl.join_flight(key, w),
+                    BlockState::Absent => {
+                        let nu = lvl.demand_next_use(key);
+                        lvl.inflight
+                            .insert(key.raw(), Flight { waiters: vec![w], demands: vec![nu], prefetched: false });
+                        lvl.c.read_misses_issued += 1;
+                        reads.push(key);
+                    }
+                }
+            }
+            lvl.c.read_hits += hits;
+            if hits == n {
+                lvl.c.read_request_hits += 1;
+            }
+            for fe in &self.fetches {
+                let lo = fe.first.block();
+                let hi = lo.saturating_add(fe.n).min(MAX_BLOCK + 1);
+                for b in lo..hi {
+                    let key = BlockKey::from_raw(fe.first.raw() - lo + b);
+                    if lvl.state(key) == BlockState::Absent {
+                        lvl.inflight
+                            .insert(key.raw(), Flight { waiters: Vec::new(), demands: Vec::new(), prefetched: true });
+                        lvl.c.prefetch_issued += 1;
+                        if fe.sync && sync {
+                            reads.push(key);
+                        } else {
+                            async_reads.push(key);
+                        }
+                    }
+                }
+            }
+            i = k;
+        }
+        if sync {
+            self.submit_reads(&mut reads, true);
+        } else {
+            async_reads.append(&mut reads);
+        }
+        self.submit_reads(&mut async_reads, false);
+    }
+
+    /// Clusters block reads into device requests of consecutive blocks, up to the maximum size.
+    fn submit_reads(&mut self, keys: &mut Vec<BlockKey>, sync: bool) {
+        for r in self.cluster(keys, sync) {
+            self.submit(DiskOp::Read, r.first, r.n, r.sync, None, None);
+        }
+        keys.clear();
+    }
+
+    /// The clusterer's device reads for `keys` (any order, duplicates allowed).
+    fn cluster(&mut self, keys: &[BlockKey], sync: bool) -> Vec<DeviceRead> {
+        let fetches: Vec<Fetch> = keys.iter().map(|&first| Fetch { first, n: 1, sync }).collect();
+        let mut out = Vec::new();
+        self.clusterer.cluster(&fetches, &mut out);
+        out
+    }
+
+    /// REDCAP in place of a block cache (see [`super::redcap`]). REDCAP sees each run of consecutive blocks as
+    /// one read request and gives the controller one observation per run. While inactive, the missing blocks of
+    /// all runs are clustered together, exactly as without REDCAP; a device read counts for the run of its
+    /// first block.
+    fn redcap_read(&mut self, items: &[(BlockKey, Waiter)], sync: bool, ready: &mut Vec<Waiter>) {
+        let Some(active) = self.redcap.as_ref().map(|r| r.is_active()) else { return };
+        let now = self.now;
+        let spb = self.spb;
+        let mut ids: Vec<u32> = Vec::new();
+        // (device read, observation) while active; (missing block, observation) while inactive.
+        let mut segments: Vec<(BlockKey, u64, u32)> = Vec::new();
+        let mut plain: Vec<(BlockKey, u32)> = Vec::new();
+        let mut shadow_events: Vec<(u64, u8)> = Vec::new();
+        let mut i = 0;
+        while i < items.len() {
+            let mut k = i + 1;
+            while k < items.len() && items[k].0.raw() == items[k - 1].0.raw() + 1 {
+                k += 1;
+            }
+            let run = &items[i..k];
+            i = k;
+            let first = run[0].0;
+            let n = run.len() as u64;
+            // The estimate: without the cache, the run's blocks clustered; with it, the segments it reads.
+            let estimate_reqs: Vec<(u64, u64)> = if active {
+                let keys: Vec<BlockKey> = run.iter().map(|x| x.0).collect();
+                self.cluster(&keys, sync).iter().map(|r| (r.first.block().saturating_mul(spb), r.n * spb)).collect()
+            } else {
+                Vec::new()
+            };
+            let (Some(rc), lvl) = (self.redcap.as_mut(), &mut self.block) else { return };
+            let id = rc.open();
+            lvl.c.read_requests += 1;
+            lvl.c.read_blocks += n;
+            let end = rc.end_blocks.max(first.block() + n);
+            rc.cache.read(first, n, end, &mut rc.plan);
+            let shadow_reqs: Vec<(u64, u64)> = if active {
+                estimate_reqs
+            } else {
+                rc.plan.fetches.iter().map(|f| (f.first.block().saturating_mul(spb), f.n * spb)).collect()
+            };
+            for (sector, sectors) in shadow_reqs {
+                rc.add_device_request(id);
+                let k = usize::from(!active);
+                let r = DevReq {
+                    op: DiskOp::Read,
+                    first_key: 0,
+                    n: sectors / spb.max(1),
+                    sector,
+                    sectors,
+                    sync,
+                    job: None,
+                    tag: Some(id),
+                    seq: 0,
+                    queued_at: 0,
+                };
+                rc.shadows[k].submit(r, now);
+                if let Some(done) = rc.shadows[k].start_next(now) {
+                    shadow_events.push((done, k as u8));
+                }
+            }
+            if active {
+                let mut fresh = Vec::new();
+                for fe in &rc.plan.fetches {
+                    for b in 0..fe.n {
+                        let key = BlockKey::from_raw(fe.first.raw() + b);
+                        if let std::collections::hash_map::Entry::Vacant(e) = lvl.inflight.entry(key.raw()) {
+                            e.insert(Flight { waiters: Vec::new(), demands: Vec::new(), prefetched: true });
+                            fresh.push(key.raw());
+                        }
+                    }
+                    segments.push((fe.first, fe.n, id));
+                    rc.segment_reads += 1;
+                }
+                fresh.sort_unstable();
+                let mut hits = 0;
+                for &(key, w) in run {
+                    match lvl.inflight.get_mut(&key.raw()) {
+                        Some(fl) if fresh.binary_search(&key.raw()).is_ok() => {
+                            fl.prefetched = false;
+                            fl.waiters.push(w);
+                            lvl.c.read_misses_issued += 1;
+                        }
+                        Some(_) => lvl.join_flight(key, w),
+                        None => {
+                            hits += 1;
+                            ready.push(w);
+                        }
+                    }
+                }
+                lvl.c.read_hits += hits;
+                if hits == n {
+                    lvl.c.read_request_hits += 1;
+                }
+            } else {
+                for &(key, w) in run {
+                    if let std::collections::hash_map::Entry::Vacant(e) = lvl.inflight.entry(key.raw()) {
+                        e.insert(Flight { waiters: vec![w], demands: Vec::new(), prefetched: false });
+                        lvl.c.read_misses_issued += 1;
+                        plain.push((key, id));
+                    } else {
+                        lvl.join_flight(key, w);
+                    }
+                }
+            }
+            ids.push(id);
+        }
+        if !active {
+            plain.sort_unstable();
+            let keys: Vec<BlockKey> = plain.iter().map(|x| x.0).collect();
+            for r in self.cluster(&keys, sync) {
+                let id = plain.binary_search_by_key(&r.first, |x| x.0).map_or(ids[0], |j| plain[j].1);
+                segments.push((r.first, r.n, id));
+            }
+        }
+        for (first, n, id) in segments {
+            if let Some(rc) = self.redcap.as_mut() {
+                rc.add_device_request(id);
+            }
+            self.submit(DiskOp::Read, first, n, sync, None, Some(id));
+        }
+        for (done, k) in shadow_events {
+            self.schedule(done, Ev::ShadowDone(k));
+        }
+        if let Some(rc) = self.redcap.as_mut() {
+            for id in ids {
+                rc.progress(id, None, false, now);
+            }
+        }
+    }
+
+    fn shadow_done(&mut self, k: u8) {
+        let now = self.now;
+        let Some(rc) = self.redcap.as_mut() else { return };
+        let shadow = &mut rc.shadows[usize::from(k)];
+        let Some((r, service)) = shadow.finish() else { return };
+        let next = shadow.start_next(now);
+        if let Some(id) = r.tag {
+            rc.progress(id, Some(service), true, now);
+        }
+        if let Some(done) = next {
+            self.schedule(done, Ev::ShadowDone(k));
+        }
+    }
+
+    fn submit(&mut self, op: DiskOp, first: BlockKey, n: u64, sync: bool, job: Option<u32>, tag: Option<u32>) {
+        let r = DevReq {
+            op,
+            first_key: first.raw(),
+            n,
+            sector: first.block().saturating_mul(self.spb),
+            sectors: n * self.spb,
+            sync,
+            job,
+            tag,
+            seq: 0,
+            queued_at: 0,
+        };
+        self.dev.submit(r, self.now);
+    }
+
+    /// Write through the page cache: the pages are written (allocated) in the page cache, then written through
+    /// to the device; the request waits for the device writes.
+    fn page_write(&mut self, j: u32, _p: u32, r: &Req) {
+        let Some(page) = self.page.as_mut() else { return };
+        page.c.write_requests += 1;
+        page.c.write_blocks += r.n;
+        for i in 0..r.n {
+            if let Some(key) = BlockKey::new(r.target, r.first + i) {
+                page.write(key);
+            }
+        }
+        self.direct_file(j, r);
+    }
+
+    /// A file request below the page cache: reads wait for the block level, writes go to the device.
+    fn direct_file(&mut self, j: u32, r: &Req) {
+        let pages: Vec<u64> = (r.first..r.first + r.n).collect();
+        let (items, unmapped) = self.map_pages(r.target, &pages, |_| Waiter::Job(j));
+        if r.op == Op::Read {
+            self.jobs[j as usize].pending += r.n as u32;
+            self.notify_all(unmapped);
+        }
+        self.block_io(j, r.op, &items);
+    }
+
+    /// Block-level input.
+    fn block_input(&mut self, j: u32, r: &Req) {
+        let Some(first) = BlockKey::new(r.target, r.first) else { return };
+        let items: Vec<(BlockKey, Waiter)> =
+            (0..r.n).map(|i| (BlockKey::from_raw(first.raw() + i), Waiter::Job(j))).collect();
+        if r.op == Op::Read {
+            self.jobs[j as usize].pending += r.n as u32;
+        }
+        self.block_io(j, r.op, &items);
+    }
+
+    fn block_io(&mut self, j: u32, op: Op, items: &[(BlockKey, Waiter)]) {
+        match op {
+            Op::Read => {
+                let mut ready = Vec::new();
+                self.block_read(items, true, &mut ready);
+                self.notify_all(ready);
+            }
+            Op::Write => {
+                let mut keys: Vec<BlockKey> = items.iter().map(|x| x.0).collect();
+                self.block.c.write_requests += 1;
+                self.block.c.write_blocks += keys.len() as u64;
+                keys.sort_unstable();
+                keys.dedup();
+                let mut i = 0;
+                while i < keys.len() {
+                    let mut k = i + 1;
+                    while k < keys.len() && keys[k].raw() == keys[k - 1].raw() + 1 && ((k - i) as u64) < self.max_blocks
+                    {
+                        k += 1;
+                    }
+                    self.jobs[j as usize].pending += 1;
+                    if let Some(rc) = self.redcap.as_mut() {
+                        rc.cache.write(keys[i], (k - i) as u64);
+                    }
+                    self.submit(DiskOp::Write, keys[i], (k - i) as u64, true, Some(j), None);
+                    i = k;
+                }
+            }
+        }
+    }
+
+    fn notify_all(&mut self, ws: Vec<Waiter>) {
+        let mut group = Vec::new();
+        let mut jobs = Vec::new();
+        for w in ws {
+            match w {
+                Waiter::Job(j) => jobs.push(j),
+                Waiter::Page(pk) => {
+                    if let Some(page) = self.page.as_mut() {
+                        if let Some(fl) = page.arrive(BlockKey::from_raw(pk), &mut group) {
+                            jobs.extend(fl.waiters.iter().filter_map(|w| match w {
+                                Waiter::Job(j) => Some(*j),
+                                Waiter::Page(_) => None,
+                            }));
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(page) = self.page.as_mut() {
+            page.insert_prefetched(&mut group);
+        }
+        for j in jobs {
+            self.release(j);
+        }
+    }
+
+    /// One fewer thing job `j` waits for; completes it at zero.
+    fn release(&mut self, j: u32) {
+        let job = &mut self.jobs[j as usize];
+        job.pending -= 1;
+        if job.pending > 0 {
+            return;
+        }
+        let job = *job;
+        self.free_jobs.push(j);
+        self.completed += 1;
+        self.response_sum += u128::from(self.now - job.issued_at);
+        self.app_end = self.app_end.max(self.now);
+        let proc = &mut self.procs[job.proc as usize];
+        proc.outstanding -= 1;
+        if !self.open_loop {
+            if let Some(n) = proc.reqs.get(proc.next).copied() {
+                let at = self.now + self.think_of(&n);
+                self.schedule(at, Ev::Issue(job.proc));
+            }
+        }
+    }
+
+    fn kick_device(&mut self) {
+        if let Some(done) = self.dev.start_next(self.now) {
+            self.schedule(done, Ev::DeviceDone);
+        }
+    }
+
+    fn device_done(&mut self) {
+        let Some((r, service)) = self.dev.finish() else { return };
+        self.last_device = self.now;
+        if let (Some(id), Some(rc)) = (r.tag, self.redcap.as_mut()) {
+            rc.progress(id, Some(service), false, self.now);
+        }
+        match r.op {
+            DiskOp::Write => {
+                if let Some(j) = r.job {
+                    self.release(j);
+                }
+            }
+            DiskOp::Read => {
+                let mut group: Vec<Access> = Vec::new();
+                let mut ws = Vec::new();
+                for i in 0..r.n {
+                    if let Some(fl) = self.block.arrive(BlockKey::from_raw(r.first_key + i), &mut group) {
+                        ws.extend(fl.waiters);
+                    }
+                }
+                self.block.insert_prefetched(&mut group);
+                self.notify_all(ws);
+            }
+        }
+        self.kick_device();
+    }
+
+    fn report(mut self, name: String, cfg: &Config) -> (Report, Recorded) {
+        let level_report = |l: &Level, lc: &Option<LevelConfig>| {
+            lc.as_ref().map(|lc| {
+                LevelReport::new(
+                    lc.policy.label().to_string(),
+                    lc.prefetch.label().to_string(),
+                    lc.capacity_bytes / cfg.block_size,
+                    l.c,
+                )
+            })
+        };
+        let page_cache = self.page.as_ref().and_then(|p| level_report(p, &cfg.page_cache));
+        let block_cache = level_report(&self.block, &cfg.block_cache);
+        let rec = (self.page.as_mut().and_then(|p| p.record.take()), self.block.record.take());
+        let device = self.dev.finish_report(self.app_end);
+        let redcap = self.redcap.as_ref().map(|r| r.report(self.app_end.max(self.last_device)));
+        let block_cache = match (&self.redcap, block_cache) {
+            (Some(r), None) => Some(LevelReport::new(
+                "redcap".into(),
+                "segment".into(),
+                r.cache.config().segments as u64 * r.cache.config().segment_blocks,
+                self.block.c,
+            )),
+            (_, b) => b,
+        };
+        let report = Report {
+            workload: name,
+            block_size: cfg.block_size,
+            processes: self.procs.len() as u64,
+            requests: self.completed,
+            page_cache,
+            block_cache,
+            device,
+            redcap,
+            app_time_ns: self.app_end,
+            mean_request_ns: if self.completed == 0 { 0.0 } else { self.response_sum as f64 / self.completed as f64 },
+            events: self.n_events,
+        };
+        (report, rec)
+    }
+}
+
+impl Level {
+    /// Asks the prefetcher what to read for `demand`.
+    fn propose(&mut self, demand: &Demand, out: &mut Vec<Fetch>) {
+        let view = super::level::View { inflight: &self.inflight, policy: self.policy.as_deref() };
+        self.prefetcher.on_demand(demand, &view, out);
+    }
+
+    /// A demand access to an in-flight block: it waits, counts as a miss, issues no read.
+    fn join_flight(&mut self, key: BlockKey, w: Waiter) {
+        let nu = self.demand_next_use(key);
+        self.c.inflight_waits += 1;
+        if let Some(fl) = self.inflight.get_mut(&key.raw()) {
+            if fl.prefetched && fl.demands.is_empty() {
+                self.c.prefetch_late += 1;
+            }
+            fl.demands.push(nu);
+            fl.waiters.push(w);
+        }
+    }
+
+    /// A write to a page: a demand reference (write-allocate); on an in-flight page, applied when it arrives.
+    fn write(&mut self, key: BlockKey) {
+        let nu = self.demand_next_use(key);
+        if let Some(fl) = self.inflight.get_mut(&key.raw()) {
+            fl.demands.push(nu);
+            return;
+        }
+        self.policy_access(key, nu);
+    }
+}
+
+fn collect_recorded(rec: Recorded) -> (Oracle, Oracle) {
+    (
+        rec.0.map(|s| Oracle::from_sequence(&s)).unwrap_or_default(),
+        rec.1.map(|s| Oracle::from_sequence(&s)).unwrap_or_default(),
+    )
+}
+
+fn needs_oracle(cfg: &Config, files: bool) -> bool {
+    let page = files && cfg.page_cache.as_ref().is_some_and(|l| l.policy.kind.needs_next_use());
+    page || cfg.block_cache.as_ref().is_some_and(|l| l.policy.kind.needs_next_use())
+}
+
+/// Runs once, or twice when a policy needs next-use times (the first run records each level's demand
+/// sequence; the second gives each access the logical time of the same key's next recorded access).
+fn simulate(
+    name: &str,
+    make_input: impl Fn() -> Input,
+    reqs: Vec<Vec<Req>>,
+    cfg: &Config,
+    disk: &dyn DiskModel,
+) -> Result<Report, Error> {
+    let files = matches!(make_input(), Input::Files { .. });
+    let oracles = if needs_oracle(cfg, files) {
+        let mut first = Sim::new(make_input(), reqs.clone(), cfg, disk, None, true)?;
+        first.run();
+        let (_, rec) = first.report(name.to_string(), cfg);
+        Some(collect_recorded(rec))
+    } else {
+        None
+    };
+    let total: usize = reqs.iter().map(Vec::len).sum();
+    let mut sim = Sim::new(make_input(), reqs, cfg, disk, oracles, false)?;
+    sim.run();
+    if sim.completed != total as u64 {
+        return Err(Error::Stalled { completed: sim.completed, total: total as u64 });
+    }
+    Ok(sim.report(name.to_string(), cfg).0)
+}
+
+pub(super) fn run_workload(w: &Workload, cfg: &Config, disk: &dyn DiskModel) -> Result<Report, Error> {
+    check_config(cfg)?;
+    if w.files.len() > MAX_VOLUME as usize + 1 {
+        return Err(Error::TooManyFiles(w.files.len()));
+    }
+    let bs = cfg.block_size;
+    let pages: Vec<u64> = w.files.iter().map(|f| f.size.div_ceil(bs)).collect();
+    let mut reqs = Vec::with_capacity(w.processes.len());
+    for (pi, p) in w.processes.iter().enumerate() {
+        let mut v = Vec::with_capacity(p.len());
+        for (ri, r) in p.iter().enumerate() {
+            let bad = |message: String| Error::Request { process: pi, index: ri, message };
+            let fp = *pages.get(r.file as usize).ok_or_else(|| bad(format!("file {} does not exist", r.file)))?;
+            if r.len == 0 {
+                return Err(bad("zero-length request".into()));
+            }
+            let (first, n) = block_span(r.offset, r.len, bs);
+            let n = n.min(fp.saturating_sub(first));
+            v.push(Req { target: r.file, op: r.op, first, n, think_ns: r.think_ns, at_ns: r.at_ns });
+        }
+        reqs.push(v);
+    }
+    let make = || Input::Files { map: FileMap::build(cfg.layout, &w.files, bs, cfg.layout_seed), pages: pages.clone() };
+    simulate(&w.name, make, reqs, cfg, disk)
+}
+
+pub(super) fn run_block_requests(
+    name: &str,
+    processes: &[Vec<BlockRequest>],
+    cfg: &Config,
+    disk: &dyn DiskModel,
+) -> Result<Report, Error> {
+    check_config(cfg)?;
+    let mut reqs = Vec::with_capacity(processes.len());
+    for (pi, p) in processes.iter().enumerate() {
+        let mut v = Vec::with_capacity(p.len());
+        for (ri, r) in p.iter().enumerate() {
+            let bad = |message: String| Error::Request { process: pi, index: ri, message };
+            if r.len == 0 {
+                return Err(bad("zero-length request".into()));
+            }
+            let (first, n) = block_span(r.offset, r.len, cfg.block_size);
+            if r.volume > MAX_VOLUME || !first.checked_add(n - 1).is_some_and(|last| last <= MAX_BLOCK) {
+                return Err(bad(format!("volume {} offset {} is beyond the addressable range", r.volume, r.offset)));
+            }
+            v.push(Req { target: r.volume, op: r.op, first, n, think_ns: r.think_ns, at_ns: Some(r.at_ns) });
+        }
+        reqs.push(v);
+    }
+    simulate(name, || Input::Blocks, reqs, cfg, disk)
+}
+
+pub(super) fn run_block_trace(
+    reader: &mut dyn TraceReader,
+    cfg: &Config,
+    disk: &dyn DiskModel,
+) -> Result<Report, Error> {
+    let mut v = Vec::new();
+    let mut prev: Option<u64> = None;
+    let mut origin: Option<u64> = None;
+    while let Some(r) = reader.next_request()? {
+        if r.len == 0 {
+            continue;
+        }
+        let o = *origin.get_or_insert(r.time_ns);
+        let think_ns = prev.map_or(0, |p| r.time_ns.saturating_sub(p));
+        prev = Some(r.time_ns);
+        v.push(BlockRequest {
+            volume: r.volume,
+            op: r.op,
+            offset: r.offset,
+            len: r.len,
+            think_ns,
+            at_ns: r.time_ns.saturating_sub(o),
+        });
+    }
+    run_block_requests("block trace", &[v], cfg, disk)
+}

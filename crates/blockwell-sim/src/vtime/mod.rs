@@ -1,0 +1,251 @@
+//! Time-aware simulation: processes, a page cache, a file layout, an optional block cache, an I/O clusterer, a
+//! device queue and a disk model, on one virtual clock (integer nanoseconds).
+//!
+//! Seeds `000_*` (REDCAP) and `001_*` (prefetch-aware buffer caching) show that hit ratio alone misleads: disk
+//! requests and time decide. This module measures all three. The engine ([`blockwell_core`]) still decides
+//! hits, misses, victims and what to prefetch; this driver owns time:
+//!
+//! - **Processes** issue requests *closed loop* (a process waits for its request, then thinks, then issues the
+//!   next) or *open loop* (each request is issued at its time stamp whether or not the previous one finished).
+//! - **Page cache** (file-level workloads only): one policy over file pages, keyed (file, page), and one
+//!   prefetcher whose streams are open files (process × file), e.g. Linux read-ahead.
+//! - **File layout**: page-cache misses (demand and prefetch) become disk-block reads through
+//!   [`crate::layout::FileMap::runs`].
+//! - **Block cache** (optional): any policy plus a block-level prefetcher; block-level traces start here.
+//! - **Clusterer**: the blocks one access sends to the device, sorted, become device requests of consecutive
+//!   blocks up to `max_request_bytes` (64 KiB by default); synchronous and asynchronous reads never share a
+//!   request.
+//! - **Device**: one queue (FIFO or C-LOOK by sector), one request served at a time through a
+//!   [`blockwell_disk::DiskModel`].
+//!
+//! A demand access to a block whose read is still in flight waits for that read and counts as a miss that
+//! issues no new read (seed `001_*` §5.2). Blocks enter a cache's policy when their read completes (Linux
+//! locks the page until then and never evicts it), so in-flight blocks cannot be evicted. Writes are
+//! write-through: the writing request waits for the device write. See `docs/time-simulation.md`.
+//!
+//! Identical inputs give bit-identical reports: events are ordered by (time, sequence number), no hash map is
+//! ever iterated, and the disk model starts from its power-on state ([`blockwell_disk::DiskModel::boxed_clone`]).
+
+mod device;
+mod engine;
+mod level;
+mod redcap;
+mod report;
+
+pub use level::LevelCounters;
+pub use redcap::{RedcapReport, RedcapSetup};
+pub use report::{DeviceReport, IoCount, LevelReport, Report};
+
+use crate::layout::LayoutKind;
+use crate::workload::Workload;
+use blockwell_core::cache::CacheError;
+use blockwell_core::policy::{PolicyError, PolicySpec, Preset};
+use blockwell_core::prefetch::{NoPrefetch, PrefetchError, Prefetcher, PrefetcherSpec};
+use blockwell_core::redcap::RedcapError;
+use blockwell_disk::DiskModel;
+use blockwell_trace::{TraceError, TraceReader};
+use std::fmt;
+use std::sync::Arc;
+
+/// How processes issue their requests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IssueMode {
+    /// Each process waits for its request to complete, then waits the request's think time
+    /// ([`crate::workload::FileRequest::think_ns`]; for block traces the gap between consecutive time stamps,
+    /// unless [`Config::think_ns`] overrides it), then issues the next.
+    #[default]
+    ClosedLoop,
+    /// Each request is issued at its time stamp ([`crate::workload::FileRequest::at_ns`], a block trace's
+    /// `time_ns`), whether or not the process's previous request has completed. A file request without a time
+    /// stamp is issued when the previous one of its process was issued.
+    OpenLoop,
+}
+
+/// The order in which the device serves queued requests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scheduler {
+    /// Arrival order.
+    #[default]
+    Fifo,
+    /// Circular LOOK: the queued request with the lowest start sector at or after the end of the last served
+    /// request; when there is none, the lowest start sector of all (ties: arrival order).
+    CLook,
+}
+
+/// Makes a fresh prefetcher for one cache level.
+pub type PrefetcherFactory = Arc<dyn Fn() -> Box<dyn Prefetcher> + Send + Sync>;
+
+/// The prefetcher of one cache level.
+#[derive(Clone, Default)]
+pub enum PrefetchChoice {
+    /// No prefetching.
+    #[default]
+    None,
+    /// A registered prefetcher (`linux24`, `ondemand`, `stride`, ...), built for the configured block size.
+    Spec(PrefetcherSpec),
+    /// A prefetcher built by a factory (called once per run), with a label for reports.
+    Custom { label: String, make: PrefetcherFactory },
+}
+
+impl PrefetchChoice {
+    /// A choice from a factory.
+    pub fn custom(label: impl Into<String>, make: impl Fn() -> Box<dyn Prefetcher> + Send + Sync + 'static) -> Self {
+        PrefetchChoice::Custom { label: label.into(), make: Arc::new(make) }
+    }
+
+    pub fn label(&self) -> &str {
+        match self {
+            PrefetchChoice::None => "none",
+            PrefetchChoice::Spec(s) => s.label(),
+            PrefetchChoice::Custom { label, .. } => label,
+        }
+    }
+
+    /// Parses a registered prefetcher spec (`none` gives [`PrefetchChoice::None`]).
+    pub fn parse(s: &str) -> Result<Self, PrefetchError> {
+        let spec = PrefetcherSpec::parse(s)?;
+        Ok(if spec.kind == blockwell_core::prefetch::PrefetcherKind::NoPrefetch {
+            PrefetchChoice::None
+        } else {
+            PrefetchChoice::Spec(spec)
+        })
+    }
+
+    fn build(&self, block_size: u64) -> Result<Box<dyn Prefetcher>, Error> {
+        Ok(match self {
+            PrefetchChoice::None => Box::new(NoPrefetch),
+            PrefetchChoice::Spec(s) => s.build(block_size)?,
+            PrefetchChoice::Custom { make, .. } => make(),
+        })
+    }
+}
+
+impl fmt::Debug for PrefetchChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+/// One cache level: a policy over a byte budget and a prefetcher.
+#[derive(Clone, Debug)]
+pub struct LevelConfig {
+    pub policy: PolicySpec,
+    pub capacity_bytes: u64,
+    pub prefetch: PrefetchChoice,
+}
+
+impl LevelConfig {
+    pub fn new(policy: PolicySpec, capacity_bytes: u64) -> Self {
+        LevelConfig { policy, capacity_bytes, prefetch: PrefetchChoice::None }
+    }
+
+    pub fn with_prefetch(mut self, prefetch: PrefetchChoice) -> Self {
+        self.prefetch = prefetch;
+        self
+    }
+}
+
+/// A time-aware simulation's configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Page and block size in bytes (the page cache and the block cache use the same size).
+    pub block_size: u64,
+    /// Policy parameter preset of both levels.
+    pub preset: Preset,
+    /// The page cache of file-level workloads (ignored for block traces). `None`: no page cache (every request
+    /// goes to the block level, as with direct I/O).
+    pub page_cache: Option<LevelConfig>,
+    /// The block-level cache between the layout and the device. `None`: none.
+    pub block_cache: Option<LevelConfig>,
+    /// REDCAP between the layout and the device (seed `000_*`), instead of a block cache.
+    pub redcap: Option<RedcapSetup>,
+    /// How files are placed on the disk.
+    pub layout: LayoutKind,
+    /// Seed of layouts with randomness.
+    pub layout_seed: u64,
+    pub scheduler: Scheduler,
+    pub issue: IssueMode,
+    /// Closed loop: a think time for every request instead of the workload's (or the trace's gaps).
+    pub think_ns: Option<u64>,
+    /// Largest device request the clusterer builds, in bytes (at least one block).
+    pub max_request_bytes: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            block_size: 4096,
+            preset: Preset::Default,
+            page_cache: None,
+            block_cache: None,
+            redcap: None,
+            layout: LayoutKind::default(),
+            layout_seed: 0,
+            scheduler: Scheduler::default(),
+            issue: IssueMode::default(),
+            think_ns: None,
+            max_request_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// What can go wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error("{level}: {source}")]
+    Cache { level: &'static str, source: CacheError },
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    #[error(transparent)]
+    Prefetch(#[from] PrefetchError),
+    #[error("REDCAP: {0}")]
+    Redcap(#[from] RedcapError),
+    #[error("the workload has {0} files; the page cache keys pages by (file, page) and holds at most 65536 files")]
+    TooManyFiles(usize),
+    #[error("process {process}, request {index}: {message}")]
+    Request { process: usize, index: usize, message: String },
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// An engine bug: the event queue ran dry with requests still waiting.
+    #[error("internal error: only {completed} of {total} requests completed")]
+    Stalled { completed: u64, total: u64 },
+}
+
+/// Runs a file-level workload (page cache → layout → block cache → device) on a fresh copy of `disk`.
+pub fn run_workload(workload: &Workload, config: &Config, disk: &dyn DiskModel) -> Result<Report, Error> {
+    engine::run_workload(workload, config, disk)
+}
+
+/// Runs a block-level trace (block cache → device; no page cache) on a fresh copy of `disk`. The trace is
+/// read into memory (one process; its time stamps drive the open loop or the closed loop's think times).
+pub fn run_block_trace(reader: &mut dyn TraceReader, config: &Config, disk: &dyn DiskModel) -> Result<Report, Error> {
+    engine::run_block_trace(reader, config, disk)
+}
+
+/// One block-level request, for [`run_block_requests`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockRequest {
+    pub volume: u32,
+    pub op: blockwell_core::Op,
+    /// Byte offset within the volume.
+    pub offset: u64,
+    /// Bytes (>= 1).
+    pub len: u64,
+    /// Closed loop: think time before this request.
+    pub think_ns: u64,
+    /// Open loop: issue time.
+    pub at_ns: u64,
+}
+
+/// Runs block-level requests, one sequence per process (block cache → device).
+pub fn run_block_requests(
+    processes: &[Vec<BlockRequest>],
+    config: &Config,
+    disk: &dyn DiskModel,
+) -> Result<Report, Error> {
+    engine::run_block_requests("block requests", processes, config, disk)
+}

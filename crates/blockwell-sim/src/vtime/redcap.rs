@@ -1,0 +1,200 @@
+//! REDCAP on the virtual clock (seed `000_*`): the segment cache ([`blockwell_core::redcap::Redcap`]) between
+//! the layout and the device, and its activation–deactivation controller
+//! ([`blockwell_core::redcap::RedcapControl`]) fed with times this driver measures and estimates.
+//!
+//! For each block-level read request (one run of consecutive blocks from the page cache or a trace):
+//!
+//! - **Active**: the cache answers; every missed segment is read whole as one device request (128 KiB
+//!   segments are "the maximum request size allowed by the operating system", so they are not split by the
+//!   clusterer). The *measured* time is the service time of those device requests; the *estimated* time
+//!   without the cache is what a shadow device (its own queue and scheduler over a fresh copy of the disk model,
+//!   [`blockwell_disk::DiskModel::boxed_clone`]) takes for the request's blocks alone, clustered as the device
+//!   would get them, queued at the request's arrival among the other requests' shadow reads.
+//! - **Inactive**: the request goes to the device as if there were no REDCAP (measured), while the cache keeps
+//!   being simulated: its segment state is updated and a second shadow disk serves the segment reads it would
+//!   have issued (estimated). When the controller switches the cache back on, its contents are dropped: the
+//!   shadow segments were never read, so they hold no data.
+//!
+//! The controller decides on sums over periods of requests ([`blockwell_core::redcap::RedcapControlConfig`]);
+//! a request's observation is made when its last device request completes.
+
+use super::device::Device;
+use super::Scheduler;
+use blockwell_core::redcap::{ReadPlan, Redcap, RedcapConfig, RedcapControl, RedcapControlConfig, RedcapError};
+use blockwell_disk::DiskModel;
+use serde::{Deserialize, Serialize};
+
+/// REDCAP's configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RedcapSetup {
+    pub cache: RedcapConfig,
+    pub control: RedcapControlConfig,
+}
+
+impl RedcapSetup {
+    /// The seed's configurations (`64x128k`, `128x128k`) with the default controller.
+    pub fn preset(name: &str, block_size: u64) -> Result<Self, RedcapError> {
+        Ok(RedcapSetup { cache: RedcapConfig::preset(name, block_size)?, control: RedcapControlConfig::default() })
+    }
+}
+
+/// What REDCAP did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RedcapReport {
+    pub segments: u64,
+    pub segment_blocks: u64,
+    /// Fraction of the simulated time (until the last process finished or the last device read completed,
+    /// whichever is later) during which the cache was active.
+    pub active_fraction: f64,
+    /// Fraction of the measured I/O time spent active (the controller's own count).
+    pub active_io_fraction: f64,
+    /// On/off switches.
+    pub switches: u64,
+    /// Times of the first 64 switches (the cache starts active, so they alternate off, on, off...).
+    pub switch_times_ns: Vec<u64>,
+    /// Controller decisions (periods).
+    pub periods: u64,
+    /// Whole-segment device reads issued while active.
+    pub segment_reads: u64,
+    /// Sums over all observations: I/O time with the cache and without it (one measured, one estimated each).
+    pub with_ns: u64,
+    pub without_ns: u64,
+    /// State at the end.
+    pub active_at_end: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Pending {
+    estimate: u64,
+    measured: u64,
+    outstanding: u32,
+    active: bool,
+}
+
+pub(crate) struct RedcapLevel {
+    setup: RedcapSetup,
+    pub cache: Redcap,
+    pub control: RedcapControl,
+    pub plan: ReadPlan,
+    /// Shadow devices (queue, scheduler and a fresh copy of the disk model): [0] serves the demand stream alone
+    /// (the time without the cache, while active), [1] the segment reads the cache would issue (while inactive).
+    pub shadows: [Device; 2],
+    pending: Vec<Pending>,
+    free: Vec<u32>,
+    active_since: u64,
+    active_ns: u64,
+    switch_times: Vec<u64>,
+    /// Device size in blocks (segments are clipped there).
+    pub end_blocks: u64,
+    pub segment_reads: u64,
+    with_sum: u64,
+    without_sum: u64,
+}
+
+impl RedcapLevel {
+    pub fn new(
+        setup: RedcapSetup,
+        disk: &dyn DiskModel,
+        scheduler: Scheduler,
+        end_blocks: u64,
+    ) -> Result<Self, RedcapError> {
+        Ok(RedcapLevel {
+            setup,
+            cache: Redcap::new(setup.cache)?,
+            control: RedcapControl::new(setup.control)?,
+            plan: ReadPlan::default(),
+            shadows: [Device::new(disk.boxed_clone(), scheduler), Device::new(disk.boxed_clone(), scheduler)],
+            pending: Vec::new(),
+            free: Vec::new(),
+            active_since: 0,
+            active_ns: 0,
+            switch_times: Vec::new(),
+            end_blocks,
+            segment_reads: 0,
+            with_sum: 0,
+            without_sum: 0,
+        })
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.control.is_active()
+    }
+
+    /// Opens an observation for one request.
+    pub fn open(&mut self) -> u32 {
+        let p = Pending { estimate: 0, measured: 0, outstanding: 0, active: self.is_active() };
+        match self.free.pop() {
+            Some(i) => {
+                self.pending[i as usize] = p;
+                i
+            }
+            None => {
+                self.pending.push(p);
+                (self.pending.len() - 1) as u32
+            }
+        }
+    }
+
+    pub fn add_device_request(&mut self, id: u32) {
+        self.pending[id as usize].outstanding += 1;
+    }
+
+    /// A device request of observation `id` completed after `service_ns` on the real device (`shadow` false)
+    /// or on a shadow; `None`: nothing completed, just check whether the observation is complete.
+    pub fn progress(&mut self, id: u32, service_ns: Option<u64>, shadow: bool, now: u64) {
+        let p = &mut self.pending[id as usize];
+        if let Some(t) = service_ns {
+            if shadow {
+                p.estimate += t;
+            } else {
+                p.measured += t;
+            }
+            p.outstanding = p.outstanding.saturating_sub(1);
+        }
+        if p.outstanding > 0 {
+            return;
+        }
+        let p = *p;
+        self.free.push(id);
+        let (with, without) = if p.active { (p.measured, p.estimate) } else { (p.estimate, p.measured) };
+        self.with_sum += with;
+        self.without_sum += without;
+        let switched = self.control.observe(with, without);
+        if switched.is_some() && self.switch_times.len() < 64 {
+            self.switch_times.push(now);
+        }
+        match switched {
+            Some(true) => {
+                self.active_since = now;
+                // The shadow segments were never read: the cache starts empty.
+                if let Ok(c) = Redcap::new(self.setup.cache) {
+                    self.cache = c;
+                }
+            }
+            Some(false) => self.active_ns += now - self.active_since,
+            None => {}
+        }
+    }
+
+    /// The report, `end` being the time of the last event.
+    pub fn report(&self, end: u64) -> RedcapReport {
+        let mut active = self.active_ns;
+        if self.is_active() {
+            active += end.saturating_sub(self.active_since);
+        }
+        RedcapReport {
+            segments: self.setup.cache.segments as u64,
+            segment_blocks: self.setup.cache.segment_blocks,
+            // Shadow reads may complete (and switch the cache) after `end`; that time is not counted.
+            active_fraction: if end == 0 { 1.0 } else { active.min(end) as f64 / end as f64 },
+            active_io_fraction: self.control.active_fraction(),
+            switches: self.control.switches(),
+            switch_times_ns: self.switch_times.clone(),
+            periods: self.control.periods(),
+            segment_reads: self.segment_reads,
+            with_ns: self.with_sum,
+            without_ns: self.without_sum,
+            active_at_end: self.is_active(),
+        }
+    }
+}

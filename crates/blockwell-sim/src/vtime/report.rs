@@ -1,0 +1,171 @@
+//! What a time-aware run measured, and a table printer.
+
+use super::level::LevelCounters;
+use serde::{Deserialize, Serialize};
+use std::fmt::{self, Write as _};
+
+/// Device requests of one kind, after clustering.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IoCount {
+    pub requests: u64,
+    pub blocks: u64,
+    /// Mean request size in blocks (seed `001_*` Table 5).
+    pub mean_blocks: f64,
+}
+
+/// What the device did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceReport {
+    /// The disk model's description.
+    pub model: String,
+    /// Reads a process waited for (demand misses and synchronous read-ahead).
+    pub sync_reads: IoCount,
+    /// Reads nobody waited for when issued (asynchronous read-ahead).
+    pub async_reads: IoCount,
+    pub writes: IoCount,
+    /// Blocks read from the disk (synchronous + asynchronous).
+    pub blocks_read: u64,
+    /// Requests served.
+    pub served: u64,
+    /// Time the device spent serving requests.
+    pub busy_ns: u64,
+    /// Application time minus busy time.
+    pub idle_ns: u64,
+    /// Mean time from queueing to completion.
+    pub mean_response_ns: f64,
+    /// Longest queue seen (requests waiting, not counting the one in service).
+    pub max_queue: u64,
+}
+
+/// One cache level.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LevelReport {
+    pub policy: String,
+    pub prefetcher: String,
+    pub capacity_blocks: u64,
+    pub counters: LevelCounters,
+    /// Demand read blocks found resident / demand read blocks.
+    pub hit_ratio: f64,
+    /// Prefetched blocks that were demanded (resident or still in flight) / prefetched blocks.
+    pub prefetch_accuracy: f64,
+    /// Prefetch hits / demand read blocks.
+    pub prefetch_coverage: f64,
+}
+
+impl LevelReport {
+    pub(crate) fn new(policy: String, prefetcher: String, capacity_blocks: u64, c: LevelCounters) -> Self {
+        let r = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        LevelReport {
+            policy,
+            prefetcher,
+            capacity_blocks,
+            hit_ratio: r(c.read_hits, c.read_blocks),
+            prefetch_accuracy: r(c.prefetch_hits + c.prefetch_late, c.prefetch_issued),
+            prefetch_coverage: r(c.prefetch_hits, c.read_blocks),
+            counters: c,
+        }
+    }
+}
+
+/// Everything a time-aware run measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub workload: String,
+    pub block_size: u64,
+    pub processes: u64,
+    /// Process requests completed.
+    pub requests: u64,
+    /// The page cache (file-level workloads with a page cache).
+    pub page_cache: Option<LevelReport>,
+    /// The block-level cache, when configured.
+    pub block_cache: Option<LevelReport>,
+    pub device: DeviceReport,
+    /// REDCAP, when configured.
+    pub redcap: Option<super::RedcapReport>,
+    /// Time at which the last process finished (the application's completion time), from time 0.
+    pub app_time_ns: u64,
+    /// Mean time from issue to completion of a process request.
+    pub mean_request_ns: f64,
+    /// Events the simulation processed.
+    pub events: u64,
+}
+
+impl Report {
+    /// The hit ratio the application sees: the page cache's for file workloads, else the block cache's.
+    pub fn hit_ratio(&self) -> f64 {
+        self.page_cache.as_ref().or(self.block_cache.as_ref()).map_or(0.0, |l| l.hit_ratio)
+    }
+
+    /// Total device read requests (synchronous + asynchronous).
+    pub fn disk_reads(&self) -> u64 {
+        self.device.sync_reads.requests + self.device.async_reads.requests
+    }
+
+    /// A plain-text table.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let ms = |ns: u64| ns as f64 / 1e6;
+        let _ = writeln!(
+            s,
+            "workload {} ({} processes, {} requests, {} B blocks)",
+            self.workload, self.processes, self.requests, self.block_size
+        );
+        let _ = writeln!(
+            s,
+            "{:<12} {:>10} {:>8} {:>10} {:>10} {:>9} {:>9} {:>9}",
+            "level", "capacity", "hit%", "demand", "in-flight", "pf-issued", "accuracy", "coverage"
+        );
+        for (name, l) in [("page cache", &self.page_cache), ("block cache", &self.block_cache)] {
+            if let Some(l) = l {
+                let c = &l.counters;
+                let _ = writeln!(
+                    s,
+                    "{:<12} {:>10} {:>7.2}% {:>10} {:>10} {:>9} {:>8.1}% {:>8.1}%",
+                    name,
+                    l.capacity_blocks,
+                    l.hit_ratio * 100.0,
+                    c.read_blocks,
+                    c.inflight_waits,
+                    c.prefetch_issued,
+                    l.prefetch_accuracy * 100.0,
+                    l.prefetch_coverage * 100.0
+                );
+                let _ = writeln!(s, "{:<12} policy {} prefetcher {}", "", l.policy, l.prefetcher);
+            }
+        }
+        if let Some(r) = &self.redcap {
+            let _ = writeln!(
+                s,
+                "redcap {}x{} blocks: active {:.1}% of the time ({:.1}% of I/O time), {} switches in {} periods, {} segment reads",
+                r.segments,
+                r.segment_blocks,
+                r.active_fraction * 100.0,
+                r.active_io_fraction * 100.0,
+                r.switches,
+                r.periods,
+                r.segment_reads
+            );
+        }
+        let d = &self.device;
+        let _ = writeln!(s, "device {}", d.model);
+        let _ = writeln!(s, "{:<12} {:>10} {:>10} {:>10}", "requests", "count", "blocks", "mean size");
+        for (name, c) in [("sync reads", d.sync_reads), ("async reads", d.async_reads), ("writes", d.writes)] {
+            let _ = writeln!(s, "{:<12} {:>10} {:>10} {:>10.2}", name, c.requests, c.blocks, c.mean_blocks);
+        }
+        let _ = writeln!(
+            s,
+            "app time {:.3} ms, device busy {:.3} ms, idle {:.3} ms, mean request {:.3} ms",
+            ms(self.app_time_ns),
+            ms(d.busy_ns),
+            ms(d.idle_ns),
+            self.mean_request_ns / 1e6
+        );
+        s
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.table())
+    }
+}
