@@ -393,3 +393,52 @@ fn redcap_stays_on_and_serves_neighbouring_blocks_from_its_segments() {
     let bc = on.block_cache.as_ref().unwrap();
     assert_eq!(bc.counters.read_hits, 512 - 16);
 }
+
+#[test]
+fn prefetches_evicted_unused_are_counted_as_wasted() {
+    let disk = ConstDisk::new(MS);
+    // A 4-block cache, 8 blocks of read-ahead per read, reads jumping 100 blocks: every prefetch is wasted.
+    let w = one_file(10_000, vec![(0..20).map(|i| read(0, i * 100, 0)).collect()]);
+    let cfg = Config { page_cache: Some(lru(4).with_prefetch(seq_ahead(8))), ..Config::default() };
+    let r = run_workload(&w, &cfg, &disk).unwrap();
+    let c = r.page_cache.as_ref().unwrap().counters;
+    assert_eq!(c.prefetch_issued, 20 * 8);
+    assert_eq!(c.prefetch_hits + c.prefetch_late, 0);
+    assert!(c.prefetch_wasted >= 19 * 8 - 4, "{c:?}");
+    assert_eq!(r.page_cache.as_ref().unwrap().prefetch_accuracy, 0.0);
+    assert_eq!(r.device.blocks_read, 20 * 9);
+}
+
+#[test]
+fn reads_merge_into_a_queued_read_that_ends_where_they_start() {
+    // Block 0 is in service while 10, 11 and 12 arrive one by one: 11 and 12 join 10's queued request.
+    let reqs = block_reads(&[0, 10, 11, 12, 30]);
+    let run = |merge_queued| {
+        let disk = ConstDisk::new(MS);
+        let cfg = Config { issue: IssueMode::OpenLoop, merge_queued, ..Config::default() };
+        let r = run_block_requests(std::slice::from_ref(&reqs), &cfg, &disk).unwrap();
+        (r, disk.served().iter().map(|(_, q)| (q.sector / 8, q.sectors / 8)).collect::<Vec<_>>())
+    };
+    let (merged, served) = run(true);
+    assert_eq!(served, vec![(0, 1), (10, 3), (30, 1)]);
+    assert_eq!((merged.device.sync_reads.requests, merged.device.sync_reads.blocks, merged.device.merged), (3, 5, 2));
+    assert_eq!(merged.app_time_ns, 3 * MS);
+    let (plain, served) = run(false);
+    assert_eq!(served.len(), 5);
+    assert_eq!((plain.device.sync_reads.requests, plain.device.merged), (5, 0));
+}
+
+#[test]
+fn absurd_request_sizes_are_errors_not_allocations() {
+    let disk = ConstDisk::new(MS);
+    let huge = BlockRequest { volume: 0, op: Op::Read, offset: 0, len: 1 << 50, think_ns: 0, at_ns: 0 };
+    let e = run_block_requests(&[vec![huge]], &Config::default(), &disk).unwrap_err();
+    assert!(matches!(e, Error::Request { .. }), "{e}");
+    assert!(e.to_string().contains("limit"), "{e}");
+    let w = Workload {
+        name: "huge".into(),
+        files: vec![FileInfo { size: 1 << 50, writer: 0, dir: 0 }],
+        processes: vec![vec![FileRequest { file: 0, op: Op::Read, offset: 0, len: 1 << 50, think_ns: 0, at_ns: None }]],
+    };
+    assert!(matches!(run_workload(&w, &Config::default(), &disk), Err(Error::Request { .. })));
+}

@@ -70,9 +70,11 @@ fn redcap_stays_within_3_percent_on_sequential_and_random_reads() {
             change * 100.0
         );
         if spec.starts_with("random") {
-            // It loses on random reads, so the controller switches it off early and leaves it off.
+            // It loses on random reads: the controller switches it off after the first period; it may come back
+            // on briefly when the shadow cache's hits make it look worthwhile, but stays off most of the time.
             let rc = rep.redcap.as_ref().unwrap();
-            assert!(rc.active_fraction < 0.1 && rc.switches >= 1 && !rc.active_at_end, "{rc:?}");
+            assert!(rc.active_fraction < 0.1 && rc.switches >= 1, "{rc:?}");
+            assert!(rc.switch_times_ns[0] < off as u64 / 50, "{rc:?}");
         }
     }
 }
@@ -145,4 +147,77 @@ fn real_models_are_deterministic_time_included() {
     let a = serde_json::to_string(&seed000(&w, LayoutKind::BlockGroups, true)).unwrap();
     let b = serde_json::to_string(&seed000(&w, LayoutKind::BlockGroups, true)).unwrap();
     assert_eq!(a, b);
+}
+
+/// Seed 001 §3's simple prefetcher, as Blockwell reads it: prefetch only on a miss, synchronously (clustered
+/// with the demand block); a miss reads `size` blocks from the demand block on, stopping before a cached block
+/// or the end of the file; `size` is 8 after an access that hit a block of the last prefetch group, else 3.
+struct Section3 {
+    size: u64,
+    group: (u64, u64),
+}
+
+impl blockwell_core::prefetch::Prefetcher for Section3 {
+    fn on_demand(
+        &mut self,
+        d: &blockwell_core::prefetch::Demand,
+        view: &dyn blockwell_core::prefetch::BlockView,
+        out: &mut Vec<blockwell_core::prefetch::Fetch>,
+    ) {
+        use blockwell_core::prefetch::{BlockState, Fetch};
+        use blockwell_core::BlockKey;
+        let b = d.first.block();
+        if view.state(d.first) == BlockState::Resident {
+            self.size = if (self.group.0..self.group.1).contains(&b) { 8 } else { 3 };
+            return;
+        }
+        let mut n = 1;
+        while n < self.size && b + n < d.end && view.state(BlockKey::from_raw(d.first.raw() + n)) == BlockState::Absent
+        {
+            n += 1;
+        }
+        if n > 1 {
+            out.push(Fetch { first: BlockKey::from_raw(d.first.raw() + 1), n: n - 1, sync: true });
+        }
+        self.group = (b + 1, b + n);
+    }
+}
+
+#[test]
+fn opt_with_prefetching_issues_more_disk_requests_than_lru_on_seed_001_table_1() {
+    use blockwell_core::Op;
+    use blockwell_sim::workload::{FileInfo, FileRequest};
+    // Seed 001 Table 1: blocks a..p of one file, an 8-block cache.
+    let reqs = "acegikmoabcdefghijklmnop"
+        .bytes()
+        .map(|c| FileRequest {
+            file: 0,
+            op: Op::Read,
+            offset: u64::from(c - b'a') * 4096,
+            len: 4096,
+            think_ns: 0,
+            at_ns: None,
+        })
+        .collect();
+    let w = Workload {
+        name: "table1".into(),
+        files: vec![FileInfo { size: 16 * 4096, writer: 0, dir: 0 }],
+        processes: vec![reqs],
+    };
+    let run = |policy: &str, prefetch: bool| {
+        let mut lc = LevelConfig::new(PolicySpec::parse(policy).unwrap(), 8 * 4096);
+        if prefetch {
+            lc = lc.with_prefetch(PrefetchChoice::custom("section3", || Box::new(Section3 { size: 3, group: (0, 0) })));
+        }
+        run_workload(&w, &Config { page_cache: Some(lc), ..Config::default() }, disk("cheetah9lp").as_ref())
+            .unwrap()
+            .disk_reads()
+    };
+    // Without prefetching: 16 misses for OPT, 23 for LRU, as the seed says.
+    assert_eq!((run("opt", false), run("lru", false)), (16, 23));
+    // With prefetching LRU needs 6 disk requests, as in the table; OPT needs more: 7 here, 8 in the table
+    // (the seed's prefetcher also stops before a block whose insertion would evict the demand block or a block
+    // of its own group, which `Section3` does not model).
+    assert_eq!(run("lru", true), 6);
+    assert_eq!(run("opt", true), 7);
 }

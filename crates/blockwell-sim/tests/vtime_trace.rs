@@ -67,3 +67,41 @@ fn closed_loop_thinks_for_the_gaps_between_time_stamps() {
     assert_eq!(r.device.busy_ns, 2 * MS);
     assert_eq!(r.device.idle_ns, 20 * MS);
 }
+
+#[test]
+fn a_file_level_trace_runs_open_loop_through_the_page_cache() {
+    use blockwell_sim::vtime::run_workload;
+    // Process 2 reads the page process 1 is reading, 1 ms later: it waits for that read (seed 001 §5.2).
+    let csv = "# file,a.txt,40960,1,0\n\
+               time_ns,process,file,offset,size,op\n\
+               0,1,a.txt,0,4096,R\n\
+               1000000,2,a.txt,0,4096,R\n\
+               5000000,1,a.txt,8192,4096,R\n";
+    let t = blockwell_sim::filetrace::read_from(csv.as_bytes(), std::path::Path::new("t.csv")).unwrap();
+    let cfg = Config {
+        page_cache: Some(LevelConfig::new(PolicySpec::parse("lru").unwrap(), 16 * 4096)),
+        issue: IssueMode::OpenLoop,
+        ..Config::default()
+    };
+    let r = run_workload(&t.workload, &cfg, &Const).unwrap();
+    let pc = r.page_cache.as_ref().unwrap();
+    assert_eq!((pc.counters.read_blocks, pc.counters.read_hits, pc.counters.inflight_waits), (3, 0, 1));
+    assert_eq!(r.device.sync_reads.requests, 2);
+    assert_eq!(r.app_time_ns, 6 * MS);
+}
+
+#[test]
+fn a_file_level_trace_closed_loop_thinks_for_the_gaps_when_asked() {
+    use blockwell_sim::vtime::run_workload;
+    let csv = "# file,a.txt,40960,1,0\n\
+               time_ns,process,file,offset,size,op\n\
+               2000000,1,a.txt,0,4096,R\n\
+               12000000,1,a.txt,8192,4096,R\n";
+    let t = blockwell_sim::filetrace::read_from(csv.as_bytes(), std::path::Path::new("t.csv")).unwrap();
+    let mut cfg = Config { think_from_gaps: true, ..Config::default() };
+    // Think 2 ms, read 1 ms, think 10 ms (the gap), read 1 ms.
+    assert_eq!(run_workload(&t.workload, &cfg, &Const).unwrap().app_time_ns, 14 * MS);
+    // Without the flag the trace's think column (absent: 0) is used.
+    cfg.think_from_gaps = false;
+    assert_eq!(run_workload(&t.workload, &cfg, &Const).unwrap().app_time_ns, 2 * MS);
+}

@@ -3,6 +3,7 @@
 use super::report::{DeviceReport, IoCount};
 use super::Scheduler;
 use blockwell_disk::{DiskModel, DiskOp, DiskRequest};
+use std::collections::{BTreeMap, HashMap};
 
 /// One device request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,7 +29,8 @@ pub(crate) struct DevReq {
 pub(crate) struct Device {
     model: Box<dyn DiskModel>,
     scheduler: Scheduler,
-    queue: Vec<DevReq>,
+    /// Queued requests by arrival (`seq`) for FIFO, by (start sector, `seq`) for C-LOOK.
+    queue: BTreeMap<(u64, u64), DevReq>,
     /// The request being served, its completion time and its service time.
     current: Option<(DevReq, u64, u64)>,
     /// End sector of the last request served (C-LOOK's head position).
@@ -37,25 +39,34 @@ pub(crate) struct Device {
     pub report: DeviceReport,
     /// Sum over requests of (completion − arrival).
     response_sum: u128,
+    /// Back-merging: largest merged request in blocks (0: no merging), and the queued mergeable reads by the
+    /// key one past their last block.
+    merge_max: u64,
+    ends: HashMap<u64, (u64, u64)>,
 }
 
 impl Device {
-    pub fn new(model: Box<dyn DiskModel>, scheduler: Scheduler) -> Device {
+    /// A device; `merge_max` > 0 merges a read into a queued read that ends where it starts (up to that many
+    /// blocks).
+    pub fn new(model: Box<dyn DiskModel>, scheduler: Scheduler, merge_max: u64) -> Device {
         let describe = model.describe();
         Device {
             model,
             scheduler,
-            queue: Vec::new(),
+            queue: BTreeMap::new(),
             current: None,
             head: 0,
             seq: 0,
             report: DeviceReport { model: describe, ..DeviceReport::default() },
             response_sum: 0,
+            merge_max,
+            ends: HashMap::new(),
         }
     }
 
-    /// Queues a request (its `seq` and `queued_at` are set here).
-    pub fn submit(&mut self, mut r: DevReq, now: u64) {
+    /// Queues a request (its `seq` and `queued_at` are set here). When the read is merged into a queued one,
+    /// returns `Some(tag)` with the merged read's own tag (its observation gets no service time of its own).
+    pub fn submit(&mut self, mut r: DevReq, now: u64) -> Option<Option<u32>> {
         r.seq = self.seq;
         r.queued_at = now;
         self.seq += 1;
@@ -64,10 +75,33 @@ impl Device {
             (DiskOp::Read, true) => &mut self.report.sync_reads,
             (DiskOp::Read, false) => &mut self.report.async_reads,
         };
-        count.requests += 1;
         count.blocks += r.n;
-        self.queue.push(r);
+        let mergeable = self.merge_max > 0 && r.op == DiskOp::Read && r.job.is_none();
+        if mergeable {
+            if let Some(&qk) = self.ends.get(&r.first_key) {
+                if let Some(q) = self.queue.get_mut(&qk) {
+                    if q.sync == r.sync && q.tag.is_some() == r.tag.is_some() && q.n + r.n <= self.merge_max {
+                        self.ends.remove(&r.first_key);
+                        q.n += r.n;
+                        q.sectors += r.sectors;
+                        self.ends.insert(q.first_key + q.n, qk);
+                        self.report.merged += 1;
+                        return Some(r.tag);
+                    }
+                }
+            }
+        }
+        count.requests += 1;
+        let key = match self.scheduler {
+            Scheduler::Fifo => (r.seq, 0),
+            Scheduler::CLook => (r.sector, r.seq),
+        };
+        if mergeable {
+            self.ends.insert(r.first_key + r.n, key);
+        }
+        self.queue.insert(key, r);
         self.report.max_queue = self.report.max_queue.max(self.queue.len() as u64);
+        None
     }
 
     /// When idle with queued work, starts the next request at `now`; returns its completion time.
@@ -75,21 +109,19 @@ impl Device {
         if self.current.is_some() || self.queue.is_empty() {
             return None;
         }
-        let i = match self.scheduler {
-            Scheduler::Fifo => 0,
+        let next = match self.scheduler {
+            Scheduler::Fifo => self.queue.first_key_value().map(|(k, _)| *k),
+            // The lowest start sector at or after the head, else the lowest of all (wrap around).
             Scheduler::CLook => {
-                let pick = |ge: bool| {
-                    self.queue
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, r)| !ge || r.sector >= self.head)
-                        .min_by_key(|(_, r)| (r.sector, r.seq))
-                        .map(|(i, _)| i)
-                };
-                pick(true).or_else(|| pick(false)).unwrap_or(0)
+                self.queue.range((self.head, 0)..).next().or_else(|| self.queue.first_key_value()).map(|(k, _)| *k)
             }
         };
-        let r = self.queue.remove(i);
+        let k = next?;
+        let r = self.queue.remove(&k)?;
+        let end = r.first_key + r.n;
+        if self.ends.get(&end) == Some(&k) {
+            self.ends.remove(&end);
+        }
         let t = self.model.service(now, &DiskRequest { op: r.op, sector: r.sector, sectors: r.sectors });
         self.report.busy_ns += t;
         self.head = r.sector + r.sectors;

@@ -18,6 +18,16 @@ use blockwell_trace::TraceReader;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+/// Largest request, in blocks (64 GiB at 4 KiB): the simulator walks requests block by block.
+const MAX_REQUEST_BLOCKS: u64 = 1 << 24;
+
+fn check_blocks(n: u64) -> Result<(), String> {
+    if n > MAX_REQUEST_BLOCKS {
+        return Err(format!("{n} blocks is more than the simulator's limit of {MAX_REQUEST_BLOCKS} per request"));
+    }
+    Ok(())
+}
+
 /// One process request, resolved to blocks (file pages, or volume blocks for block-level input).
 #[derive(Clone, Copy, Debug)]
 struct Req {
@@ -150,7 +160,7 @@ impl Sim {
             block,
             redcap,
             clusterer: Clusterer::new(max_blocks).map_err(|e| Error::Config(e.to_string()))?,
-            dev: Device::new(disk.boxed_clone(), cfg.scheduler),
+            dev: Device::new(disk.boxed_clone(), cfg.scheduler, if cfg.merge_queued { max_blocks } else { 0 }),
             completed: 0,
             response_sum: 0,
             app_end: 0,
@@ -513,7 +523,7 @@ impl Sim {
                     seq: 0,
                     queued_at: 0,
                 };
-                rc.shadows[k].submit(r, now);
+                let _ = rc.shadows[k].submit(r, now);
                 if let Some(done) = rc.shadows[k].start_next(now) {
                     shadow_events.push((done, k as u8));
                 }
@@ -615,7 +625,13 @@ impl Sim {
             seq: 0,
             queued_at: 0,
         };
-        self.dev.submit(r, self.now);
+        if let Some(Some(id)) = self.dev.submit(r, self.now) {
+            // Merged into a queued read, which carries the service time: this read's share is zero.
+            let now = self.now;
+            if let Some(rc) = self.redcap.as_mut() {
+                rc.progress(id, Some(0), false, now);
+            }
+        }
     }
 
     /// Write through the page cache: the pages are written (allocated) in the page cache, then written through
@@ -875,6 +891,10 @@ fn simulate(
     if sim.completed != total as u64 {
         return Err(Error::Stalled { completed: sim.completed, total: total as u64 });
     }
+    let in_flight = sim.block.inflight.len() + sim.page.as_ref().map_or(0, |p| p.inflight.len());
+    if in_flight > 0 {
+        return Err(Error::InFlightAtEnd(in_flight));
+    }
     Ok(sim.report(name.to_string(), cfg).0)
 }
 
@@ -888,15 +908,28 @@ pub(super) fn run_workload(w: &Workload, cfg: &Config, disk: &dyn DiskModel) -> 
     let mut reqs = Vec::with_capacity(w.processes.len());
     for (pi, p) in w.processes.iter().enumerate() {
         let mut v = Vec::with_capacity(p.len());
+        let mut prev_at = 0u64;
         for (ri, r) in p.iter().enumerate() {
             let bad = |message: String| Error::Request { process: pi, index: ri, message };
+            let think_ns = match r.at_ns {
+                Some(at) if cfg.think_from_gaps => {
+                    let gap = at.saturating_sub(prev_at);
+                    prev_at = at;
+                    gap
+                }
+                _ => r.think_ns,
+            };
             let fp = *pages.get(r.file as usize).ok_or_else(|| bad(format!("file {} does not exist", r.file)))?;
             if r.len == 0 {
                 return Err(bad("zero-length request".into()));
             }
             let (first, n) = block_span(r.offset, r.len, bs);
             let n = n.min(fp.saturating_sub(first));
-            v.push(Req { target: r.file, op: r.op, first, n, think_ns: r.think_ns, at_ns: r.at_ns });
+            check_blocks(n).map_err(bad)?;
+            if n > 0 && first + (n - 1) > MAX_BLOCK {
+                return Err(bad(format!("offset {} is beyond the addressable range", r.offset)));
+            }
+            v.push(Req { target: r.file, op: r.op, first, n, think_ns, at_ns: r.at_ns });
         }
         reqs.push(v);
     }
@@ -920,6 +953,7 @@ pub(super) fn run_block_requests(
                 return Err(bad("zero-length request".into()));
             }
             let (first, n) = block_span(r.offset, r.len, cfg.block_size);
+            check_blocks(n).map_err(bad)?;
             if r.volume > MAX_VOLUME || !first.checked_add(n - 1).is_some_and(|last| last <= MAX_BLOCK) {
                 return Err(bad(format!("volume {} offset {} is beyond the addressable range", r.volume, r.offset)));
             }

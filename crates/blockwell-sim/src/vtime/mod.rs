@@ -11,7 +11,9 @@
 //!   prefetcher whose streams are open files (process × file), e.g. Linux read-ahead.
 //! - **File layout**: page-cache misses (demand and prefetch) become disk-block reads through
 //!   [`crate::layout::FileMap::runs`].
-//! - **Block cache** (optional): any policy plus a block-level prefetcher; block-level traces start here.
+//! - **Block cache** (optional): any policy plus a block-level prefetcher, or REDCAP (seed `000_*`: a segment
+//!   cache with its activation controller, fed with measured device times and shadow-device estimates; see
+//!   [`RedcapSetup`]); block-level traces start here.
 //! - **Clusterer**: the blocks one access sends to the device, sorted, become device requests of consecutive
 //!   blocks up to `max_request_bytes` (64 KiB by default); synchronous and asynchronous reads never share a
 //!   request.
@@ -169,8 +171,15 @@ pub struct Config {
     pub issue: IssueMode,
     /// Closed loop: a think time for every request instead of the workload's (or the trace's gaps).
     pub think_ns: Option<u64>,
+    /// Closed loop, file workloads: a time-stamped request's think time is the gap between its time stamp and
+    /// the previous time-stamped request's of the same process (the first one's: its time stamp), as block
+    /// traces always do. Requests without a time stamp keep their own think time.
+    pub think_from_gaps: bool,
     /// Largest device request the clusterer builds, in bytes (at least one block).
     pub max_request_bytes: u64,
+    /// Merge a read into a queued (not yet started) read of the same kind that ends where it starts, up to
+    /// `max_request_bytes` (Linux's clustering into the request queue, seed `001_*` §2.1).
+    pub merge_queued: bool,
 }
 
 impl Default for Config {
@@ -186,7 +195,9 @@ impl Default for Config {
             scheduler: Scheduler::default(),
             issue: IssueMode::default(),
             think_ns: None,
+            think_from_gaps: false,
             max_request_bytes: 64 * 1024,
+            merge_queued: true,
         }
     }
 }
@@ -213,6 +224,9 @@ pub enum Error {
     /// An engine bug: the event queue ran dry with requests still waiting.
     #[error("internal error: only {completed} of {total} requests completed")]
     Stalled { completed: u64, total: u64 },
+    /// An engine bug: blocks still marked in flight after every device request completed.
+    #[error("internal error: {0} blocks still in flight at the end")]
+    InFlightAtEnd(usize),
 }
 
 /// Runs a file-level workload (page cache → layout → block cache → device) on a fresh copy of `disk`.

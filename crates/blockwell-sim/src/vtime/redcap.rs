@@ -103,7 +103,7 @@ impl RedcapLevel {
             cache: Redcap::new(setup.cache)?,
             control: RedcapControl::new(setup.control)?,
             plan: ReadPlan::default(),
-            shadows: [Device::new(disk.boxed_clone(), scheduler), Device::new(disk.boxed_clone(), scheduler)],
+            shadows: [Device::new(disk.boxed_clone(), scheduler, 0), Device::new(disk.boxed_clone(), scheduler, 0)],
             pending: Vec::new(),
             free: Vec::new(),
             active_since: 0,

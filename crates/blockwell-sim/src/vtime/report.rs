@@ -25,6 +25,8 @@ pub struct DeviceReport {
     pub writes: IoCount,
     /// Blocks read from the disk (synchronous + asynchronous).
     pub blocks_read: u64,
+    /// Reads merged into a queued read (not counted as requests; their blocks are).
+    pub merged: u64,
     /// Requests served.
     pub served: u64,
     /// Time the device spent serving requests.
