@@ -5,6 +5,7 @@
 //! workloads.
 
 pub mod analysis;
+pub mod experiments;
 pub mod filetrace;
 pub mod gen;
 pub mod layout;

@@ -5,12 +5,14 @@ use std::process::ExitCode;
 pub mod common;
 pub mod demo;
 pub mod disk;
+pub mod experiment;
 pub mod mount;
 pub mod mrc;
 pub mod serve;
 pub mod sim;
 pub mod status;
 pub mod trace;
+pub mod tsim;
 
 /// `blockwell list`
 pub fn list() -> anyhow::Result<ExitCode> {

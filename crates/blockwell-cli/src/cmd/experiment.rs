@@ -1,0 +1,550 @@
+//! `blockwell experiment redcap|prefetch-policies`: the seed papers' experiment grids on the time-aware
+//! simulator, as tables, CSV, JSON and SVG plots. The grids live in `blockwell_sim::experiments`; this module
+//! parses options, prints and plots.
+
+use crate::cmd::common::{parse_sizes, register_font, SizeSpec, TraceArgs};
+use crate::cmd::tsim::parse_scheduler;
+use anyhow::{bail, Context};
+use blockwell_core::policy::{parse_policy_list, PolicySpec, Preset};
+use blockwell_disk::DiskSpec;
+use blockwell_sim::experiments::policies::{Metric, PolicyGrid, PolicyResults, Source};
+use blockwell_sim::experiments::redcap::{RedcapGrid, RedcapResults};
+use blockwell_sim::layout::LayoutKind;
+use blockwell_sim::replay::CacheSize;
+use blockwell_sim::vtime::{LevelConfig, PrefetchChoice};
+use blockwell_sim::workloads::WorkloadSpec;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// `blockwell experiment ...`
+#[derive(clap::Subcommand, Debug)]
+pub enum Command {
+    /// Seed 000 Figure 1: improvement in application time with REDCAP vs without, per benchmark × processes ×
+    /// layout × REDCAP configuration.
+    #[command(after_help = "\
+The seed's file systems map to layouts: ext2/ext3 → block-groups, XFS/JFS → single-extent, ReiserFS → \
+scattered; contiguous is the ideal baseline. Each (benchmark, processes) workload runs once without REDCAP and \
+once per configuration on each layout, cold caches; improvement = 1 - time with / time without. Runs are \
+independent and use all cores (--threads); the output is the same whatever the thread count. Results and their \
+comparison with the paper: docs/experiments/redcap.md.")]
+    Redcap(RedcapArgs),
+    /// Seed 001 Figures 3-6 and Table 5: hit ratio, disk requests and execution time against cache size for
+    /// replacement policies, with and without read-ahead.
+    #[command(after_help = "\
+A generated workload (--workload; loop ~ cscope, random ~ tpc-h, mix-seq ~ multi1, mix-random ~ multi3) runs \
+through a page cache with the policy and the read-ahead, files laid out by --layout; a block trace (--trace) \
+runs through a block-level cache instead. Results and their comparison with the paper: \
+docs/experiments/prefetch-policies.md.")]
+    PrefetchPolicies(PolicyArgs),
+}
+
+/// Output options shared by both experiments.
+#[derive(clap::Args, Debug)]
+pub struct OutputArgs {
+    /// Print CSV instead of the tables.
+    #[arg(long, conflicts_with = "json")]
+    pub csv: bool,
+
+    /// Print JSON instead of the tables.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also write SVG plots into DIR (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+
+    /// Threads (default: all cores).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+}
+
+/// Options of `blockwell experiment redcap`.
+#[derive(clap::Args, Debug)]
+pub struct RedcapArgs {
+    /// A reduced grid: 1 and 8 processes, block-groups and scattered, 64x128k, --scale 0.125 (each option
+    /// given explicitly still applies).
+    #[arg(long)]
+    pub quick: bool,
+
+    /// Benchmarks (workload generators, optionally with parameters) [default: kernel-read,ior,tac,strided-4k,strided-512k].
+    #[arg(long, value_name = "LIST")]
+    pub benchmarks: Option<String>,
+
+    /// Process counts [default: 1,2,4,8,16,32].
+    #[arg(long, value_name = "LIST")]
+    pub procs: Option<String>,
+
+    /// Layouts [default: block-groups,contiguous,single-extent,scattered].
+    #[arg(long, value_name = "LIST")]
+    pub layouts: Option<String>,
+
+    /// REDCAP configurations [default: 64x128k,128x128k].
+    #[arg(long, value_name = "LIST")]
+    pub configs: Option<String>,
+
+    /// Multiplies the generators' data sizes (file_mb; kernel-read's files and dirs) [default: 1].
+    #[arg(long, value_name = "F")]
+    pub scale: Option<f64>,
+
+    /// Disk model.
+    #[arg(long, value_name = "SPEC", default_value = "wd1200bb")]
+    pub disk: String,
+
+    /// Page-cache size (`0`: none).
+    #[arg(long, value_name = "SIZE", default_value = "256MiB")]
+    pub page_cache: String,
+
+    /// Page-cache policy.
+    #[arg(long, value_name = "POLICY", default_value = "lru")]
+    pub page_policy: String,
+
+    /// Page-cache read-ahead.
+    #[arg(long, value_name = "PREFETCHER", default_value = "linux24")]
+    pub page_prefetch: String,
+
+    /// Device queue order: fifo or c-look.
+    #[arg(long, value_name = "SCHEDULER", default_value = "c-look")]
+    pub scheduler: String,
+
+    /// Seed of layouts with randomness.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub layout_seed: u64,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Options of `blockwell experiment prefetch-policies`.
+#[derive(clap::Args, Debug)]
+pub struct PolicyArgs {
+    /// A reduced grid: cache sizes 25%, 50%, 100% of the footprint, and `loop(files=500)` unless --workload or
+    /// --trace is given (each option given explicitly still applies).
+    #[arg(long)]
+    pub quick: bool,
+
+    /// A generated workload: loop, random, mix-seq, mix-random (with parameters, e.g. `loop(files=500)`)
+    /// [default: loop].
+    #[arg(long, value_name = "SPEC", conflicts_with = "trace")]
+    pub workload: Option<String>,
+
+    /// A block trace instead of a workload.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+
+    /// The block trace's format.
+    #[arg(long, value_name = "FORMAT", requires = "trace")]
+    pub format: Option<String>,
+
+    /// Policies [default: opt,lru,lru-k(k=2),2q,lirs,lrfu,mq,arc].
+    #[arg(long, value_name = "LIST")]
+    pub policies: Option<String>,
+
+    /// Policy parameter preset.
+    #[arg(long, value_name = "PRESET", default_value = "seed001")]
+    pub preset: String,
+
+    /// Prefetchers to compare.
+    #[arg(long, value_name = "LIST", default_value = "none,linux24")]
+    pub prefetch: String,
+
+    /// Cache sizes: `25%` (of the footprint), `64MiB`, `16384blocks` [default: 10%,25%,50%,75%,100%].
+    #[arg(long, value_name = "LIST")]
+    pub sizes: Option<String>,
+
+    /// Disk model.
+    #[arg(long, value_name = "SPEC", default_value = "cheetah9lp")]
+    pub disk: String,
+
+    /// File layout of workloads.
+    #[arg(long, value_name = "LAYOUT", default_value = "contiguous")]
+    pub layout: String,
+
+    /// Device queue order: fifo or c-look.
+    #[arg(long, value_name = "SCHEDULER", default_value = "fifo")]
+    pub scheduler: String,
+
+    /// Closed loop: think time before every request, in µs, instead of the source's.
+    #[arg(long, value_name = "US")]
+    pub think_us: Option<u64>,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+pub fn run(c: Command) -> anyhow::Result<ExitCode> {
+    match c {
+        Command::Redcap(a) => redcap(a),
+        Command::PrefetchPolicies(a) => policies(a),
+    }
+}
+
+/// Splits a comma-separated list, keeping commas inside parentheses.
+fn split_list(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let (mut depth, mut cur) = (0i32, String::new());
+    for ch in s.chars() {
+        match ch {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                if !cur.trim().is_empty() {
+                    out.push(cur.trim().to_string());
+                }
+                cur.clear();
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(ch);
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur.trim().to_string());
+    }
+    out
+}
+
+fn threads(o: &OutputArgs) -> anyhow::Result<Option<usize>> {
+    match o.threads {
+        Some(0) => bail!("--threads: must be at least 1"),
+        t => Ok(t),
+    }
+}
+
+fn print(text: &str) -> anyhow::Result<()> {
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(())
+}
+
+fn json<T: serde::Serialize>(v: &T) -> anyhow::Result<String> {
+    let mut s = serde_json::to_string_pretty(v)?;
+    s.push('\n');
+    Ok(s)
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// redcap
+
+fn redcap(a: RedcapArgs) -> anyhow::Result<ExitCode> {
+    let mut g = if a.quick { RedcapGrid::quick()? } else { RedcapGrid::paper()? };
+    if let Some(b) = &a.benchmarks {
+        g.benchmarks = split_list(b);
+        for b in &g.benchmarks {
+            let spec = WorkloadSpec::parse(b).context("--benchmarks")?;
+            if !spec.kind.defaults().contains_key("procs") {
+                bail!("--benchmarks: '{b}' has no procs parameter");
+            }
+        }
+    }
+    if let Some(p) = &a.procs {
+        g.procs = split_list(p)
+            .iter()
+            .map(|x| match x.parse::<u32>() {
+                Ok(n) if (1..=blockwell_sim::workloads::MAX_PROCS).contains(&n) => Ok(n),
+                _ => bail!("--procs: '{x}' is not a process count from 1 to {}", blockwell_sim::workloads::MAX_PROCS),
+            })
+            .collect::<anyhow::Result<_>>()?;
+    }
+    if let Some(l) = &a.layouts {
+        g.layouts =
+            split_list(l).iter().map(|x| x.parse::<LayoutKind>()).collect::<Result<_, _>>().context("--layouts")?;
+    }
+    if let Some(c) = &a.configs {
+        g.configs = split_list(c);
+        for c in &g.configs {
+            blockwell_sim::vtime::RedcapSetup::preset(c, g.block_size).context("--configs")?;
+        }
+    }
+    if let Some(s) = a.scale {
+        if !(s.is_finite() && s > 0.0) {
+            bail!("--scale: {s} is not a positive number");
+        }
+        g.scale = s;
+    }
+    g.disk = DiskSpec::parse(&a.disk).context("--disk")?;
+    g.disk.build().context("--disk")?;
+    let bytes = crate::cmd::common::parse_bytes(&a.page_cache).context("--page-cache")?;
+    g.page_cache = if bytes == 0 {
+        None
+    } else {
+        let policy = PolicySpec::parse(&a.page_policy).context("--page-policy")?;
+        let prefetch = PrefetchChoice::parse(&a.page_prefetch).context("--page-prefetch")?;
+        Some(LevelConfig::new(policy, bytes).with_prefetch(prefetch))
+    };
+    g.scheduler = parse_scheduler(&a.scheduler).context("--scheduler")?;
+    g.layout_seed = a.layout_seed;
+    if let Some(t) = threads(&a.output)? {
+        g.threads = t;
+    }
+    // Check every workload spec before the (long) run.
+    for b in &g.benchmarks {
+        for &p in &g.procs {
+            g.workload_spec(b, p).with_context(|| format!("--benchmarks {b} with {p} processes"))?;
+        }
+    }
+    let r = g.run()?;
+    if let Some(dir) = &a.output.plot {
+        plot_redcap(dir, &r).with_context(|| format!("--plot {}", dir.display()))?;
+    }
+    let text = if a.output.json {
+        json(&r)?
+    } else if a.output.csv {
+        r.csv()
+    } else {
+        r.table()
+    };
+    print(&text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// prefetch-policies
+
+fn policies(a: PolicyArgs) -> anyhow::Result<ExitCode> {
+    let source = if let Some(path) = &a.trace {
+        let args = TraceArgs {
+            trace: path.clone(),
+            format: a.format.clone(),
+            skip_bad_lines: 0,
+            object_size: "4096".into(),
+            csv_columns: None,
+        };
+        let mut reader = args.open().context("--trace")?;
+        let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+        Source::from_trace(name, reader.as_mut()).context("--trace")?
+    } else {
+        let spec = match (&a.workload, a.quick) {
+            (Some(w), _) => w.clone(),
+            (None, true) => "loop(files=500)".to_string(),
+            (None, false) => "loop".to_string(),
+        };
+        Source::Workload(WorkloadSpec::parse(&spec).and_then(|s| s.build()).context("--workload")?)
+    };
+    let mut g = PolicyGrid::paper(source)?;
+    if a.quick {
+        g.sizes = [25.0, 50.0, 100.0].into_iter().map(CacheSize::PercentOfFootprint).collect();
+    }
+    if let Some(p) = &a.policies {
+        g.policies = parse_policy_list(p).context("--policies")?;
+    }
+    g.preset = Preset::from_name(&a.preset).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--preset: unknown preset '{}' (known: {})",
+            a.preset,
+            Preset::ALL.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
+        )
+    })?;
+    g.prefetchers = split_list(&a.prefetch)
+        .iter()
+        .map(|p| PrefetchChoice::parse(p))
+        .collect::<Result<_, _>>()
+        .context("--prefetch")?;
+    if let Some(s) = &a.sizes {
+        g.sizes = parse_sizes(s)
+            .context("--sizes")?
+            .into_iter()
+            .map(|s| match s {
+                SizeSpec::Percent(p) => Ok(CacheSize::PercentOfFootprint(p)),
+                SizeSpec::Blocks(0) => bail!("--sizes: 0 blocks"),
+                SizeSpec::Blocks(b) => Ok(CacheSize::Blocks(b)),
+                SizeSpec::Bytes(b) if b < g.block_size => {
+                    bail!("--sizes: {b} B holds no {} B block", g.block_size)
+                }
+                SizeSpec::Bytes(b) => Ok(CacheSize::Blocks(b / g.block_size)),
+            })
+            .collect::<anyhow::Result<_>>()?;
+    }
+    g.disk = DiskSpec::parse(&a.disk).context("--disk")?;
+    g.disk.build().context("--disk")?;
+    g.layout = a.layout.parse().context("--layout")?;
+    g.scheduler = parse_scheduler(&a.scheduler).context("--scheduler")?;
+    g.think_ns = a.think_us.map(|us| us.saturating_mul(1000));
+    if let Some(t) = threads(&a.output)? {
+        g.threads = t;
+    }
+    let r = g.run()?;
+    if let Some(dir) = &a.output.plot {
+        plot_policies(dir, &r).with_context(|| format!("--plot {}", dir.display()))?;
+    }
+    let text = if a.output.json {
+        json(&r)?
+    } else if a.output.csv {
+        r.csv()
+    } else {
+        r.table()
+    };
+    print(&text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Plots
+
+/// One line of a plot.
+struct Line {
+    label: String,
+    color: usize,
+    dashed: bool,
+    points: Vec<(f64, f64)>,
+}
+
+const PALETTE: [(u8, u8, u8); 10] = [
+    (31, 119, 180),
+    (255, 127, 14),
+    (44, 160, 44),
+    (214, 39, 40),
+    (148, 103, 189),
+    (140, 86, 75),
+    (227, 119, 194),
+    (127, 127, 127),
+    (188, 189, 34),
+    (23, 190, 207),
+];
+
+/// A file name made of `s`'s letters, digits, `-` and `_`.
+fn file_name(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+}
+
+/// Draws `lines` into an SVG at `path`; `x_labels` replaces the x-axis numbers by names at 0, 1, 2...
+fn line_plot(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    x_labels: Option<&[String]>,
+    lines: &[Line],
+) -> anyhow::Result<()> {
+    use plotters::prelude::*;
+    register_font()?;
+    let root = SVGBackend::new(path, (1100, 680)).into_drawing_area();
+    let e = |e: DrawingAreaErrorKind<std::io::Error>| anyhow::anyhow!("drawing failed: {e:?}");
+    let pts = || lines.iter().flat_map(|l| l.points.iter().copied());
+    let (x0, x1) = pts().fold((f64::MAX, f64::MIN), |(a, b), (x, _)| (a.min(x), b.max(x)));
+    let (y0, y1) = pts().fold((f64::MAX, f64::MIN), |(a, b), (_, y)| (a.min(y), b.max(y)));
+    let (x0, x1) = if x0 <= x1 { (x0, x1) } else { (0.0, 1.0) };
+    let (y0, y1) = if y0 <= y1 { (y0.min(0.0), y1.max(0.0)) } else { (0.0, 1.0) };
+    let pad_x = ((x1 - x0) * 0.05).max(0.5);
+    let pad_y = ((y1 - y0) * 0.08).max(1e-9);
+    root.fill(&WHITE).map_err(e)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(20)
+        .x_label_area_size(50)
+        .y_label_area_size(80)
+        .build_cartesian_2d((x0 - pad_x)..(x1 + pad_x), (y0 - pad_y)..(y1 + pad_y))
+        .map_err(e)?;
+    let labels = x_labels.map(<[String]>::to_vec);
+    let fmt_x = move |x: &f64| -> String {
+        match &labels {
+            Some(l) => {
+                let i = x.round();
+                if (x - i).abs() < 1e-6 && i >= 0.0 {
+                    l.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            }
+            None => format!("{x:.0}"),
+        }
+    };
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc(x_desc)
+        .y_desc(y_desc)
+        .x_label_formatter(&fmt_x)
+        .label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 16));
+    if let Some(l) = x_labels {
+        mesh.x_labels(l.len().max(2) * 4);
+    }
+    mesh.draw().map_err(e)?;
+    for l in lines {
+        let (r, g, b) = PALETTE[l.color % PALETTE.len()];
+        let c = RGBColor(r, g, b);
+        let style = c.stroke_width(2);
+        let anno = if l.dashed {
+            chart.draw_series(DashedLineSeries::new(l.points.clone(), 8, 5, style)).map_err(e)?
+        } else {
+            chart.draw_series(LineSeries::new(l.points.clone(), style)).map_err(e)?
+        };
+        let dashed = l.dashed;
+        anno.label(l.label.clone()).legend(move |(x, y)| {
+            if dashed {
+                PathElement::new(vec![(x, y), (x + 8, y)], c.stroke_width(2))
+            } else {
+                PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+            }
+        });
+        chart.draw_series(l.points.iter().map(|&p| Circle::new(p, 3, c.filled()))).map_err(e)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)?;
+    Ok(())
+}
+
+/// One SVG per benchmark: improvement (%) against processes, a line per layout × configuration (the second
+/// configuration dashed).
+fn plot_redcap(dir: &Path, r: &RedcapResults) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let x_labels: Vec<String> = r.procs.iter().map(u32::to_string).collect();
+    for b in &r.benchmarks {
+        let mut lines = Vec::new();
+        for (li, l) in r.layouts.iter().enumerate() {
+            for (ci, c) in r.configs.iter().enumerate() {
+                let points = r
+                    .procs
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, &p)| r.get(b, p, l, c).map(|x| (i as f64, x.improvement * 100.0)))
+                    .collect();
+                lines.push(Line { label: format!("{l} {c}"), color: li, dashed: ci > 0, points });
+            }
+        }
+        let title = format!("{b}: application time improvement with REDCAP ({})", r.disk);
+        let path = dir.join(format!("redcap-{}.svg", file_name(b)));
+        line_plot(&path, &title, "processes", "improvement (%)", Some(&x_labels), &lines)?;
+    }
+    Ok(())
+}
+
+/// One SVG per metric: the metric against cache size (MiB), a line per policy × prefetcher (no prefetching
+/// dashed).
+fn plot_policies(dir: &Path, r: &PolicyResults) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for m in Metric::ALL {
+        let lines: Vec<Line> = r
+            .series()
+            .into_iter()
+            .enumerate()
+            .map(|(i, (pol, pf, pts))| Line {
+                label: format!("{pol} / {pf}"),
+                color: i / r.prefetchers.len().max(1),
+                dashed: pf == "none",
+                points: pts.iter().map(|p| (p.cache_bytes as f64 / (1u64 << 20) as f64, m.value(p))).collect(),
+            })
+            .collect();
+        let title = format!("{}: {} ({})", r.source, m.title(), r.disk);
+        let path = dir.join(format!("{}.svg", m.name()));
+        line_plot(&path, &title, "cache size (MiB)", m.title(), None, &lines)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_split_outside_parentheses() {
+        assert_eq!(split_list("a, b(x=1,y=2),c"), ["a", "b(x=1,y=2)", "c"]);
+        assert!(split_list(" ,").is_empty());
+        assert_eq!(file_name("strided-4k(procs=8)"), "strided-4k_procs_8_");
+    }
+}
