@@ -452,6 +452,7 @@ fn line_plot(
     mesh.x_desc(x_desc)
         .y_desc(y_desc)
         .x_label_formatter(&fmt_x)
+        .light_line_style(TRANSPARENT)
         .label_style(("sans-serif", 14))
         .axis_desc_style(("sans-serif", 16));
     if let Some(l) = x_labels {
