@@ -84,7 +84,10 @@ fn experiment_redcap_quick_reproduces_the_strided_gain_and_is_deterministic() {
 fn experiment_prefetch_policies_quick_shows_prefetching_narrowing_the_opt_lru_gap() {
     let d = tempfile::tempdir().unwrap();
     let plots = d.path().join("p");
-    let v = json(&["experiment", "prefetch-policies", "--quick", "--json", "--plot", plots.to_str().unwrap()]);
+    let args = ["experiment", "prefetch-policies", "--quick", "--json"];
+    let text = util::ok(&[&args[..], &["--plot", plots.to_str().unwrap()]].concat());
+    assert_eq!(util::ok(&args), text, "the same command twice gives the same JSON, times included");
+    let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["source"], "loop(files=500)");
     assert_eq!(v["policies"].as_array().unwrap().len(), 8, "the paper's eight policies");
     let sizes: Vec<u64> = v["sizes"].as_array().unwrap().iter().map(|s| s.as_u64().unwrap()).collect();

@@ -95,6 +95,11 @@ pub struct Args {
     #[arg(long, value_name = "US")]
     pub think_us: Option<u64>,
 
+    /// Closed loop, file traces with time stamps: each request's think time is the gap between its time stamp
+    /// and its process's previous one (as block traces always do).
+    #[arg(long)]
+    pub think_from_gaps: bool,
+
     /// Page and block size.
     #[arg(long, value_name = "BYTES", default_value = "4096")]
     pub block_size: String,
@@ -194,6 +199,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         scheduler,
         issue: if a.open_loop { IssueMode::OpenLoop } else { IssueMode::ClosedLoop },
         think_ns: a.think_us.map(|us| us.saturating_mul(1000)),
+        think_from_gaps: a.think_from_gaps,
         max_request_bytes,
         ..Config::default()
     };
