@@ -222,6 +222,9 @@ fn errors_name_the_option() {
         (&["experiment", "prefetch-policies", "--policies", "lru,nope"][..], "--policies"),
         (&["experiment", "prefetch-policies", "--workload", "loop(files=0)"][..], "--workload"),
         (&["experiment", "prefetch-policies", "--prefetch", "none,psychic"][..], "--prefetch"),
+        (&["experiment", "prefetch-policies", "--block-size", "1000"][..], "--block-size"),
+        (&["experiment", "prefetch-policies", "--trace", "/nonexistent/t.csv"][..], "--trace"),
+        (&["workload", "gen", "tac(file_mb=0)", "--output", "/tmp/never-written.csv"][..], "workload spec"),
     ] {
         let line = util::fails(args);
         assert!(line.contains(needle), "blockwell {args:?}: {line}");

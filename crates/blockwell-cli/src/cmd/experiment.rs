@@ -168,6 +168,10 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "US")]
     pub think_us: Option<u64>,
 
+    /// Page and block size (512 for traces of 512-byte pages, such as ARC's `.lis`).
+    #[arg(long, value_name = "BYTES", default_value = "4096")]
+    pub block_size: String,
+
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -321,6 +325,10 @@ fn policies(a: PolicyArgs) -> anyhow::Result<ExitCode> {
         Source::Workload(WorkloadSpec::parse(&spec).and_then(|s| s.build()).context("--workload")?)
     };
     let mut g = PolicyGrid::paper(source)?;
+    g.block_size = crate::cmd::common::parse_bytes(&a.block_size).context("--block-size")?;
+    if !(512..=(1 << 20)).contains(&g.block_size) || !g.block_size.is_power_of_two() {
+        bail!("--block-size: {} is not a power of two from 512 B to 1 MiB", g.block_size);
+    }
     if a.quick {
         g.sizes = [25.0, 50.0, 100.0].into_iter().map(CacheSize::PercentOfFootprint).collect();
     }
