@@ -160,7 +160,7 @@ impl PolicyGrid {
         let mut order: Vec<usize> = (0..jobs.len()).collect();
         order.sort_by_key(|&j| self.policies[jobs[j].0].kind != blockwell_core::PolicyKind::Opt);
         let reports = par_map(&jobs, &order, self.threads, |&(p, f, s)| -> Result<Report, Error> {
-            let level = LevelConfig::new(self.policies[p].clone(), blocks[s] * self.block_size)
+            let level = LevelConfig::new(self.policies[p].clone(), blocks[s].saturating_mul(self.block_size))
                 .with_prefetch(self.prefetchers[f].clone());
             let mut cfg = Config {
                 block_size: self.block_size,
@@ -192,7 +192,7 @@ impl PolicyGrid {
                 policy: self.policies[p].label().to_string(),
                 prefetch: self.prefetchers[f].label().to_string(),
                 cache_blocks: blocks[s],
-                cache_bytes: blocks[s] * self.block_size,
+                cache_bytes: blocks[s].saturating_mul(self.block_size),
                 hit_ratio: r.hit_ratio(),
                 disk_requests: r.disk_reads(),
                 sync_reads: r.device.sync_reads,
