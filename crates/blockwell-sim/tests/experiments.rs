@@ -8,7 +8,7 @@ use blockwell_sim::experiments::redcap::RedcapGrid;
 use blockwell_sim::experiments::Error;
 use blockwell_sim::layout::LayoutKind;
 use blockwell_sim::replay::CacheSize;
-use blockwell_sim::vtime::PrefetchChoice;
+use blockwell_sim::vtime::{run_block_requests, run_block_trace, Config, LevelConfig, PrefetchChoice};
 use blockwell_sim::workloads::generate;
 use blockwell_trace::{formats::Format, ReaderOptions};
 use std::io::Write;
@@ -148,4 +148,35 @@ fn block_traces_run_through_a_block_level_cache() {
     assert_eq!(r.points[1].hit_ratio, 0.0);
     assert_eq!(r.points[0].blocks_read, 16);
     assert_eq!(r.points[1].blocks_read, 32);
+}
+
+#[test]
+fn a_trace_read_into_a_source_runs_exactly_as_the_simulator_reads_it() {
+    // Uneven gaps, a write, a zero-length request: think times and open-loop issue times must match
+    // what `run_block_trace` does with the same file.
+    let mut f = tempfile::Builder::new().suffix(".csv").tempfile().unwrap();
+    writeln!(f, "version,time,op,size,lbn").unwrap();
+    for (i, (t, lbn)) in [(5u64, 0u64), (9, 8), (9, 800), (40, 16), (41, 8), (100, 4096)].iter().enumerate() {
+        let op = if i == 3 { "2a" } else { "28" };
+        writeln!(f, "1,{t},{op},{},{lbn}", if i == 2 { 0 } else { 8192 }).unwrap();
+    }
+    f.flush().unwrap();
+    let open = || blockwell_trace::open(f.path(), Some(Format::Vscsi), &ReaderOptions::default()).unwrap();
+    let Source::Blocks { requests, .. } = Source::from_trace("t", open().as_mut()).unwrap() else {
+        panic!("a trace gives block requests")
+    };
+    assert_eq!(requests.len(), 5, "the zero-length request is dropped");
+    let disk = blockwell_disk::DiskSpec::parse("cheetah9lp").unwrap().build().unwrap();
+    for issue in [blockwell_sim::vtime::IssueMode::ClosedLoop, blockwell_sim::vtime::IssueMode::OpenLoop] {
+        let cfg = Config {
+            block_cache: Some(LevelConfig::new(blockwell_core::PolicySpec::parse("lru").unwrap(), 8 * 4096)),
+            issue,
+            ..Config::default()
+        };
+        let mut a = run_block_trace(open().as_mut(), &cfg, disk.as_ref()).unwrap();
+        let mut b = run_block_requests(std::slice::from_ref(&requests), &cfg, disk.as_ref()).unwrap();
+        a.workload.clear();
+        b.workload.clear();
+        assert_eq!(a, b, "{issue:?}");
+    }
 }
