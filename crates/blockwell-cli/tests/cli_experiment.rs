@@ -110,6 +110,12 @@ fn experiment_prefetch_policies_quick_shows_prefetching_narrowing_the_opt_lru_ga
         assert!(get("lru", "linux24", b, "disk_requests") < get("lru", "none", b, "disk_requests"));
     }
     assert_eq!(svgs(&plots), ["disk-requests.svg", "hit-ratio.svg", "time.svg"]);
+    let png = d.path().join("png");
+    util::ok(&["experiment", "prefetch-policies", "--quick", "--plot", png.to_str().unwrap(), "--plot-format", "png"]);
+    for m in ["disk-requests", "hit-ratio", "time"] {
+        let bytes = std::fs::read(png.join(format!("{m}.png"))).unwrap();
+        assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000, "{m}.png");
+    }
     // Seed 001 §5.3.2: on random reads, read-ahead reads more blocks and takes longer.
     let v = json(&[
         "experiment",
@@ -223,6 +229,7 @@ fn errors_name_the_option() {
         (&["experiment", "prefetch-policies", "--workload", "loop(files=0)"][..], "--workload"),
         (&["experiment", "prefetch-policies", "--prefetch", "none,psychic"][..], "--prefetch"),
         (&["experiment", "prefetch-policies", "--block-size", "1000"][..], "--block-size"),
+        (&["experiment", "redcap", "--quick", "--plot", "/tmp/x", "--plot-format", "pdf"][..], "--plot-format"),
         (&["experiment", "prefetch-policies", "--trace", "/nonexistent/t.csv"][..], "--trace"),
         (&["workload", "gen", "tac(file_mb=0)", "--output", "/tmp/never-written.csv"][..], "workload spec"),
     ] {

@@ -3,6 +3,7 @@
 //! parses options, prints and plots.
 
 use crate::cmd::common::{parse_sizes, register_font, SizeSpec, TraceArgs};
+use crate::cmd::mrc::PlotKind;
 use crate::cmd::tsim::parse_scheduler;
 use anyhow::{bail, Context};
 use blockwell_core::policy::{parse_policy_list, PolicySpec, Preset};
@@ -50,9 +51,13 @@ pub struct OutputArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Also write SVG plots into DIR (created if missing).
+    /// Also write plots into DIR (created if missing).
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
+
+    /// Plot file format: svg or png.
+    #[arg(long, value_name = "FORMAT", default_value = "svg", requires = "plot")]
+    pub plot_format: String,
 
     /// Threads (default: all cores).
     #[arg(long, value_name = "N")]
@@ -208,6 +213,29 @@ fn split_list(s: &str) -> Vec<String> {
     out
 }
 
+impl OutputArgs {
+    fn plot_kind(&self) -> anyhow::Result<PlotKind> {
+        match self.plot_format.to_ascii_lowercase().as_str() {
+            "svg" => Ok(PlotKind::Svg),
+            "png" => Ok(PlotKind::Png),
+            other => bail!("--plot-format: unknown format '{other}' (known: svg, png)"),
+        }
+    }
+}
+
+trait Ext {
+    fn ext(self) -> &'static str;
+}
+
+impl Ext for PlotKind {
+    fn ext(self) -> &'static str {
+        match self {
+            PlotKind::Svg => "svg",
+            PlotKind::Png => "png",
+        }
+    }
+}
+
 fn threads(o: &OutputArgs) -> anyhow::Result<Option<usize>> {
     match o.threads {
         Some(0) => bail!("--threads: must be at least 1"),
@@ -230,6 +258,7 @@ fn json<T: serde::Serialize>(v: &T) -> anyhow::Result<String> {
 // redcap
 
 fn redcap(a: RedcapArgs) -> anyhow::Result<ExitCode> {
+    let plot_kind = a.output.plot_kind()?;
     let mut g = if a.quick { RedcapGrid::quick()? } else { RedcapGrid::paper()? };
     if let Some(b) = &a.benchmarks {
         g.benchmarks = split_list(b);
@@ -288,7 +317,7 @@ fn redcap(a: RedcapArgs) -> anyhow::Result<ExitCode> {
     }
     let r = g.run()?;
     if let Some(dir) = &a.output.plot {
-        plot_redcap(dir, &r).with_context(|| format!("--plot {}", dir.display()))?;
+        plot_redcap(dir, plot_kind, &r).with_context(|| format!("--plot {}", dir.display()))?;
     }
     let text = if a.output.json {
         json(&r)?
@@ -305,6 +334,7 @@ fn redcap(a: RedcapArgs) -> anyhow::Result<ExitCode> {
 // prefetch-policies
 
 fn policies(a: PolicyArgs) -> anyhow::Result<ExitCode> {
+    let plot_kind = a.output.plot_kind()?;
     let source = if let Some(path) = &a.trace {
         let args = TraceArgs {
             trace: path.clone(),
@@ -372,7 +402,7 @@ fn policies(a: PolicyArgs) -> anyhow::Result<ExitCode> {
     }
     let r = g.run()?;
     if let Some(dir) = &a.output.plot {
-        plot_policies(dir, &r).with_context(|| format!("--plot {}", dir.display()))?;
+        plot_policies(dir, plot_kind, &r).with_context(|| format!("--plot {}", dir.display()))?;
     }
     let text = if a.output.json {
         json(&r)?
@@ -414,9 +444,10 @@ fn file_name(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
 }
 
-/// Draws `lines` into an SVG at `path`; `x_labels` replaces the x-axis numbers by names at 0, 1, 2...
+/// Draws `lines` into an SVG or PNG at `path`; `x_labels` replaces the x-axis numbers by names at 0, 1, 2...
 fn line_plot(
     path: &Path,
+    kind: PlotKind,
     title: &str,
     x_desc: &str,
     y_desc: &str,
@@ -425,8 +456,27 @@ fn line_plot(
 ) -> anyhow::Result<()> {
     use plotters::prelude::*;
     register_font()?;
-    let root = SVGBackend::new(path, (1100, 680)).into_drawing_area();
-    let e = |e: DrawingAreaErrorKind<std::io::Error>| anyhow::anyhow!("drawing failed: {e:?}");
+    let size = (1200, 680);
+    match kind {
+        PlotKind::Svg => {
+            draw_lines(SVGBackend::new(path, size).into_drawing_area(), title, x_desc, y_desc, x_labels, lines)
+        }
+        PlotKind::Png => {
+            draw_lines(BitMapBackend::new(path, size).into_drawing_area(), title, x_desc, y_desc, x_labels, lines)
+        }
+    }
+}
+
+fn draw_lines<DB: plotters::prelude::DrawingBackend>(
+    root: plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    x_labels: Option<&[String]>,
+    lines: &[Line],
+) -> anyhow::Result<()> {
+    use plotters::prelude::*;
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing failed: {e:?}");
     let pts = || lines.iter().flat_map(|l| l.points.iter().copied());
     let (x0, x1) = pts().fold((f64::MAX, f64::MIN), |(a, b), (x, _)| (a.min(x), b.max(x)));
     let (y0, y1) = pts().fold((f64::MAX, f64::MIN), |(a, b), (_, y)| (a.min(y), b.max(y)));
@@ -435,7 +485,8 @@ fn line_plot(
     let pad_x = ((x1 - x0) * 0.05).max(0.5);
     let pad_y = ((y1 - y0) * 0.08).max(1e-9);
     root.fill(&WHITE).map_err(e)?;
-    let mut chart = ChartBuilder::on(&root)
+    let (plot_area, legend) = root.split_horizontally(root.dim_in_pixel().0.saturating_sub(260));
+    let mut chart = ChartBuilder::on(&plot_area)
         .caption(title, ("sans-serif", 20))
         .margin(20)
         .x_label_area_size(50)
@@ -471,36 +522,31 @@ fn line_plot(
         let (r, g, b) = PALETTE[l.color % PALETTE.len()];
         let c = RGBColor(r, g, b);
         let style = c.stroke_width(2);
-        let anno = if l.dashed {
-            chart.draw_series(DashedLineSeries::new(l.points.clone(), 8, 5, style)).map_err(e)?
+        if l.dashed {
+            chart.draw_series(DashedLineSeries::new(l.points.clone(), 8, 5, style)).map_err(e)?;
         } else {
-            chart.draw_series(LineSeries::new(l.points.clone(), style)).map_err(e)?
-        };
-        let dashed = l.dashed;
-        anno.label(l.label.clone()).legend(move |(x, y)| {
-            if dashed {
-                PathElement::new(vec![(x, y), (x + 8, y)], c.stroke_width(2))
-            } else {
-                PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
-            }
-        });
+            chart.draw_series(LineSeries::new(l.points.clone(), style)).map_err(e)?;
+        }
         chart.draw_series(l.points.iter().map(|&p| Circle::new(p, 3, c.filled()))).map_err(e)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(e)?;
+    // The legend, beside the chart so that it hides no data.
+    for (i, l) in lines.iter().enumerate() {
+        let (r, g, b) = PALETTE[l.color % PALETTE.len()];
+        let c = RGBColor(r, g, b);
+        let y = 70 + 20 * i as i32;
+        let segments: &[(i32, i32)] = if l.dashed { &[(4, 12), (18, 26), (32, 40)] } else { &[(4, 40)] };
+        for &(a, b) in segments {
+            legend.draw(&PathElement::new(vec![(a, y), (b, y)], c.stroke_width(2))).map_err(e)?;
+        }
+        legend.draw(&Text::new(l.label.clone(), (48, y - 7), ("sans-serif", 13))).map_err(e)?;
+    }
     root.present().map_err(e)?;
     Ok(())
 }
 
 /// One SVG per benchmark: improvement (%) against processes, a line per layout × configuration (the second
 /// configuration dashed).
-fn plot_redcap(dir: &Path, r: &RedcapResults) -> anyhow::Result<()> {
+fn plot_redcap(dir: &Path, kind: PlotKind, r: &RedcapResults) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
     let x_labels: Vec<String> = r.procs.iter().map(u32::to_string).collect();
     for b in &r.benchmarks {
@@ -517,15 +563,15 @@ fn plot_redcap(dir: &Path, r: &RedcapResults) -> anyhow::Result<()> {
             }
         }
         let title = format!("{b}: application time improvement with REDCAP ({})", r.disk);
-        let path = dir.join(format!("redcap-{}.svg", file_name(b)));
-        line_plot(&path, &title, "processes", "improvement (%)", Some(&x_labels), &lines)?;
+        let path = dir.join(format!("redcap-{}.{}", file_name(b), kind.ext()));
+        line_plot(&path, kind, &title, "processes", "improvement (%)", Some(&x_labels), &lines)?;
     }
     Ok(())
 }
 
 /// One SVG per metric: the metric against cache size (MiB), a line per policy × prefetcher (no prefetching
 /// dashed).
-fn plot_policies(dir: &Path, r: &PolicyResults) -> anyhow::Result<()> {
+fn plot_policies(dir: &Path, kind: PlotKind, r: &PolicyResults) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
     for m in Metric::ALL {
         let lines: Vec<Line> = r
@@ -540,8 +586,8 @@ fn plot_policies(dir: &Path, r: &PolicyResults) -> anyhow::Result<()> {
             })
             .collect();
         let title = format!("{}: {} ({})", r.source, m.title(), r.disk);
-        let path = dir.join(format!("{}.svg", m.name()));
-        line_plot(&path, &title, "cache size (MiB)", m.title(), None, &lines)?;
+        let path = dir.join(format!("{}.{}", m.name(), kind.ext()));
+        line_plot(&path, kind, &title, "cache size (MiB)", m.title(), None, &lines)?;
     }
     Ok(())
 }
