@@ -34,6 +34,15 @@ enum Command {
     /// Disk timing models: list them, time a request or a stream, validate against measured service times.
     #[command(subcommand)]
     Disk(cmd::disk::Command),
+    /// One time-aware run: page cache, file layout, block cache or REDCAP, disk model, on a virtual clock.
+    Tsim(cmd::tsim::Args),
+    /// Workload tools: gen (save a generated workload as a file-level trace).
+    #[command(subcommand)]
+    Workload(cmd::tsim::WorkloadCommand),
+    /// The seed papers' experiment grids: redcap (seed 000 Fig. 1), prefetch-policies (seed 001 Figs. 3-6),
+    /// dedup (seed 003), es-equivalence (seed 002 Table II).
+    #[command(subcommand)]
+    Experiment(cmd::experiment::Command),
     /// List the policies, presets and trace formats.
     List,
 }
@@ -49,6 +58,9 @@ fn run() -> anyhow::Result<ExitCode> {
         Command::Trace(c) => cmd::trace::run(c),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Disk(c) => cmd::disk::run(c),
+        Command::Tsim(a) => cmd::tsim::run(a),
+        Command::Workload(c) => cmd::tsim::run_workload(c),
+        Command::Experiment(c) => cmd::experiment::run(c),
         Command::List => cmd::list(),
     }
 }

@@ -9,6 +9,7 @@
 pub mod analysis;
 pub mod dedup;
 pub mod estier;
+pub mod experiments;
 pub mod filetrace;
 pub mod gen;
 pub mod gen_content;

@@ -3,9 +3,6 @@
 //! size (bisection, [`blockwell_sim::estier::search`]), the mean capacity ratio per slowdown (the paper's
 //! Table II) and the break-even price ratio, on generated PostMark-like and Bonnie-like workloads.
 //! Model and parameters: `docs/extended-storage.md`; measured tables: `docs/experiments/es-equivalence.md`.
-//!
-//! The lead wires [`run`] into `main.rs` as `experiment es-equivalence`; until then the binary does not call it.
-#![allow(dead_code)]
 
 use crate::cmd::common::{parse_bytes, parse_sizes};
 use anyhow::{bail, Context};

@@ -5,8 +5,7 @@ use std::process::ExitCode;
 pub mod common;
 pub mod demo;
 pub mod disk;
-// Not wired yet: the lead registers it as `blockwell experiment dedup` (then drop this allow).
-#[allow(dead_code)]
+pub mod experiment;
 pub mod experiment_dedup;
 pub mod experiment_es;
 pub mod mount;
@@ -15,6 +14,7 @@ pub mod serve;
 pub mod sim;
 pub mod status;
 pub mod trace;
+pub mod tsim;
 
 /// `blockwell list`
 pub fn list() -> anyhow::Result<ExitCode> {

@@ -1,0 +1,613 @@
+//! `blockwell experiment redcap|prefetch-policies`: the seed papers' experiment grids on the time-aware
+//! simulator, as tables, CSV, JSON and SVG plots. The grids live in `blockwell_sim::experiments`; this module
+//! parses options, prints and plots.
+
+use crate::cmd::common::{parse_sizes, register_font, SizeSpec, TraceArgs};
+use crate::cmd::mrc::PlotKind;
+use crate::cmd::tsim::parse_scheduler;
+use anyhow::{bail, Context};
+use blockwell_core::policy::{parse_policy_list, PolicySpec, Preset};
+use blockwell_disk::DiskSpec;
+use blockwell_sim::experiments::policies::{Metric, PolicyGrid, PolicyResults, Source};
+use blockwell_sim::experiments::redcap::{RedcapGrid, RedcapResults};
+use blockwell_sim::layout::LayoutKind;
+use blockwell_sim::replay::CacheSize;
+use blockwell_sim::vtime::{LevelConfig, PrefetchChoice};
+use blockwell_sim::workloads::WorkloadSpec;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// `blockwell experiment ...`
+#[derive(clap::Subcommand, Debug)]
+pub enum Command {
+    /// Seed 000 Figure 1: improvement in application time with REDCAP vs without, per benchmark × processes ×
+    /// layout × REDCAP configuration.
+    #[command(after_help = "\
+The seed's file systems map to layouts: ext2/ext3 → block-groups, XFS/JFS → single-extent, ReiserFS → \
+scattered; contiguous is the ideal baseline. Each (benchmark, processes) workload runs once without REDCAP and \
+once per configuration on each layout, cold caches; improvement = 1 - time with / time without. Runs are \
+independent and use all cores (--threads); the output is the same whatever the thread count. Results and their \
+comparison with the paper: docs/experiments/redcap.md.")]
+    Redcap(RedcapArgs),
+    /// Seed 001 Figures 3-6 and Table 5: hit ratio, disk requests and execution time against cache size for
+    /// replacement policies, with and without read-ahead.
+    #[command(after_help = "\
+A generated workload (--workload; loop ~ cscope, random ~ tpc-h, mix-seq ~ multi1, mix-random ~ multi3) runs \
+through a page cache with the policy and the read-ahead, files laid out by --layout; a block trace (--trace) \
+runs through a block-level cache instead. Results and their comparison with the paper: \
+docs/experiments/prefetch-policies.md.")]
+    PrefetchPolicies(PolicyArgs),
+    /// Seed 003 Tables 1 and 3, Figures 4-5: offset- vs content-based caching across cache sizes, the hash-table
+    /// fraction sweep, silent writes, unified vs private caches over several volumes.
+    Dedup(super::experiment_dedup::DedupArgs),
+    /// Seed 002 Table II: the extended-storage tier capacity equivalent to DRAM, per slowdown factor, and the
+    /// break-even price ratio.
+    EsEquivalence(super::experiment_es::EsArgs),
+}
+
+/// Output options shared by both experiments.
+#[derive(clap::Args, Debug)]
+pub struct OutputArgs {
+    /// Print CSV instead of the tables.
+    #[arg(long, conflicts_with = "json")]
+    pub csv: bool,
+
+    /// Print JSON instead of the tables.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also write plots into DIR (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+
+    /// Plot file format: svg or png.
+    #[arg(long, value_name = "FORMAT", default_value = "svg", requires = "plot")]
+    pub plot_format: String,
+
+    /// Threads (default: all cores).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+}
+
+/// Options of `blockwell experiment redcap`.
+#[derive(clap::Args, Debug)]
+pub struct RedcapArgs {
+    /// A reduced grid: 1 and 8 processes, block-groups and scattered, 64x128k, --scale 0.125 (each option
+    /// given explicitly still applies).
+    #[arg(long)]
+    pub quick: bool,
+
+    /// Benchmarks (workload generators, optionally with parameters) [default: kernel-read,ior,tac,strided-4k,strided-512k].
+    #[arg(long, value_name = "LIST")]
+    pub benchmarks: Option<String>,
+
+    /// Process counts [default: 1,2,4,8,16,32].
+    #[arg(long, value_name = "LIST")]
+    pub procs: Option<String>,
+
+    /// Layouts [default: block-groups,contiguous,single-extent,scattered].
+    #[arg(long, value_name = "LIST")]
+    pub layouts: Option<String>,
+
+    /// REDCAP configurations [default: 64x128k,128x128k].
+    #[arg(long, value_name = "LIST")]
+    pub configs: Option<String>,
+
+    /// Multiplies the generators' data sizes (file_mb; kernel-read's files and dirs) [default: 1].
+    #[arg(long, value_name = "F")]
+    pub scale: Option<f64>,
+
+    /// Disk model.
+    #[arg(long, value_name = "SPEC", default_value = "wd1200bb")]
+    pub disk: String,
+
+    /// Page-cache size (`0`: none).
+    #[arg(long, value_name = "SIZE", default_value = "256MiB")]
+    pub page_cache: String,
+
+    /// Page-cache policy.
+    #[arg(long, value_name = "POLICY", default_value = "lru")]
+    pub page_policy: String,
+
+    /// Page-cache read-ahead.
+    #[arg(long, value_name = "PREFETCHER", default_value = "linux24")]
+    pub page_prefetch: String,
+
+    /// Device queue order: fifo or c-look.
+    #[arg(long, value_name = "SCHEDULER", default_value = "c-look")]
+    pub scheduler: String,
+
+    /// Seed of layouts with randomness.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub layout_seed: u64,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Options of `blockwell experiment prefetch-policies`.
+#[derive(clap::Args, Debug)]
+pub struct PolicyArgs {
+    /// A reduced grid: cache sizes 25%, 50%, 100% of the footprint, and `loop(files=500)` unless --workload or
+    /// --trace is given (each option given explicitly still applies).
+    #[arg(long)]
+    pub quick: bool,
+
+    /// A generated workload: loop, random, mix-seq, mix-random (with parameters, e.g. `loop(files=500)`)
+    /// [default: loop].
+    #[arg(long, value_name = "SPEC", conflicts_with = "trace")]
+    pub workload: Option<String>,
+
+    /// A block trace instead of a workload.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+
+    /// The block trace's format.
+    #[arg(long, value_name = "FORMAT", requires = "trace")]
+    pub format: Option<String>,
+
+    /// Policies [default: opt,lru,lru-k(k=2),2q,lirs,lrfu,mq,arc].
+    #[arg(long, value_name = "LIST")]
+    pub policies: Option<String>,
+
+    /// Policy parameter preset.
+    #[arg(long, value_name = "PRESET", default_value = "seed001")]
+    pub preset: String,
+
+    /// Prefetchers to compare.
+    #[arg(long, value_name = "LIST", default_value = "none,linux24")]
+    pub prefetch: String,
+
+    /// Cache sizes: `25%` (of the footprint), `64MiB`, `16384blocks` [default: 10%,25%,50%,75%,100%].
+    #[arg(long, value_name = "LIST")]
+    pub sizes: Option<String>,
+
+    /// Disk model.
+    #[arg(long, value_name = "SPEC", default_value = "cheetah9lp")]
+    pub disk: String,
+
+    /// File layout of workloads.
+    #[arg(long, value_name = "LAYOUT", default_value = "contiguous")]
+    pub layout: String,
+
+    /// Device queue order: fifo or c-look.
+    #[arg(long, value_name = "SCHEDULER", default_value = "fifo")]
+    pub scheduler: String,
+
+    /// Closed loop: think time before every request, in µs, instead of the source's.
+    #[arg(long, value_name = "US")]
+    pub think_us: Option<u64>,
+
+    /// Page and block size (512 for traces of 512-byte pages, such as ARC's `.lis`).
+    #[arg(long, value_name = "BYTES", default_value = "4096")]
+    pub block_size: String,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+pub fn run(c: Command) -> anyhow::Result<ExitCode> {
+    match c {
+        Command::Redcap(a) => redcap(a),
+        Command::PrefetchPolicies(a) => policies(a),
+        Command::Dedup(a) => super::experiment_dedup::run(a),
+        Command::EsEquivalence(a) => super::experiment_es::run(a),
+    }
+}
+
+/// Splits a comma-separated list, keeping commas inside parentheses.
+fn split_list(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let (mut depth, mut cur) = (0i32, String::new());
+    for ch in s.chars() {
+        match ch {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                if !cur.trim().is_empty() {
+                    out.push(cur.trim().to_string());
+                }
+                cur.clear();
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(ch);
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur.trim().to_string());
+    }
+    out
+}
+
+impl OutputArgs {
+    fn plot_kind(&self) -> anyhow::Result<PlotKind> {
+        match self.plot_format.to_ascii_lowercase().as_str() {
+            "svg" => Ok(PlotKind::Svg),
+            "png" => Ok(PlotKind::Png),
+            other => bail!("--plot-format: unknown format '{other}' (known: svg, png)"),
+        }
+    }
+}
+
+trait Ext {
+    fn ext(self) -> &'static str;
+}
+
+impl Ext for PlotKind {
+    fn ext(self) -> &'static str {
+        match self {
+            PlotKind::Svg => "svg",
+            PlotKind::Png => "png",
+        }
+    }
+}
+
+fn threads(o: &OutputArgs) -> anyhow::Result<Option<usize>> {
+    match o.threads {
+        Some(0) => bail!("--threads: must be at least 1"),
+        t => Ok(t),
+    }
+}
+
+fn print(text: &str) -> anyhow::Result<()> {
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(())
+}
+
+fn json<T: serde::Serialize>(v: &T) -> anyhow::Result<String> {
+    let mut s = serde_json::to_string_pretty(v)?;
+    s.push('\n');
+    Ok(s)
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// redcap
+
+fn redcap(a: RedcapArgs) -> anyhow::Result<ExitCode> {
+    let plot_kind = a.output.plot_kind()?;
+    let mut g = if a.quick { RedcapGrid::quick()? } else { RedcapGrid::paper()? };
+    if let Some(b) = &a.benchmarks {
+        g.benchmarks = split_list(b);
+        for b in &g.benchmarks {
+            let spec = WorkloadSpec::parse(b).context("--benchmarks")?;
+            if !spec.kind.defaults().contains_key("procs") {
+                bail!("--benchmarks: '{b}' has no procs parameter");
+            }
+        }
+    }
+    if let Some(p) = &a.procs {
+        g.procs = split_list(p)
+            .iter()
+            .map(|x| match x.parse::<u32>() {
+                Ok(n) if (1..=blockwell_sim::workloads::MAX_PROCS).contains(&n) => Ok(n),
+                _ => bail!("--procs: '{x}' is not a process count from 1 to {}", blockwell_sim::workloads::MAX_PROCS),
+            })
+            .collect::<anyhow::Result<_>>()?;
+    }
+    if let Some(l) = &a.layouts {
+        g.layouts =
+            split_list(l).iter().map(|x| x.parse::<LayoutKind>()).collect::<Result<_, _>>().context("--layouts")?;
+    }
+    if let Some(c) = &a.configs {
+        g.configs = split_list(c);
+        for c in &g.configs {
+            blockwell_sim::vtime::RedcapSetup::preset(c, g.block_size).context("--configs")?;
+        }
+    }
+    if let Some(s) = a.scale {
+        if !(s.is_finite() && s > 0.0) {
+            bail!("--scale: {s} is not a positive number");
+        }
+        g.scale = s;
+    }
+    g.disk = DiskSpec::parse(&a.disk).context("--disk")?;
+    g.disk.build().context("--disk")?;
+    let bytes = crate::cmd::common::parse_bytes(&a.page_cache).context("--page-cache")?;
+    g.page_cache = if bytes == 0 {
+        None
+    } else {
+        let policy = PolicySpec::parse(&a.page_policy).context("--page-policy")?;
+        let prefetch = PrefetchChoice::parse(&a.page_prefetch).context("--page-prefetch")?;
+        Some(LevelConfig::new(policy, bytes).with_prefetch(prefetch))
+    };
+    g.scheduler = parse_scheduler(&a.scheduler).context("--scheduler")?;
+    g.layout_seed = a.layout_seed;
+    if let Some(t) = threads(&a.output)? {
+        g.threads = t;
+    }
+    // Check every workload spec before the (long) run.
+    for b in &g.benchmarks {
+        for &p in &g.procs {
+            g.workload_spec(b, p).with_context(|| format!("--benchmarks {b} with {p} processes"))?;
+        }
+    }
+    let r = g.run()?;
+    if let Some(dir) = &a.output.plot {
+        plot_redcap(dir, plot_kind, &r).with_context(|| format!("--plot {}", dir.display()))?;
+    }
+    let text = if a.output.json {
+        json(&r)?
+    } else if a.output.csv {
+        r.csv()
+    } else {
+        r.table()
+    };
+    print(&text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// prefetch-policies
+
+fn policies(a: PolicyArgs) -> anyhow::Result<ExitCode> {
+    let plot_kind = a.output.plot_kind()?;
+    let source = if let Some(path) = &a.trace {
+        let args = TraceArgs {
+            trace: path.clone(),
+            format: a.format.clone(),
+            skip_bad_lines: 0,
+            object_size: "4096".into(),
+            csv_columns: None,
+        };
+        let mut reader = args.open().context("--trace")?;
+        let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+        Source::from_trace(name, reader.as_mut()).context("--trace")?
+    } else {
+        let spec = match (&a.workload, a.quick) {
+            (Some(w), _) => w.clone(),
+            (None, true) => "loop(files=500)".to_string(),
+            (None, false) => "loop".to_string(),
+        };
+        Source::Workload(WorkloadSpec::parse(&spec).and_then(|s| s.build()).context("--workload")?)
+    };
+    let mut g = PolicyGrid::paper(source)?;
+    g.block_size = crate::cmd::common::parse_bytes(&a.block_size).context("--block-size")?;
+    if !(512..=(1 << 20)).contains(&g.block_size) || !g.block_size.is_power_of_two() {
+        bail!("--block-size: {} is not a power of two from 512 B to 1 MiB", g.block_size);
+    }
+    if a.quick {
+        g.sizes = [25.0, 50.0, 100.0].into_iter().map(CacheSize::PercentOfFootprint).collect();
+    }
+    if let Some(p) = &a.policies {
+        g.policies = parse_policy_list(p).context("--policies")?;
+    }
+    g.preset = Preset::from_name(&a.preset).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--preset: unknown preset '{}' (known: {})",
+            a.preset,
+            Preset::ALL.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
+        )
+    })?;
+    g.prefetchers = split_list(&a.prefetch)
+        .iter()
+        .map(|p| PrefetchChoice::parse(p))
+        .collect::<Result<_, _>>()
+        .context("--prefetch")?;
+    if let Some(s) = &a.sizes {
+        g.sizes = parse_sizes(s)
+            .context("--sizes")?
+            .into_iter()
+            .map(|s| match s {
+                SizeSpec::Percent(p) => Ok(CacheSize::PercentOfFootprint(p)),
+                SizeSpec::Blocks(0) => bail!("--sizes: 0 blocks"),
+                SizeSpec::Blocks(b) => Ok(CacheSize::Blocks(b)),
+                SizeSpec::Bytes(b) if b < g.block_size => {
+                    bail!("--sizes: {b} B holds no {} B block", g.block_size)
+                }
+                SizeSpec::Bytes(b) => Ok(CacheSize::Blocks(b / g.block_size)),
+            })
+            .collect::<anyhow::Result<_>>()?;
+    }
+    g.disk = DiskSpec::parse(&a.disk).context("--disk")?;
+    g.disk.build().context("--disk")?;
+    g.layout = a.layout.parse().context("--layout")?;
+    g.scheduler = parse_scheduler(&a.scheduler).context("--scheduler")?;
+    g.think_ns = a.think_us.map(|us| us.saturating_mul(1000));
+    if let Some(t) = threads(&a.output)? {
+        g.threads = t;
+    }
+    let r = g.run()?;
+    if let Some(dir) = &a.output.plot {
+        plot_policies(dir, plot_kind, &r).with_context(|| format!("--plot {}", dir.display()))?;
+    }
+    let text = if a.output.json {
+        json(&r)?
+    } else if a.output.csv {
+        r.csv()
+    } else {
+        r.table()
+    };
+    print(&text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Plots
+
+/// One line of a plot.
+struct Line {
+    label: String,
+    color: usize,
+    dashed: bool,
+    points: Vec<(f64, f64)>,
+}
+
+const PALETTE: [(u8, u8, u8); 10] = [
+    (31, 119, 180),
+    (255, 127, 14),
+    (44, 160, 44),
+    (214, 39, 40),
+    (148, 103, 189),
+    (140, 86, 75),
+    (227, 119, 194),
+    (127, 127, 127),
+    (188, 189, 34),
+    (23, 190, 207),
+];
+
+/// A file name made of `s`'s letters, digits, `-` and `_`.
+fn file_name(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+}
+
+/// Draws `lines` into an SVG or PNG at `path`; `x_labels` replaces the x-axis numbers by names at 0, 1, 2...
+fn line_plot(
+    path: &Path,
+    kind: PlotKind,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    x_labels: Option<&[String]>,
+    lines: &[Line],
+) -> anyhow::Result<()> {
+    use plotters::prelude::*;
+    register_font()?;
+    let size = (1200, 680);
+    match kind {
+        PlotKind::Svg => {
+            draw_lines(SVGBackend::new(path, size).into_drawing_area(), title, x_desc, y_desc, x_labels, lines)
+        }
+        PlotKind::Png => {
+            draw_lines(BitMapBackend::new(path, size).into_drawing_area(), title, x_desc, y_desc, x_labels, lines)
+        }
+    }
+}
+
+fn draw_lines<DB: plotters::prelude::DrawingBackend>(
+    root: plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    x_labels: Option<&[String]>,
+    lines: &[Line],
+) -> anyhow::Result<()> {
+    use plotters::prelude::*;
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing failed: {e:?}");
+    let pts = || lines.iter().flat_map(|l| l.points.iter().copied());
+    let (x0, x1) = pts().fold((f64::MAX, f64::MIN), |(a, b), (x, _)| (a.min(x), b.max(x)));
+    let (y0, y1) = pts().fold((f64::MAX, f64::MIN), |(a, b), (_, y)| (a.min(y), b.max(y)));
+    let (x0, x1) = if x0 <= x1 { (x0, x1) } else { (0.0, 1.0) };
+    let (y0, y1) = if y0 <= y1 { (y0.min(0.0), y1.max(0.0)) } else { (0.0, 1.0) };
+    let pad_x = ((x1 - x0) * 0.05).max(0.5);
+    let pad_y = ((y1 - y0) * 0.08).max(1e-9);
+    root.fill(&WHITE).map_err(e)?;
+    let (plot_area, legend) = root.split_horizontally(root.dim_in_pixel().0.saturating_sub(260));
+    let mut chart = ChartBuilder::on(&plot_area)
+        .caption(title, ("sans-serif", 20))
+        .margin(20)
+        .x_label_area_size(50)
+        .y_label_area_size(80)
+        .build_cartesian_2d((x0 - pad_x)..(x1 + pad_x), (y0 - pad_y)..(y1 + pad_y))
+        .map_err(e)?;
+    let labels = x_labels.map(<[String]>::to_vec);
+    let fmt_x = move |x: &f64| -> String {
+        match &labels {
+            Some(l) => {
+                let i = x.round();
+                if (x - i).abs() < 1e-6 && i >= 0.0 {
+                    l.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            }
+            None => format!("{x:.0}"),
+        }
+    };
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc(x_desc)
+        .y_desc(y_desc)
+        .x_label_formatter(&fmt_x)
+        .light_line_style(TRANSPARENT)
+        .label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 16));
+    if let Some(l) = x_labels {
+        mesh.x_labels(l.len().max(2) * 4);
+    }
+    mesh.draw().map_err(e)?;
+    for l in lines {
+        let (r, g, b) = PALETTE[l.color % PALETTE.len()];
+        let c = RGBColor(r, g, b);
+        let style = c.stroke_width(2);
+        if l.dashed {
+            chart.draw_series(DashedLineSeries::new(l.points.clone(), 8, 5, style)).map_err(e)?;
+        } else {
+            chart.draw_series(LineSeries::new(l.points.clone(), style)).map_err(e)?;
+        }
+        chart.draw_series(l.points.iter().map(|&p| Circle::new(p, 3, c.filled()))).map_err(e)?;
+    }
+    // The legend, beside the chart so that it hides no data.
+    for (i, l) in lines.iter().enumerate() {
+        let (r, g, b) = PALETTE[l.color % PALETTE.len()];
+        let c = RGBColor(r, g, b);
+        let y = 70 + 20 * i as i32;
+        let segments: &[(i32, i32)] = if l.dashed { &[(4, 12), (18, 26), (32, 40)] } else { &[(4, 40)] };
+        for &(a, b) in segments {
+            legend.draw(&PathElement::new(vec![(a, y), (b, y)], c.stroke_width(2))).map_err(e)?;
+        }
+        legend.draw(&Text::new(l.label.clone(), (48, y - 7), ("sans-serif", 13))).map_err(e)?;
+    }
+    root.present().map_err(e)?;
+    Ok(())
+}
+
+/// One SVG per benchmark: improvement (%) against processes, a line per layout × configuration (the second
+/// configuration dashed).
+fn plot_redcap(dir: &Path, kind: PlotKind, r: &RedcapResults) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let x_labels: Vec<String> = r.procs.iter().map(u32::to_string).collect();
+    for b in &r.benchmarks {
+        let mut lines = Vec::new();
+        for (li, l) in r.layouts.iter().enumerate() {
+            for (ci, c) in r.configs.iter().enumerate() {
+                let points = r
+                    .procs
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, &p)| r.get(b, p, l, c).map(|x| (i as f64, x.improvement * 100.0)))
+                    .collect();
+                lines.push(Line { label: format!("{l} {c}"), color: li, dashed: ci > 0, points });
+            }
+        }
+        let title = format!("{b}: application time improvement with REDCAP ({})", r.disk);
+        let path = dir.join(format!("redcap-{}.{}", file_name(b), kind.ext()));
+        line_plot(&path, kind, &title, "processes", "improvement (%)", Some(&x_labels), &lines)?;
+    }
+    Ok(())
+}
+
+/// One SVG per metric: the metric against cache size (MiB), a line per policy × prefetcher (no prefetching
+/// dashed).
+fn plot_policies(dir: &Path, kind: PlotKind, r: &PolicyResults) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for m in Metric::ALL {
+        let lines: Vec<Line> = r
+            .series()
+            .into_iter()
+            .enumerate()
+            .map(|(i, (pol, pf, pts))| Line {
+                label: format!("{pol} / {pf}"),
+                color: i / r.prefetchers.len().max(1),
+                dashed: pf == "none",
+                points: pts.iter().map(|p| (p.cache_bytes as f64 / (1u64 << 20) as f64, m.value(p))).collect(),
+            })
+            .collect();
+        let title = format!("{}: {} ({})", r.source, m.title(), r.disk);
+        let path = dir.join(format!("{}.{}", m.name(), kind.ext()));
+        line_plot(&path, kind, &title, "cache size (MiB)", m.title(), None, &lines)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_split_outside_parentheses() {
+        assert_eq!(split_list("a, b(x=1,y=2),c"), ["a", "b(x=1,y=2)", "c"]);
+        assert!(split_list(" ,").is_empty());
+        assert_eq!(file_name("strided-4k(procs=8)"), "strided-4k_procs_8_");
+    }
+}

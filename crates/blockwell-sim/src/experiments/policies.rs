@@ -1,0 +1,431 @@
+//! Seed `001_*` Figures 3–6 and Table 5: hit ratio, number of (clustered) disk requests and execution time
+//! against cache size for replacement policies, with and without kernel read-ahead, on a time-aware simulation
+//! with a disk model (the paper: its buffer-cache simulator with Linux 2.4 read-ahead and I/O clustering up to
+//! 64 KiB, coupled to DiskSim's Seagate ST39102LW, our `cheetah9lp`).
+//!
+//! The source is a generated file-level workload (the policy and read-ahead run in the page cache, files
+//! placed by a layout) or a block trace (the policy and read-ahead run in a block-level cache, one process).
+//! Cache sizes are blocks or percentages of the footprint (distinct blocks the source touches).
+
+use super::{cell, par_map, Error};
+use crate::layout::LayoutKind;
+use crate::replay::CacheSize;
+use crate::vtime::{
+    run_block_requests, run_workload, BlockRequest, Config, IoCount, LevelConfig, PrefetchChoice, Report, Scheduler,
+};
+use crate::workload::Workload;
+use blockwell_core::policy::{PolicySpec, Preset};
+use blockwell_disk::DiskSpec;
+use blockwell_trace::TraceReader;
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::fmt::Write as _;
+
+/// The paper's eight policies (Table 4), by their Blockwell names.
+pub const POLICIES: [&str; 8] = ["opt", "lru", "lru-k(k=2)", "2q", "lirs", "lrfu", "mq", "arc"];
+
+/// What the grid runs on.
+#[derive(Clone, Debug)]
+pub enum Source {
+    /// A file-level workload: page cache → layout → device.
+    Workload(Workload),
+    /// Block-level requests of one process (from a trace): block cache → device.
+    Blocks { name: String, requests: Vec<BlockRequest> },
+}
+
+impl Source {
+    pub fn name(&self) -> &str {
+        match self {
+            Source::Workload(w) => &w.name,
+            Source::Blocks { name, .. } => name,
+        }
+    }
+
+    /// Reads a block trace into memory, as [`crate::vtime::run_block_trace`] does: time stamps relative to the
+    /// first request (open loop), gaps between them as think times (closed loop); zero-length requests dropped.
+    pub fn from_trace(name: impl Into<String>, reader: &mut dyn TraceReader) -> Result<Self, Error> {
+        let mut requests = Vec::new();
+        let mut prev: Option<u64> = None;
+        let mut origin: Option<u64> = None;
+        while let Some(r) = reader.next_request()? {
+            if r.len == 0 {
+                continue;
+            }
+            let o = *origin.get_or_insert(r.time_ns);
+            let think_ns = prev.map_or(0, |p| r.time_ns.saturating_sub(p));
+            prev = Some(r.time_ns);
+            requests.push(BlockRequest {
+                volume: r.volume,
+                op: r.op,
+                offset: r.offset,
+                len: r.len,
+                think_ns,
+                at_ns: r.time_ns.saturating_sub(o),
+            });
+        }
+        Ok(Source::Blocks { name: name.into(), requests })
+    }
+
+    /// Distinct blocks (file pages, or volume blocks) the source touches.
+    pub fn footprint(&self, block_size: u64) -> u64 {
+        let bs = block_size.max(1);
+        let mut seen: HashSet<(u32, u64)> = HashSet::new();
+        let mut add = |id: u32, offset: u64, len: u64| {
+            if len == 0 {
+                return;
+            }
+            let last = offset.saturating_add(len - 1) / bs;
+            for b in offset / bs..=last {
+                seen.insert((id, b));
+            }
+        };
+        match self {
+            Source::Workload(w) => w.processes.iter().flatten().for_each(|r| add(r.file, r.offset, r.len)),
+            Source::Blocks { requests, .. } => requests.iter().for_each(|r| add(r.volume, r.offset, r.len)),
+        }
+        seen.len() as u64
+    }
+}
+
+/// The grid and the system it runs on.
+#[derive(Clone, Debug)]
+pub struct PolicyGrid {
+    pub source: Source,
+    pub policies: Vec<PolicySpec>,
+    /// Policy parameters (`seed001`: Table 4).
+    pub preset: Preset,
+    /// With and without prefetching: `none` and `linux24` by default.
+    pub prefetchers: Vec<PrefetchChoice>,
+    pub sizes: Vec<CacheSize>,
+    pub disk: DiskSpec,
+    /// File layout of workloads (ignored for block traces).
+    pub layout: LayoutKind,
+    pub scheduler: Scheduler,
+    pub block_size: u64,
+    /// Closed-loop think time for every request instead of the source's.
+    pub think_ns: Option<u64>,
+    pub threads: usize,
+}
+
+impl PolicyGrid {
+    /// The paper's setup on `source`: the eight policies under the `seed001` preset, none vs Linux 2.4
+    /// read-ahead, `cheetah9lp`, contiguous files, FIFO, cache sizes of 10–100 % of the footprint.
+    pub fn paper(source: Source) -> Result<Self, Error> {
+        let policies = POLICIES
+            .iter()
+            .map(|p| PolicySpec::parse(p).map_err(|e| Error::Option { option: "policies", message: e.to_string() }))
+            .collect::<Result<_, _>>()?;
+        Ok(PolicyGrid {
+            source,
+            policies,
+            preset: Preset::Seed001,
+            prefetchers: vec![PrefetchChoice::None, parse_prefetch("linux24")?],
+            sizes: [10.0, 25.0, 50.0, 75.0, 100.0].into_iter().map(CacheSize::PercentOfFootprint).collect(),
+            disk: DiskSpec::parse("cheetah9lp")?,
+            layout: LayoutKind::Contiguous,
+            scheduler: Scheduler::Fifo,
+            block_size: 4096,
+            think_ns: None,
+            threads: super::default_threads(),
+        })
+    }
+
+    fn check(&self) -> Result<(), Error> {
+        for (option, empty) in [
+            ("policies", self.policies.is_empty()),
+            ("prefetch", self.prefetchers.is_empty()),
+            ("sizes", self.sizes.is_empty()),
+        ] {
+            if empty {
+                return Err(Error::Option { option, message: "the list is empty".into() });
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs every (policy, prefetcher, size) on up to [`PolicyGrid::threads`] threads; results in grid order.
+    pub fn run(&self) -> Result<PolicyResults, Error> {
+        self.check()?;
+        let footprint = self.source.footprint(self.block_size);
+        let blocks: Vec<u64> = self.sizes.iter().map(|s| s.blocks(footprint)).collect();
+        let mut jobs: Vec<(usize, usize, usize)> = Vec::new();
+        for p in 0..self.policies.len() {
+            for f in 0..self.prefetchers.len() {
+                for s in 0..blocks.len() {
+                    jobs.push((p, f, s));
+                }
+            }
+        }
+        // OPT runs twice (its oracle needs a first pass): start with it.
+        let mut order: Vec<usize> = (0..jobs.len()).collect();
+        order.sort_by_key(|&j| self.policies[jobs[j].0].kind != blockwell_core::PolicyKind::Opt);
+        let reports = par_map(&jobs, &order, self.threads, |&(p, f, s)| -> Result<Report, Error> {
+            let level = LevelConfig::new(self.policies[p].clone(), blocks[s].saturating_mul(self.block_size))
+                .with_prefetch(self.prefetchers[f].clone());
+            let mut cfg = Config {
+                block_size: self.block_size,
+                preset: self.preset,
+                layout: self.layout,
+                scheduler: self.scheduler,
+                think_ns: self.think_ns,
+                ..Config::default()
+            };
+            let run =
+                || format!("{} + {} at {} blocks", self.policies[p].label(), self.prefetchers[f].label(), blocks[s]);
+            let model = self.disk.build()?;
+            let r = match &self.source {
+                Source::Workload(w) => {
+                    cfg.page_cache = Some(level);
+                    run_workload(w, &cfg, model.as_ref())
+                }
+                Source::Blocks { requests, .. } => {
+                    cfg.block_cache = Some(level);
+                    run_block_requests(std::slice::from_ref(requests), &cfg, model.as_ref())
+                }
+            };
+            r.map_err(|source| Error::Run { run: run(), source })
+        });
+        let mut points = Vec::with_capacity(jobs.len());
+        for (&(p, f, s), r) in jobs.iter().zip(reports) {
+            let r = r?;
+            points.push(PolicyPoint {
+                policy: self.policies[p].label().to_string(),
+                prefetch: self.prefetchers[f].label().to_string(),
+                cache_blocks: blocks[s],
+                cache_bytes: blocks[s].saturating_mul(self.block_size),
+                hit_ratio: r.hit_ratio(),
+                disk_requests: r.disk_reads(),
+                sync_reads: r.device.sync_reads,
+                async_reads: r.device.async_reads,
+                blocks_read: r.device.blocks_read,
+                prefetch_accuracy: r
+                    .page_cache
+                    .as_ref()
+                    .or(r.block_cache.as_ref())
+                    .map_or(0.0, |l| l.prefetch_accuracy),
+                app_time_ns: r.app_time_ns,
+            });
+        }
+        Ok(PolicyResults {
+            source: self.source.name().to_string(),
+            disk: self.disk.label().to_string(),
+            layout: match self.source {
+                Source::Workload(_) => Some(self.layout.name().to_string()),
+                Source::Blocks { .. } => None,
+            },
+            scheduler: self.scheduler,
+            preset: self.preset.name().to_string(),
+            block_size: self.block_size,
+            footprint_blocks: footprint,
+            policies: self.policies.iter().map(|p| p.label().to_string()).collect(),
+            prefetchers: self.prefetchers.iter().map(|p| p.label().to_string()).collect(),
+            sizes: blocks,
+            points,
+        })
+    }
+}
+
+fn parse_prefetch(s: &str) -> Result<PrefetchChoice, Error> {
+    PrefetchChoice::parse(s).map_err(|e| Error::Option { option: "prefetch", message: e.to_string() })
+}
+
+/// One (policy, prefetcher, size).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PolicyPoint {
+    pub policy: String,
+    pub prefetch: String,
+    pub cache_blocks: u64,
+    pub cache_bytes: u64,
+    /// Demand read blocks found resident (a block still in flight is a miss).
+    pub hit_ratio: f64,
+    /// Device read requests after clustering (synchronous + asynchronous).
+    pub disk_requests: u64,
+    pub sync_reads: IoCount,
+    pub async_reads: IoCount,
+    pub blocks_read: u64,
+    pub prefetch_accuracy: f64,
+    /// Execution (application) time.
+    pub app_time_ns: u64,
+}
+
+/// The metrics the figures plot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    HitRatio,
+    DiskRequests,
+    Time,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 3] = [Metric::HitRatio, Metric::DiskRequests, Metric::Time];
+
+    /// File-name friendly name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::HitRatio => "hit-ratio",
+            Metric::DiskRequests => "disk-requests",
+            Metric::Time => "time",
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Metric::HitRatio => "hit ratio (%)",
+            Metric::DiskRequests => "disk requests (clustered reads)",
+            Metric::Time => "execution time (s)",
+        }
+    }
+
+    /// The metric's value at a point, in the unit of [`Metric::title`].
+    pub fn value(self, p: &PolicyPoint) -> f64 {
+        match self {
+            Metric::HitRatio => p.hit_ratio * 100.0,
+            Metric::DiskRequests => p.disk_requests as f64,
+            Metric::Time => p.app_time_ns as f64 / 1e9,
+        }
+    }
+
+    fn format(self, v: f64) -> String {
+        match self {
+            Metric::HitRatio => format!("{v:.2}"),
+            Metric::DiskRequests => format!("{v:.0}"),
+            Metric::Time => format!("{v:.3}"),
+        }
+    }
+}
+
+/// The grid's results in grid order (policy, prefetcher, size).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PolicyResults {
+    pub source: String,
+    pub disk: String,
+    /// `None` for block traces.
+    pub layout: Option<String>,
+    pub scheduler: Scheduler,
+    pub preset: String,
+    pub block_size: u64,
+    pub footprint_blocks: u64,
+    pub policies: Vec<String>,
+    pub prefetchers: Vec<String>,
+    /// Cache sizes in blocks.
+    pub sizes: Vec<u64>,
+    pub points: Vec<PolicyPoint>,
+}
+
+impl PolicyResults {
+    pub fn get(&self, policy: &str, prefetch: &str, blocks: u64) -> Option<&PolicyPoint> {
+        self.points.iter().find(|p| p.policy == policy && p.prefetch == prefetch && p.cache_blocks == blocks)
+    }
+
+    /// Lines of a plot: (policy, prefetcher, points in size order).
+    pub fn series(&self) -> Vec<(&str, &str, Vec<&PolicyPoint>)> {
+        let mut v = Vec::new();
+        for pol in &self.policies {
+            for pf in &self.prefetchers {
+                let pts = self.points.iter().filter(|p| &p.policy == pol && &p.prefetch == pf).collect();
+                v.push((pol.as_str(), pf.as_str(), pts));
+            }
+        }
+        v
+    }
+
+    fn size_label(&self, blocks: u64) -> String {
+        let mib = (blocks * self.block_size) as f64 / (1u64 << 20) as f64;
+        let pct = if self.footprint_blocks > 0 { 100.0 * blocks as f64 / self.footprint_blocks as f64 } else { 0.0 };
+        format!("{mib:.1}M/{pct:.0}%")
+    }
+
+    /// One table per metric (rows policy × prefetcher, columns cache sizes), then seed 001 Table 5's columns
+    /// (synchronous and asynchronous requests with their mean size) at the largest size.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{}: footprint {} blocks of {} B; disk {}, {}{}, preset {}",
+            self.source,
+            self.footprint_blocks,
+            self.block_size,
+            self.disk,
+            match self.scheduler {
+                Scheduler::Fifo => "FIFO",
+                Scheduler::CLook => "C-LOOK",
+            },
+            self.layout.as_deref().map(|l| format!(", layout {l}")).unwrap_or_default(),
+            self.preset
+        );
+        let rows: Vec<String> = self.series().iter().map(|(a, b, _)| format!("{a} / {b}")).collect();
+        let rw = rows.iter().map(String::len).max().unwrap_or(0).max(18);
+        let labels: Vec<String> = self.sizes.iter().map(|&b| self.size_label(b)).collect();
+        let cw = labels.iter().map(String::len).max().unwrap_or(0).max(10);
+        for m in Metric::ALL {
+            let _ = writeln!(s, "\n{} against cache size (MiB / % of footprint)", m.title());
+            let _ = write!(s, "{:<rw$}", "policy / prefetch");
+            for l in &labels {
+                let _ = write!(s, " {l:>cw$}");
+            }
+            let _ = writeln!(s);
+            for ((pol, pf, _), row) in self.series().iter().zip(&rows) {
+                let _ = write!(s, "{row:<rw$}");
+                for &b in &self.sizes {
+                    let v = self.get(pol, pf, b).map(|p| m.format(m.value(p)));
+                    let _ = write!(s, " {}", cell(v, cw));
+                }
+                let _ = writeln!(s);
+            }
+        }
+        if let Some(&big) = self.sizes.iter().max() {
+            let _ = writeln!(
+                s,
+                "\nsynchronous and asynchronous disk requests (mean size in blocks) at {} (seed 001 Table 5)",
+                self.size_label(big)
+            );
+            let _ = writeln!(
+                s,
+                "{:<rw$} {:>10} {:>6} {:>10} {:>6} {:>12}",
+                "policy / prefetch", "sync", "size", "async", "size", "blocks read"
+            );
+            for ((pol, pf, _), row) in self.series().iter().zip(&rows) {
+                if let Some(p) = self.get(pol, pf, big) {
+                    let _ = writeln!(
+                        s,
+                        "{row:<rw$} {:>10} {:>6.2} {:>10} {:>6.2} {:>12}",
+                        p.sync_reads.requests,
+                        p.sync_reads.mean_blocks,
+                        p.async_reads.requests,
+                        p.async_reads.mean_blocks,
+                        p.blocks_read
+                    );
+                }
+            }
+        }
+        s
+    }
+
+    /// One line per point.
+    pub fn csv(&self) -> String {
+        let mut s = String::from(
+            "policy,prefetch,cache_blocks,cache_bytes,hit_ratio,disk_requests,sync_requests,sync_mean_blocks,\
+             async_requests,async_mean_blocks,blocks_read,prefetch_accuracy,time_ms\n",
+        );
+        for p in &self.points {
+            let _ = writeln!(
+                s,
+                "\"{}\",\"{}\",{},{},{:.6},{},{},{:.3},{},{:.3},{},{:.4},{:.3}",
+                p.policy,
+                p.prefetch,
+                p.cache_blocks,
+                p.cache_bytes,
+                p.hit_ratio,
+                p.disk_requests,
+                p.sync_reads.requests,
+                p.sync_reads.mean_blocks,
+                p.async_reads.requests,
+                p.async_reads.mean_blocks,
+                p.blocks_read,
+                p.prefetch_accuracy,
+                p.app_time_ns as f64 / 1e6
+            );
+        }
+        s
+    }
+}

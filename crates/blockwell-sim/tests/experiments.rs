@@ -1,0 +1,182 @@
+//! The experiment grids (`blockwell_sim::experiments`): grid order and determinism whatever the thread count,
+//! the papers' headline properties at reduced scale, scaling of the workloads, option errors, and block traces
+//! as a source.
+
+use blockwell_core::policy::parse_policy_list;
+use blockwell_sim::experiments::policies::{PolicyGrid, Source};
+use blockwell_sim::experiments::redcap::RedcapGrid;
+use blockwell_sim::experiments::Error;
+use blockwell_sim::layout::LayoutKind;
+use blockwell_sim::replay::CacheSize;
+use blockwell_sim::vtime::{run_block_requests, run_block_trace, Config, LevelConfig, PrefetchChoice};
+use blockwell_sim::workloads::generate;
+use blockwell_trace::{formats::Format, ReaderOptions};
+use std::io::Write;
+
+fn small_redcap(threads: usize) -> RedcapGrid {
+    RedcapGrid {
+        benchmarks: vec!["strided-4k".into(), "random(files=8,file_mb=32)".into()],
+        procs: vec![1, 8],
+        layouts: vec![LayoutKind::BlockGroups, LayoutKind::Contiguous],
+        threads,
+        ..RedcapGrid::quick().unwrap()
+    }
+}
+
+#[test]
+fn redcap_grid_is_in_grid_order_and_identical_for_any_thread_count() {
+    let one = small_redcap(1).run().unwrap();
+    let three = small_redcap(3).run().unwrap();
+    assert_eq!(serde_json::to_string(&one).unwrap(), serde_json::to_string(&three).unwrap());
+    // benchmark × procs × layout × config, in that order.
+    let keys: Vec<(String, u32, String)> =
+        one.cells.iter().map(|c| (c.benchmark.clone(), c.procs, c.layout.clone())).collect();
+    assert_eq!(keys.len(), 2 * 2 * 2);
+    assert_eq!(keys[0], ("strided-4k".into(), 1, "block-groups".into()));
+    assert_eq!(keys[1], ("strided-4k".into(), 1, "contiguous".into()));
+    assert_eq!(keys[2], ("strided-4k".into(), 8, "block-groups".into()));
+    assert_eq!(keys[4], ("random(files=8,file_mb=32)".into(), 1, "block-groups".into()));
+    for c in &one.cells {
+        let expect = 1.0 - c.time_with_ns as f64 / c.time_without_ns as f64;
+        assert!((c.improvement - expect).abs() < 1e-12);
+        assert!(c.time_without_ns > 0 && c.time_with_ns > 0);
+    }
+    // Seed 000's headline at an eighth of the default file size: strided 4 KiB reads by 8 processes on block
+    // groups gain at least 40 %; random reads switch REDCAP off and stay within 3 %.
+    let s = one.get("strided-4k", 8, "block-groups", "64x128k").unwrap();
+    assert!(s.improvement >= 0.40, "{s:?}");
+    assert!(s.active_fraction > 0.9, "{s:?}");
+    let r = one.get("random(files=8,file_mb=32)", 8, "block-groups", "64x128k").unwrap();
+    assert!(r.improvement.abs() <= 0.03 && r.active_fraction < 0.1 && r.switches >= 1, "{r:?}");
+    // The table has one block per benchmark with a row per process count.
+    let t = one.table();
+    assert!(t.contains("\nstrided-4k\n") && t.contains("\nrandom(files=8,file_mb=32)\n") && !t.contains(" - "), "{t}");
+    assert_eq!(one.csv().lines().count(), 1 + one.cells.len());
+}
+
+#[test]
+fn workloads_scale_their_data_sizes() {
+    let g = RedcapGrid { scale: 0.125, ..RedcapGrid::paper().unwrap() };
+    assert_eq!(g.workload_spec("strided-4k", 8).unwrap().label(), "strided-4k(procs=8,file_mb=8)");
+    assert_eq!(g.workload_spec("kernel-read", 2).unwrap().label(), "kernel-read(procs=2,files=125,dirs=6)");
+    // Explicit parameters win over the scale; procs is the grid's.
+    assert_eq!(g.workload_spec("tac(file_mb=3,procs=5)", 4).unwrap().label(), "tac(procs=4,file_mb=3)");
+    let full = RedcapGrid::paper().unwrap();
+    assert_eq!(full.workload_spec("ior", 32).unwrap().label(), "ior(procs=32)");
+    assert!(matches!(full.workload_spec("nope", 1), Err(Error::Workload(_))));
+}
+
+#[test]
+fn bad_grids_name_the_option() {
+    let e = RedcapGrid { procs: vec![], ..RedcapGrid::quick().unwrap() }.run().unwrap_err();
+    assert!(e.to_string().starts_with("procs:"), "{e}");
+    let e = RedcapGrid { configs: vec!["3x3k".into()], ..RedcapGrid::quick().unwrap() }.run().unwrap_err();
+    assert!(e.to_string().starts_with("configs:") && e.to_string().contains("3x3k"), "{e}");
+    let e = RedcapGrid { scale: 0.0, ..RedcapGrid::quick().unwrap() }.run().unwrap_err();
+    assert!(e.to_string().starts_with("scale:"), "{e}");
+    let src = Source::Workload(generate("loop(files=20)").unwrap());
+    let e = PolicyGrid { sizes: vec![], ..PolicyGrid::paper(src).unwrap() }.run().unwrap_err();
+    assert!(e.to_string().starts_with("sizes:"), "{e}");
+}
+
+fn policy_grid(spec: &str, policies: &str, sizes: &[f64]) -> PolicyGrid {
+    PolicyGrid {
+        policies: parse_policy_list(policies).unwrap(),
+        sizes: sizes.iter().map(|&p| CacheSize::PercentOfFootprint(p)).collect(),
+        ..PolicyGrid::paper(Source::Workload(generate(spec).unwrap())).unwrap()
+    }
+}
+
+#[test]
+fn prefetching_narrows_the_opt_lru_gap_on_a_loop_and_costs_blocks_on_random_reads() {
+    let r = policy_grid("loop(files=500)", "opt,lru", &[25.0, 50.0]).run().unwrap();
+    // Footprint: the loop reads every file whole.
+    let w = generate("loop(files=500)").unwrap();
+    assert_eq!(r.footprint_blocks, w.files.iter().map(|f| f.size.div_ceil(4096)).sum::<u64>());
+    for &b in &r.sizes {
+        let hr = |pol: &str, pf: &str| r.get(pol, pf, b).unwrap().hit_ratio;
+        let (without, with) = (hr("opt", "none") - hr("lru", "none"), hr("opt", "linux24") - hr("lru", "linux24"));
+        assert!(without > 0.0 && with < without, "{b} blocks: gap {without:.3} without, {with:.3} with");
+        // Read-ahead clusters the loop's small reads: fewer, larger requests.
+        assert!(r.get("lru", "linux24", b).unwrap().disk_requests < r.get("lru", "none", b).unwrap().disk_requests);
+    }
+    let r = policy_grid("random(requests=4000)", "lru", &[25.0]).run().unwrap();
+    let b = r.sizes[0];
+    let (none, ra) = (r.get("lru", "none", b).unwrap(), r.get("lru", "linux24", b).unwrap());
+    assert!(ra.blocks_read > none.blocks_read && ra.app_time_ns > none.app_time_ns, "{none:?} {ra:?}");
+    assert!(ra.hit_ratio - none.hit_ratio < 0.05);
+}
+
+#[test]
+fn policy_grid_is_identical_for_any_thread_count() {
+    let a = PolicyGrid { threads: 1, ..policy_grid("mix-seq(loop_files=100,random_requests=500)", "opt,arc", &[50.0]) };
+    let b = PolicyGrid { threads: 4, ..a.clone() };
+    let (ra, rb) = (a.run().unwrap(), b.run().unwrap());
+    assert_eq!(serde_json::to_string(&ra).unwrap(), serde_json::to_string(&rb).unwrap());
+    assert_eq!(ra.points.len(), 2 * 2);
+    assert_eq!((ra.points[0].policy.as_str(), ra.points[0].prefetch.as_str()), ("opt", "none"));
+    assert_eq!((ra.points[3].policy.as_str(), ra.points[3].prefetch.as_str()), ("arc", "linux24"));
+    let t = ra.table();
+    for needle in ["hit ratio (%)", "disk requests", "execution time (s)", "Table 5"] {
+        assert!(t.contains(needle), "{needle}: {t}");
+    }
+}
+
+#[test]
+fn block_traces_run_through_a_block_level_cache() {
+    // vscsi: 32 reads of 4 KiB walking blocks 0..16 twice, 1 ms apart.
+    let mut f = tempfile::Builder::new().suffix(".csv").tempfile().unwrap();
+    writeln!(f, "version,time,op,size,lbn").unwrap();
+    for i in 0..32u64 {
+        writeln!(f, "1,{},28,4096,{}", 1000 * i, (i % 16) * 8).unwrap();
+    }
+    f.flush().unwrap();
+    let mut reader = blockwell_trace::open(f.path(), Some(Format::Vscsi), &ReaderOptions::default()).unwrap();
+    let src = Source::from_trace("walk", reader.as_mut()).unwrap();
+    assert_eq!(src.footprint(4096), 16);
+    let g = PolicyGrid {
+        policies: parse_policy_list("lru").unwrap(),
+        prefetchers: vec![PrefetchChoice::None],
+        sizes: vec![CacheSize::PercentOfFootprint(100.0), CacheSize::Blocks(8)],
+        ..PolicyGrid::paper(src).unwrap()
+    };
+    let r = g.run().unwrap();
+    assert_eq!(r.layout, None);
+    assert_eq!(r.sizes, [16, 8]);
+    // All 16 blocks fit: the second pass hits. With 8 blocks, LRU on a 16-block loop never hits.
+    assert!((r.points[0].hit_ratio - 0.5).abs() < 1e-9, "{:?}", r.points[0]);
+    assert_eq!(r.points[1].hit_ratio, 0.0);
+    assert_eq!(r.points[0].blocks_read, 16);
+    assert_eq!(r.points[1].blocks_read, 32);
+}
+
+#[test]
+fn a_trace_read_into_a_source_runs_exactly_as_the_simulator_reads_it() {
+    // Uneven gaps, a write, a zero-length request: think times and open-loop issue times must match
+    // what `run_block_trace` does with the same file.
+    let mut f = tempfile::Builder::new().suffix(".csv").tempfile().unwrap();
+    writeln!(f, "version,time,op,size,lbn").unwrap();
+    for (i, (t, lbn)) in [(5u64, 0u64), (9, 8), (9, 800), (40, 16), (41, 8), (100, 4096)].iter().enumerate() {
+        let op = if i == 3 { "2a" } else { "28" };
+        writeln!(f, "1,{t},{op},{},{lbn}", if i == 2 { 0 } else { 8192 }).unwrap();
+    }
+    f.flush().unwrap();
+    let open = || blockwell_trace::open(f.path(), Some(Format::Vscsi), &ReaderOptions::default()).unwrap();
+    let Source::Blocks { requests, .. } = Source::from_trace("t", open().as_mut()).unwrap() else {
+        panic!("a trace gives block requests")
+    };
+    assert_eq!(requests.len(), 5, "the zero-length request is dropped");
+    let disk = blockwell_disk::DiskSpec::parse("cheetah9lp").unwrap().build().unwrap();
+    for issue in [blockwell_sim::vtime::IssueMode::ClosedLoop, blockwell_sim::vtime::IssueMode::OpenLoop] {
+        let cfg = Config {
+            block_cache: Some(LevelConfig::new(blockwell_core::PolicySpec::parse("lru").unwrap(), 8 * 4096)),
+            issue,
+            ..Config::default()
+        };
+        let mut a = run_block_trace(open().as_mut(), &cfg, disk.as_ref()).unwrap();
+        let mut b = run_block_requests(std::slice::from_ref(&requests), &cfg, disk.as_ref()).unwrap();
+        a.workload.clear();
+        b.workload.clear();
+        assert_eq!(a, b, "{issue:?}");
+    }
+}
