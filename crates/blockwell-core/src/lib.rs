@@ -22,6 +22,7 @@ pub mod key;
 pub mod policy;
 pub mod prefetch;
 pub mod redcap;
+pub mod spec;
 pub mod stats;
 
 pub use cache::{BlockCache, CacheConfig, CacheError, Op, Plan};

@@ -212,32 +212,25 @@ impl LayoutSpec {
     /// Ranges that depend on the block size are checked by [`FileMap::build_with`].
     pub fn parse(s: &str) -> Result<Self, LayoutError> {
         let s = s.trim();
-        let (name, args) = match s.find('(') {
-            Some(i) if s.ends_with(')') => (&s[..i], &s[i + 1..s.len() - 1]),
-            Some(_) => {
-                return Err(LayoutError::BadParam { param: "spec", message: format!("'{s}' has no closing ')'") })
-            }
-            None => (s, ""),
-        };
-        let kind: LayoutKind = name.parse()?;
+        let text = blockwell_core::spec::split_spec(s).map_err(|e| LayoutError::BadParam {
+            param: "spec",
+            message: match e {
+                blockwell_core::spec::SpecSyntaxError::NoClosingParen => format!("'{s}' has no closing ')'"),
+                e => e.to_string(),
+            },
+        })?;
+        let kind: LayoutKind = text.name.parse()?;
         let defaults = match serde_json::to_value(LayoutParams::default()) {
             Ok(serde_json::Value::Object(m)) => m,
             _ => serde_json::Map::new(),
         };
         let mut m = defaults.clone();
-        for kv in args.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-            let (k, v) = kv.split_once('=').ok_or_else(|| LayoutError::BadParam {
-                param: "spec",
-                message: format!("expected key=value, found '{kv}'"),
-            })?;
-            let k = k.trim().replace('-', "_");
+        for (k, v) in text.params {
             let Some(&param) = LAYOUT_PARAMS.iter().find(|p| **p == k) else {
                 return Err(LayoutError::UnknownParam { param: k, known: LAYOUT_PARAMS.join(", ") });
             };
-            let value: serde_json::Value = serde_json::from_str(v.trim()).map_err(|_| LayoutError::BadParam {
-                param,
-                message: format!("expected a number, found '{}'", v.trim()),
-            })?;
+            let value: serde_json::Value = serde_json::from_str(v)
+                .map_err(|_| LayoutError::BadParam { param, message: format!("expected a number, found '{v}'") })?;
             let mut one = defaults.clone();
             one.insert(k.clone(), value.clone());
             if let Err(e) = serde_json::from_value::<LayoutParams>(serde_json::Value::Object(one)) {

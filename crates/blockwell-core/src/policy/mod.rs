@@ -351,28 +351,15 @@ impl PolicySpec {
     /// Parses `name` or `name(key=value,...)`.
     pub fn parse(s: &str) -> Result<Self, PolicyError> {
         let s = s.trim();
-        let (name, params) = match s.find('(') {
-            Some(i) if s.ends_with(')') => (&s[..i], &s[i + 1..s.len() - 1]),
-            Some(_) => {
-                return Err(PolicyError::BadParams {
-                    policy: s.to_string(),
-                    params: s.to_string(),
-                    message: "expected name(key=value,...) with a closing ')'".into(),
-                })
-            }
-            None => (s, ""),
-        };
-        let kind = PolicyKind::from_name(name)?;
+        let text = crate::spec::split_spec(s).map_err(|e| {
+            let policy = s.split('(').next().unwrap_or(s).trim().to_string();
+            let params = s.to_string();
+            PolicyError::BadParams { policy, params, message: e.to_string() }
+        })?;
+        let kind = PolicyKind::from_name(text.name)?;
         let mut overrides = Map::new();
-        for kv in params.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-            let (k, v) = kv.split_once('=').ok_or_else(|| PolicyError::BadParams {
-                policy: kind.name().into(),
-                params: params.into(),
-                message: format!("expected key=value, found '{kv}'"),
-            })?;
-            let v = v.trim();
-            let value = serde_json::from_str::<Value>(v).unwrap_or_else(|_| Value::String(v.to_string()));
-            overrides.insert(k.trim().replace('-', "_"), value);
+        for (k, v) in text.params {
+            overrides.insert(k, crate::spec::json_value(v));
         }
         let spec = PolicySpec { kind, overrides, text: s.to_string() };
         // Reject unknown keys and bad types now, not in the middle of a run.

@@ -339,28 +339,18 @@ impl PrefetcherSpec {
     /// errors naming them.
     pub fn parse(s: &str) -> Result<Self, PrefetchError> {
         let s = s.trim();
-        let (name, params) = match s.find('(') {
-            Some(i) if s.ends_with(')') => (&s[..i], &s[i + 1..s.len() - 1]),
-            Some(_) => {
-                return Err(PrefetchError::BadParam {
-                    prefetcher: s.to_string(),
-                    param: s.to_string(),
-                    message: "expected name(key=value,...) with a closing ')'".into(),
-                })
-            }
-            None => (s, ""),
-        };
-        let kind = PrefetcherKind::from_name(name)?;
+        let text = crate::spec::split_spec(s).map_err(|e| {
+            let prefetcher = s.split('(').next().unwrap_or(s).trim().to_string();
+            let param = match &e {
+                crate::spec::SpecSyntaxError::NotKeyValue(kv) => kv.clone(),
+                crate::spec::SpecSyntaxError::NoClosingParen => s.to_string(),
+            };
+            PrefetchError::BadParam { prefetcher, param, message: e.to_string() }
+        })?;
+        let kind = PrefetcherKind::from_name(text.name)?;
         let mut overrides = Map::new();
-        for kv in params.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-            let (k, v) = kv.split_once('=').ok_or_else(|| PrefetchError::BadParam {
-                prefetcher: kind.name().into(),
-                param: kv.into(),
-                message: "expected key=value".into(),
-            })?;
-            let v = v.trim();
-            let value = serde_json::from_str::<Value>(v).unwrap_or_else(|_| Value::String(v.to_string()));
-            overrides.insert(k.trim().replace('-', "_"), value);
+        for (k, v) in text.params {
+            overrides.insert(k, crate::spec::json_value(v));
         }
         let spec = PrefetcherSpec { kind, overrides, text: s.to_string() };
         spec.config()?;

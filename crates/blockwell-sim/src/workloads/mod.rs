@@ -190,26 +190,12 @@ impl WorkloadSpec {
     /// generating anything.
     pub fn parse(s: &str) -> Result<Self, SpecError> {
         let s = s.trim();
-        let (name, params) = match s.find('(') {
-            Some(i) if s.ends_with(')') => (&s[..i], &s[i + 1..s.len() - 1]),
-            Some(_) => {
-                return Err(SpecError::Syntax {
-                    spec: s.to_string(),
-                    message: "expected name(key=value,...) with a closing ')'".into(),
-                })
-            }
-            None => (s, ""),
-        };
-        let kind = WorkloadKind::from_name(name)?;
+        let text = blockwell_core::spec::split_spec(s)
+            .map_err(|e| SpecError::Syntax { spec: s.to_string(), message: e.to_string() })?;
+        let kind = WorkloadKind::from_name(text.name)?;
         let mut overrides = Map::new();
-        for kv in params.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-            let (k, v) = kv.split_once('=').ok_or_else(|| SpecError::Syntax {
-                spec: s.to_string(),
-                message: format!("expected key=value, found '{kv}'"),
-            })?;
-            let v = v.trim();
-            let value = serde_json::from_str::<Value>(v).unwrap_or_else(|_| Value::String(v.to_string()));
-            overrides.insert(k.trim().replace('-', "_"), value);
+        for (k, v) in text.params {
+            overrides.insert(k, blockwell_core::spec::json_value(v));
         }
         let spec = WorkloadSpec { kind, overrides, text: s.to_string() };
         spec.params()?;
