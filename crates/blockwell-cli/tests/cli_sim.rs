@@ -94,7 +94,8 @@ fn bad_input_gives_one_clear_line_and_exit_2() {
     let unknown = vscsi(d.path(), "mystery.txt", "hello world\n");
     assert!(util::fails(&["sim", "--trace", &unknown]).contains("--format"));
     assert!(util::fails(&["sim", "--trace", &good, "--policy", "nosuch"]).contains("unknown policy 'nosuch'"));
-    assert!(util::fails(&["sim", "--trace", &good, "--policy", "lru(x=1)"]).contains("unknown parameter"));
+    assert!(util::fails(&["sim", "--trace", &good, "--policy", "lru(x=1)"])
+        .contains("unknown parameter (this policy takes none)"));
     assert!(util::fails(&["sim", "--trace", &good, "--cache", "12XB"]).contains("--cache"));
     assert!(util::fails(&["sim", "--trace", &good, "--cache", "100B"]).contains("smaller than one"));
     assert!(util::fails(&["sim", "--trace", &good, "--cache", "0blocks"]).contains("holds no"));

@@ -381,10 +381,11 @@ impl PolicySpec {
                     return Err(PolicyError::BadParams {
                         policy: self.kind.name().into(),
                         params: k.clone(),
-                        message: format!(
-                            "unknown parameter (known: {})",
-                            m.keys().cloned().collect::<Vec<_>>().join(", ")
-                        ),
+                        message: if m.is_empty() {
+                            "unknown parameter (this policy takes none)".to_string()
+                        } else {
+                            format!("unknown parameter (known: {})", m.keys().cloned().collect::<Vec<_>>().join(", "))
+                        },
                     });
                 }
                 m.insert(k.clone(), x.clone());
