@@ -45,6 +45,27 @@ pub fn json_value(v: &str) -> Value {
     serde_json::from_str::<Value>(v).unwrap_or_else(|_| Value::String(v.to_string()))
 }
 
+/// Splits a comma-separated list of specs, keeping commas inside parentheses: `lru,lru-k(k=3,crp=5),arc`.
+/// Items are trimmed; empty ones are skipped.
+pub fn split_list(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(s[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(s[start..].trim());
+    out.retain(|x| !x.is_empty());
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,5 +81,7 @@ mod tests {
         assert_eq!(json_value("0.5"), serde_json::json!(0.5));
         assert_eq!(json_value("zipf"), serde_json::json!("zipf"));
         assert_eq!(json_value("true"), serde_json::json!(true));
+        assert_eq!(split_list("a, b(x=1,y=2),c"), ["a", "b(x=1,y=2)", "c"]);
+        assert!(split_list(" ,").is_empty());
     }
 }

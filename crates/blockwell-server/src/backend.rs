@@ -152,49 +152,52 @@ impl Backend for MemBackend {
 }
 
 /// Forwards every method, so layers can be stacked at run time (`Box<dyn Backend>`, `Arc<dyn Backend>`).
+/// Implements [`Backend`] for `$ty` by forwarding every method to `$inner` (an expression over `$this`, the
+/// `self` of the methods): smart pointers, and wrappers that keep their layer behind a field.
 macro_rules! forward_backend {
-    ($ptr:ident) => {
-        impl<T: Backend + ?Sized> Backend for $ptr<T> {
-            fn size(&self) -> u64 {
-                (**self).size()
+    ([$($g:tt)*] $ty:ty, $this:ident => $inner:expr) => {
+        impl<$($g)*> Backend for $ty {
+            fn size(&$this) -> u64 {
+                $inner.size()
             }
-            fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-                (**self).read_at(buf, offset)
+            fn read_at(&$this, buf: &mut [u8], offset: u64) -> io::Result<()> {
+                $inner.read_at(buf, offset)
             }
-            fn write_at(&self, buf: &[u8], offset: u64, fua: bool) -> io::Result<()> {
-                (**self).write_at(buf, offset, fua)
+            fn write_at(&$this, buf: &[u8], offset: u64, fua: bool) -> io::Result<()> {
+                $inner.write_at(buf, offset, fua)
             }
-            fn flush(&self) -> io::Result<()> {
-                (**self).flush()
+            fn flush(&$this) -> io::Result<()> {
+                $inner.flush()
             }
-            fn trim(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
-                (**self).trim(offset, len, fua)
+            fn trim(&$this, offset: u64, len: u64, fua: bool) -> io::Result<()> {
+                $inner.trim(offset, len, fua)
             }
-            fn write_zeroes(&self, offset: u64, len: u64, may_trim: bool, fua: bool) -> io::Result<()> {
-                (**self).write_zeroes(offset, len, may_trim, fua)
+            fn write_zeroes(&$this, offset: u64, len: u64, may_trim: bool, fua: bool) -> io::Result<()> {
+                $inner.write_zeroes(offset, len, may_trim, fua)
             }
-            fn cache(&self, offset: u64, len: u64) -> io::Result<()> {
-                (**self).cache(offset, len)
+            fn cache(&$this, offset: u64, len: u64) -> io::Result<()> {
+                $inner.cache(offset, len)
             }
-            fn try_read_fast(&self, buf: &mut [u8], offset: u64) -> bool {
-                (**self).try_read_fast(buf, offset)
+            fn try_read_fast(&$this, buf: &mut [u8], offset: u64) -> bool {
+                $inner.try_read_fast(buf, offset)
             }
-            fn try_read_shared(&self, offset: u64, len: u64, out: &mut Vec<SharedBytes>) -> bool {
-                (**self).try_read_shared(offset, len, out)
+            fn try_read_shared(&$this, offset: u64, len: u64, out: &mut Vec<$crate::backend::SharedBytes>) -> bool {
+                $inner.try_read_shared(offset, len, out)
             }
-            fn is_read_only(&self) -> bool {
-                (**self).is_read_only()
+            fn is_read_only(&$this) -> bool {
+                $inner.is_read_only()
             }
-            fn can_multi_conn(&self) -> bool {
-                (**self).can_multi_conn()
+            fn can_multi_conn(&$this) -> bool {
+                $inner.can_multi_conn()
             }
-            fn block_status(&self, offset: u64, len: u64) -> Option<io::Result<Vec<(u64, u32)>>> {
-                (**self).block_status(offset, len)
+            fn block_status(&$this, offset: u64, len: u64) -> Option<io::Result<Vec<(u64, u32)>>> {
+                $inner.block_status(offset, len)
             }
         }
     };
 }
+pub(crate) use forward_backend;
 
 use std::sync::Arc;
-forward_backend!(Box);
-forward_backend!(Arc);
+forward_backend!([T: Backend + ?Sized] Box<T>, self => (**self));
+forward_backend!([T: Backend + ?Sized] Arc<T>, self => (**self));

@@ -21,7 +21,7 @@
 //! Per cached block: the block's slot, 8 B of slot pointer and 32 B of `Arc` header and boxed-slice pointer,
 //! about 24 B in the map, plus the policy's metadata (see each policy's module doc).
 
-use crate::backend::Backend;
+use crate::backend::{forward_backend, Backend};
 use crate::stats::{Counters, StatsSnapshot};
 use blockwell_core::key::{block_span, MAX_BLOCK};
 use blockwell_core::policy::PolicyError;
@@ -1201,41 +1201,4 @@ impl<B: Backend> Backend for Inner<B> {
     }
 }
 
-impl<B: Backend + 'static> Backend for CachedBackend<B> {
-    fn size(&self) -> u64 {
-        self.inner.size
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.inner.read_at(buf, offset)
-    }
-    fn try_read_fast(&self, buf: &mut [u8], offset: u64) -> bool {
-        self.inner.try_read_fast(buf, offset)
-    }
-    fn try_read_shared(&self, offset: u64, len: u64, out: &mut Vec<crate::backend::SharedBytes>) -> bool {
-        self.inner.try_read_shared(offset, len, out)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64, fua: bool) -> io::Result<()> {
-        self.inner.write_at(buf, offset, fua)
-    }
-    fn flush(&self) -> io::Result<()> {
-        self.inner.flush()
-    }
-    fn trim(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
-        self.inner.trim(offset, len, fua)
-    }
-    fn write_zeroes(&self, offset: u64, len: u64, may_trim: bool, fua: bool) -> io::Result<()> {
-        self.inner.write_zeroes(offset, len, may_trim, fua)
-    }
-    fn cache(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.inner.cache(offset, len)
-    }
-    fn is_read_only(&self) -> bool {
-        self.inner.is_read_only()
-    }
-    fn can_multi_conn(&self) -> bool {
-        self.inner.can_multi_conn()
-    }
-    fn block_status(&self, offset: u64, len: u64) -> Option<io::Result<Vec<(u64, u32)>>> {
-        self.inner.block_status(offset, len)
-    }
-}
+forward_backend!([B: Backend + 'static] CachedBackend<B>, self => self.inner);

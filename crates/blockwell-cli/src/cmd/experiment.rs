@@ -198,27 +198,7 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
 
 /// Splits a comma-separated list, keeping commas inside parentheses.
 fn split_list(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let (mut depth, mut cur) = (0i32, String::new());
-    for ch in s.chars() {
-        match ch {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                if !cur.trim().is_empty() {
-                    out.push(cur.trim().to_string());
-                }
-                cur.clear();
-                continue;
-            }
-            _ => {}
-        }
-        cur.push(ch);
-    }
-    if !cur.trim().is_empty() {
-        out.push(cur.trim().to_string());
-    }
-    out
+    blockwell_core::spec::split_list(s).into_iter().map(str::to_string).collect()
 }
 
 impl OutputArgs {

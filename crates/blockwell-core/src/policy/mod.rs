@@ -445,26 +445,7 @@ impl PolicyVisitor for CheckVisitor {
 
 /// Parses a comma-separated list of specs, keeping commas inside parentheses: `lru,lru-k(k=3,crp=5),arc`.
 pub fn parse_policy_list(s: &str) -> Result<Vec<PolicySpec>, PolicyError> {
-    let mut out = Vec::new();
-    let mut depth = 0i32;
-    let mut start = 0;
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                if !s[start..i].trim().is_empty() {
-                    out.push(PolicySpec::parse(&s[start..i])?);
-                }
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    if !s[start..].trim().is_empty() {
-        out.push(PolicySpec::parse(&s[start..])?);
-    }
-    Ok(out)
+    crate::spec::split_list(s).into_iter().map(PolicySpec::parse).collect()
 }
 
 #[cfg(test)]

@@ -229,26 +229,7 @@ pub fn generate(spec: &str) -> Result<Workload, SpecError> {
 /// Parses a comma-separated list of specs, keeping commas inside parentheses:
 /// `tac,strided-4k(procs=8,file_mb=64),ior`.
 pub fn parse_workload_list(s: &str) -> Result<Vec<WorkloadSpec>, SpecError> {
-    let mut out = Vec::new();
-    let mut depth = 0i32;
-    let mut start = 0;
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                if !s[start..i].trim().is_empty() {
-                    out.push(WorkloadSpec::parse(&s[start..i])?);
-                }
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    if !s[start..].trim().is_empty() {
-        out.push(WorkloadSpec::parse(&s[start..])?);
-    }
-    Ok(out)
+    blockwell_core::spec::split_list(s).into_iter().map(WorkloadSpec::parse).collect()
 }
 
 /// One generator as [`list`] describes it.
