@@ -371,6 +371,21 @@ enum FastSink<'a> {
 /// several workers copy in parallel); smaller ones copy under it (cheaper than taking references).
 const COPY_UNLOCKED_BLOCKS: u64 = 16;
 
+/// The runs of `true` in `mask`, as index ranges `(start, end)`.
+fn runs(mask: &[bool]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < mask.len() && !mask[i] {
+            i += 1;
+        }
+        let start = i;
+        while i < mask.len() && mask[i] {
+            i += 1;
+        }
+        (start < i).then_some((start, i))
+    })
+}
+
 fn key(block: u64) -> BlockKey {
     BlockKey::new(0, block).expect("block numbers are checked against the device size at construction")
 }
@@ -432,16 +447,7 @@ impl State {
     fn access(&mut self, op: Op, first: u64, vis: &[bool], token: u64) -> Vec<bool> {
         let mut hit = vis.to_vec();
         let mut plan = std::mem::take(&mut self.plan);
-        let mut i = 0;
-        while i < vis.len() {
-            if !vis[i] {
-                i += 1;
-                continue;
-            }
-            let start = i;
-            while i < vis.len() && vis[i] {
-                i += 1;
-            }
+        for (start, i) in runs(vis) {
             self.engine.access_blocks(op, key(first + start as u64), (i - start) as u64, &[], &mut plan);
             for &(k, n) in &plan.misses {
                 for b in k.block()..k.block() + n {
@@ -758,17 +764,8 @@ impl<B: Backend> Inner<B> {
     fn fetch(&self, first: u64, need: &[bool], token: u64, mut buf: Option<(&mut [u8], u64)>) -> io::Result<u64> {
         let mut fetched: Vec<(u64, Vec<u8>)> = Vec::new();
         let mut timed: Vec<(u64, u64)> = Vec::new();
-        let mut i = 0;
         let mut result = Ok(());
-        while i < need.len() {
-            if !need[i] {
-                i += 1;
-                continue;
-            }
-            let start = i;
-            while i < need.len() && need[i] {
-                i += 1;
-            }
+        for (start, i) in runs(need) {
             let b0 = first + start as u64;
             let off = b0 * self.block_size;
             let end = ((first + i as u64) * self.block_size).min(self.size);
@@ -853,12 +850,8 @@ impl<B: Backend> Inner<B> {
         st.bypass(self.cutoff, offset, len);
         self.propose(&mut st, Op::Read, first, n);
         // Nothing is missing, so synchronous proposals (outside the request) are read in the background.
-        for f in std::mem::take(&mut st.fetches) {
-            if let Some(tx) = &self.async_tx {
-                if tx.try_send((f.first.block(), f.n)).is_err() {
-                    Counters::add(&self.counters.prefetch_dropped, 1);
-                }
-            }
+        for f in &st.fetches {
+            self.queue_async(f.first.block(), f.n);
         }
         let used = st.engine.stats().prefetch_used;
         let mut plan = std::mem::take(&mut st.plan);
@@ -893,18 +886,23 @@ impl<B: Backend> Inner<B> {
         let d = Demand { stream: 0, op, first: key(first), n, end: self.blocks() };
         let State { prefetcher, map, fetches, .. } = st;
         prefetcher.on_demand(&d, &MapView(map), fetches);
-        let tx = self.async_tx.as_ref().expect("checked above");
         fetches.retain(|f| {
-            if f.sync {
-                return true;
+            if !f.sync {
+                self.queue_async(f.first.block(), f.n);
             }
-            let lo = f.first.block().min(self.blocks());
-            let n = f.n.min(self.blocks() - lo);
-            if n > 0 && tx.try_send((lo, n)).is_err() {
-                Counters::add(&self.counters.prefetch_dropped, 1);
-            }
-            false
+            f.sync
         });
+    }
+
+    /// Hands blocks `first..first+n` (clipped to the device) to the prefetch worker; a full queue drops them
+    /// (counted).
+    fn queue_async(&self, first: u64, n: u64) {
+        let Some(tx) = &self.async_tx else { return };
+        let lo = first.min(self.blocks());
+        let n = n.min(self.blocks() - lo);
+        if n > 0 && tx.try_send((lo, n)).is_err() {
+            Counters::add(&self.counters.prefetch_dropped, 1);
+        }
     }
 
     /// REDCAP's activation–deactivation step for one read request of `n` blocks from `first`: `measured_ns` is
