@@ -636,6 +636,21 @@ impl<P: DynPolicy + ?Sized> ContentCache<P> {
         self.count(cat);
     }
 
+    /// Forgets an address whose device contents changed outside the cache (a TRIM, a failed device write, a
+    /// live driver's race): its reference is dropped, and its block freed (`plan.freed`) if that was the last
+    /// reference. Not a block access: no category is counted. Returns whether the address was mapped.
+    pub fn invalidate(&mut self, key: BlockKey, plan: &mut DedupPlan) -> bool {
+        plan.clear();
+        let Some(r) = self.map.get(&self.refs, key) else { return false };
+        let b = self.refs[r].block;
+        self.drop_ref(r);
+        if self.blocks[b].nrefs == 0 {
+            self.free_block(b, false, plan);
+        }
+        self.rebalance(plan);
+        true
+    }
+
     /// One block access in simulation: the trace's digest is the content's identity (`confirm` is equality).
     pub fn access_sim(&mut self, op: Op, key: BlockKey, digest: u128, plan: &mut DedupPlan) -> Category {
         let mut eq = |c: Candidate| c.hash == digest;
@@ -1001,6 +1016,26 @@ impl<P: DynPolicy + ?Sized> ContentCache<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn invalidate_drops_a_reference_and_frees_a_block_with_none_left() {
+        let cfg = DedupConfig { capacity_bytes: 64 * 4096, ..DedupConfig::default() };
+        let mut c = ContentCache::build(cfg, &PolicySpec::new(crate::PolicyKind::Lru), Preset::Default).unwrap();
+        let mut p = DedupPlan::default();
+        let (a, b) = (BlockKey::new(0, 1).unwrap(), BlockKey::new(1, 1).unwrap());
+        c.access_sim(Op::Write, a, 7, &mut p);
+        assert_eq!(c.access_sim(Op::Write, b, 7, &mut p), Category::WriteMissContentHit);
+        let blk = c.lookup(a).unwrap();
+        assert!(c.invalidate(a, &mut p));
+        assert!(p.freed.is_empty() && c.lookup(a).is_none() && c.lookup(b) == Some(blk));
+        c.validate().unwrap();
+        assert!(c.invalidate(b, &mut p));
+        assert_eq!(p.freed, vec![blk]);
+        assert!(!c.invalidate(b, &mut p));
+        assert_eq!((c.blocks(), c.references(), c.pages()), (0, 0, 0));
+        assert_eq!(c.stats().accesses(), 2, "invalidation is not an access");
+        c.validate().unwrap();
+    }
 
     #[test]
     fn metadata_sizes_match_the_module_doc() {
