@@ -2,8 +2,9 @@
 //!
 //! The layers of one export, bottom up: the file backend (positional I/O, fdatasync, hole punching), an
 //! optional slow-disk emulator (`delay`), an optional RAM cache driven by the same engine as `blockwell sim`
-//! (`cache`), and the NBD server. One export comes from the flags; several from `--config FILE` (TOML, see
-//! `docs/serve.md`). Both describe an export's layers with one [`StackArgs`].
+//! (`cache`) or content-based cache (`content`, one cache that several exports can share), and the NBD server.
+//! One export comes from the flags; several from `--config FILE` (TOML, see `docs/serve.md`). Both describe an
+//! export's layers with one [`StackArgs`], and a shared content cache with one [`ContentArgs`].
 //!
 //! Around the server: an optional control socket (`--control`, read by `blockwell status`), an optional
 //! loopback Prometheus endpoint (`--metrics`), and one log line per event on stderr (`--log-format`).
@@ -11,10 +12,12 @@
 
 use super::common::parse_bytes;
 use anyhow::{anyhow, bail, Context};
+use blockwell_core::dedup::Category;
 use blockwell_core::policy::{PolicySpec, Preset};
 use blockwell_core::prefetch::PrefetcherSpec;
 use blockwell_server::backend::Backend;
 use blockwell_server::cache::{Admission, CachedBackend, CachedConfig, WriteMode};
+use blockwell_server::content::{ContentBackend, ContentConfig, ContentSnapshot, ContentStore};
 use blockwell_server::control::{self, Request};
 use blockwell_server::delay::{DelayBackend, DelayConfig, DelayStats};
 use blockwell_server::file::{FileBackend, FileOptions};
@@ -89,6 +92,19 @@ pub struct StackArgs {
     #[arg(long)]
     pub read_only: bool,
 
+    /// Content-based cache (seed 003, Morrey & Grunwald): the `--cache` budget holds one copy of each distinct
+    /// block content, shared by every address holding it; a hash match is confirmed by a full byte comparison,
+    /// and a write of the bytes already cached at that address (a silent write) is not sent to the backend.
+    /// Takes --cache, --block-size, --policy, --preset and --hash-fraction; write-through or read-only; no
+    /// --prefetch, --admission or --sequential-cutoff. In a config file, exports share one content cache.
+    #[arg(long)]
+    pub content: bool,
+
+    /// With --content: the size of the content hash table as a fraction of --cache, charged against it (`1/64`
+    /// or `0.015625`; the paper's default).
+    #[arg(long, default_value = "1/64")]
+    pub hash_fraction: String,
+
     /// Name options as config-file keys (`cache`) rather than flags (`--cache`) in errors.
     #[arg(skip)]
     pub toml_keys: bool,
@@ -98,12 +114,23 @@ pub struct StackArgs {
 #[derive(Clone)]
 pub struct StackStats {
     pub cache: Option<Arc<CachedBackend<Box<dyn Backend>>>>,
+    pub content: Option<Arc<ContentBackend<Box<dyn Backend>>>>,
     pub delay: Option<Arc<DelayBackend<FileBackend>>>,
 }
 
 impl StackStats {
+    /// The cache's counters (for a content export: its counters in the same shape).
     pub fn snapshot(&self) -> Option<StatsSnapshot> {
-        self.cache.as_ref().map(|c| c.snapshot())
+        match (&self.cache, &self.content) {
+            (Some(c), _) => Some(c.snapshot()),
+            (None, Some(c)) => Some(c.snapshot()),
+            (None, None) => None,
+        }
+    }
+
+    /// A content export's Table 1 counters and the shared cache's.
+    pub fn content(&self) -> Option<ContentSnapshot> {
+        self.content.as_ref().map(|c| c.content_snapshot())
     }
 
     pub fn delay(&self) -> Option<DelayStats> {
@@ -139,10 +166,58 @@ impl StackArgs {
         Ok(if self.read_only { WriteMode::ReadOnly } else { m })
     }
 
+    /// The content cache's settings from these options (one export served from the flags).
+    pub fn content_args(&self) -> ContentArgs {
+        ContentArgs {
+            cache: self.cache.clone(),
+            block_size: self.block_size.clone(),
+            policy: self.policy.clone(),
+            preset: self.preset.clone(),
+            hash_fraction: self.hash_fraction.clone(),
+            toml_keys: self.toml_keys,
+        }
+    }
+
+    /// Checks the options that content mode cannot take. With flags, also the content cache's own settings (in a
+    /// config file, the `[content]` table has them).
+    fn check_content(&self) -> anyhow::Result<()> {
+        if !self.content {
+            if self.hash_fraction != StackArgs::default().hash_fraction {
+                bail!("{} needs {}", self.key("hash_fraction"), self.key("content"));
+            }
+            return Ok(());
+        }
+        let content = self.key("content");
+        let why = "the content cache does not implement it";
+        if self.prefetch.trim() != "none" {
+            bail!(
+                "{} cannot be combined with {content} ({why}); use {} none",
+                self.key("prefetch"),
+                self.key("prefetch")
+            );
+        }
+        if self.admission.trim() != "always" {
+            bail!("{} cannot be combined with {content} ({why})", self.key("admission"));
+        }
+        if parse_bytes(&self.sequential_cutoff).with_context(|| self.key("sequential_cutoff"))? != 0 {
+            bail!("{} cannot be combined with {content} ({why})", self.key("sequential_cutoff"));
+        }
+        if self.write_mode()? == WriteMode::WriteAround {
+            bail!("{} write-around cannot be combined with {content} (write-through or read-only)", self.key("mode"));
+        }
+        if !self.toml_keys {
+            self.content_args().config()?;
+        }
+        Ok(())
+    }
+
     /// Checks every option without opening anything.
     pub fn check(&self) -> anyhow::Result<()> {
         self.write_mode()?;
-        self.cache_config(WriteMode::ReadOnly)?;
+        self.check_content()?;
+        if !self.content {
+            self.cache_config(WriteMode::ReadOnly)?;
+        }
         if self.delay != "none" {
             if let Err(e) = DelayConfig::parse(&self.delay) {
                 bail!("{}: {e} (or hdd, ssd: a fixed latency + bandwidth; none)", self.key("delay"));
@@ -179,9 +254,18 @@ impl StackArgs {
     }
 
     /// Opens the backend and builds the layers: the backend to serve and, with a delay or a cache, handles on
-    /// their counters.
+    /// their counters. With `--content`, a content cache of its own.
     pub fn build(&self) -> anyhow::Result<(Arc<dyn Backend>, Option<StackStats>)> {
+        self.build_in(None)
+    }
+
+    /// Like [`StackArgs::build`]; a content export joins `store` when given (a config file's shared cache).
+    pub fn build_in(
+        &self,
+        store: Option<&Arc<ContentStore>>,
+    ) -> anyhow::Result<(Arc<dyn Backend>, Option<StackStats>)> {
         let mode = self.write_mode()?;
+        self.check_content()?;
         let path = self.backend.as_ref().ok_or_else(|| anyhow!("{} is required", self.key("backend")))?;
         let read_only = mode == WriteMode::ReadOnly;
         let file = FileBackend::open(path, FileOptions { read_only, direct: self.direct })
@@ -196,11 +280,103 @@ impl StackArgs {
                 (Box::new(d.clone()), Some(d))
             }
         };
+        if self.content {
+            let store = match store {
+                Some(s) => s.clone(),
+                None => self.content_args().build()?,
+            };
+            let c = Arc::new(store.attach(lower, read_only).with_context(|| self.key("content"))?);
+            return Ok((c.clone(), Some(StackStats { cache: None, content: Some(c), delay })));
+        }
         let Some(config) = self.cache_config(mode)? else {
-            return Ok((Arc::from(lower), delay.map(|d| StackStats { cache: None, delay: Some(d) })));
+            return Ok((Arc::from(lower), delay.map(|d| StackStats { cache: None, content: None, delay: Some(d) })));
         };
         let cached = Arc::new(CachedBackend::new(lower, config).with_context(|| self.key("cache"))?);
-        Ok((cached.clone(), Some(StackStats { cache: Some(cached), delay })))
+        Ok((cached.clone(), Some(StackStats { cache: Some(cached), content: None, delay })))
+    }
+}
+
+/// The settings of a content cache: from the flags (`--content`) or a config file's `[content]` table, which
+/// every export with `content = true` shares.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContentArgs {
+    pub cache: String,
+    pub block_size: String,
+    pub policy: String,
+    pub preset: String,
+    pub hash_fraction: String,
+    /// Name options as config-file keys.
+    pub toml_keys: bool,
+}
+
+impl Default for ContentArgs {
+    /// The flags' defaults.
+    fn default() -> Self {
+        StackArgs::default().content_args()
+    }
+}
+
+/// A fraction in (0, 1), as `1/64` or `0.015625`.
+fn parse_fraction(s: &str) -> Option<f64> {
+    let t = s.trim();
+    let x = match t.split_once('/') {
+        Some((a, b)) => a.trim().parse::<f64>().ok()? / b.trim().parse::<f64>().ok()?,
+        None => t.parse::<f64>().ok()?,
+    };
+    (x > 0.0 && x < 1.0).then_some(x)
+}
+
+impl ContentArgs {
+    fn key(&self, k: &str) -> String {
+        if self.toml_keys {
+            k.to_string()
+        } else {
+            format!("--{}", k.replace('_', "-"))
+        }
+    }
+
+    /// The content cache's configuration, checked (the budget leaves at least one slot, the policy is online).
+    pub fn config(&self) -> anyhow::Result<ContentConfig> {
+        let cache_bytes = parse_bytes(&self.cache).with_context(|| self.key("cache"))?;
+        if cache_bytes == 0 {
+            bail!("{}: a content cache needs a size (e.g. 64MiB), not 0", self.key("cache"));
+        }
+        let block_size = super::sim::block_size(&self.block_size)
+            .map_err(|e| anyhow!("{}", e.to_string().replace("--block-size", &self.key("block_size"))))?;
+        let preset = Preset::from_name(&self.preset).with_context(|| {
+            format!("{}: unknown preset '{}' (known: default, seed001)", self.key("preset"), self.preset)
+        })?;
+        let policy = PolicySpec::parse(&self.policy).with_context(|| self.key("policy"))?;
+        if policy.kind.needs_next_use() {
+            bail!(
+                "{}: policy '{}' needs next-use times, which a live content cache does not have",
+                self.key("policy"),
+                policy.label()
+            );
+        }
+        let hash_fraction = parse_fraction(&self.hash_fraction).ok_or_else(|| {
+            anyhow!(
+                "{}: '{}' is not a fraction between 0 and 1 (e.g. 1/64 or 0.015625)",
+                self.key("hash_fraction"),
+                self.hash_fraction
+            )
+        })?;
+        let c = ContentConfig { block_size, capacity_bytes: cache_bytes, hash_fraction, policy, preset };
+        blockwell_core::dedup::DedupConfig {
+            block_size,
+            capacity_bytes: cache_bytes,
+            hash_fraction,
+            ..Default::default()
+        }
+        .check()
+        .with_context(|| self.key("cache"))?;
+        Ok(c)
+    }
+
+    /// Builds the content cache.
+    pub fn build(&self) -> anyhow::Result<Arc<ContentStore>> {
+        let c = self.config()?;
+        ContentStore::new(c).with_context(|| self.key("policy"))
     }
 }
 
@@ -219,6 +395,8 @@ pub struct ServeConfig {
     pub unix: Option<PathBuf>,
     pub control: Option<PathBuf>,
     pub metrics: Option<String>,
+    /// The content cache shared by the exports with `content = true` (from `[content]`, or from the flags).
+    pub content: Option<ContentArgs>,
     pub exports: Vec<ExportConfig>,
 }
 
@@ -237,8 +415,12 @@ const EXPORT_KEYS: &[&str] = &[
     "sequential_cutoff",
     "prefetch",
     "delay",
+    "content",
 ];
-const TOP_KEYS: &[&str] = &["listen", "unix", "control", "metrics", "export"];
+const TOP_KEYS: &[&str] = &["listen", "unix", "control", "metrics", "content", "export"];
+const CONTENT_KEYS: &[&str] = &["cache", "block_size", "policy", "preset", "hash_fraction"];
+/// Export keys a content export takes from `[content]` instead.
+const SHARED_KEYS: &[&str] = &["cache", "block_size", "policy", "preset"];
 
 impl ServeConfig {
     /// Reads a TOML config file. Every error is one line naming the file (and the export and key).
@@ -264,6 +446,10 @@ impl ServeConfig {
                 "unix" => cfg.unix = Some(base.join(s()?)),
                 "control" => cfg.control = Some(base.join(s()?)),
                 "metrics" => cfg.metrics = Some(s()?),
+                "content" => {
+                    let t = v.as_table().ok_or_else(|| anyhow!("{file}: 'content' must be a table ([content])"))?;
+                    cfg.content = Some(Self::content(t).with_context(|| format!("{file}: [content]"))?);
+                }
                 "export" => {}
                 _ => bail!("{file}: unknown key '{k}' (known: {})", TOP_KEYS.join(", ")),
             }
@@ -285,12 +471,54 @@ impl ServeConfig {
             if !names.insert(name.clone()) {
                 bail!("{file}: duplicate export name \"{name}\"");
             }
+            if ex.stack.content && cfg.content.is_none() {
+                bail!(
+                    "{file}: export \"{name}\": content = true needs a top-level [content] table (the shared cache's \
+                     cache, block_size, policy, preset, hash_fraction)"
+                );
+            }
             cfg.exports.push(ex);
         }
         if cfg.exports.is_empty() {
             bail!("{file}: no [[export]] tables");
         }
+        if cfg.content.is_some() && !cfg.exports.iter().any(|e| e.stack.content) {
+            bail!("{file}: [content]: no export has content = true");
+        }
         Ok(cfg)
+    }
+
+    /// The `[content]` table: the settings of the content cache shared by the exports with `content = true`.
+    fn content(t: &toml::Table) -> anyhow::Result<ContentArgs> {
+        let mut c = ContentArgs { toml_keys: true, ..ContentArgs::default() };
+        for (k, v) in t {
+            let s = || -> anyhow::Result<String> {
+                v.as_str().map(str::to_string).ok_or_else(|| anyhow!("'{k}' must be a string"))
+            };
+            let size = || -> anyhow::Result<String> {
+                match v {
+                    toml::Value::Integer(n) if *n >= 0 => Ok(n.to_string()),
+                    toml::Value::String(x) => Ok(x.clone()),
+                    _ => bail!("'{k}' must be a size (\"64MiB\" or a number of bytes)"),
+                }
+            };
+            match k.as_str() {
+                "cache" => c.cache = size()?,
+                "block_size" => c.block_size = size()?,
+                "policy" => c.policy = s()?,
+                "preset" => c.preset = s()?,
+                "hash_fraction" => {
+                    c.hash_fraction = match v {
+                        toml::Value::Float(x) => x.to_string(),
+                        toml::Value::String(x) => x.clone(),
+                        _ => bail!("'hash_fraction' must be a fraction (\"1/64\" or 0.015625)"),
+                    }
+                }
+                _ => bail!("unknown key '{k}' (known: {})", CONTENT_KEYS.join(", ")),
+            }
+        }
+        c.config()?;
+        Ok(c)
     }
 
     fn export(t: &toml::Table, name: String, base: &Path) -> anyhow::Result<ExportConfig> {
@@ -324,11 +552,17 @@ impl ServeConfig {
                 "admission" => stack.admission = s()?,
                 "prefetch" => stack.prefetch = s()?,
                 "delay" => stack.delay = s()?,
+                "content" => stack.content = b()?,
                 _ => bail!("unknown key '{k}' (known: {})", EXPORT_KEYS.join(", ")),
             }
         }
         if stack.backend.is_none() {
             bail!("missing key 'backend'");
+        }
+        if stack.content {
+            if let Some(k) = SHARED_KEYS.iter().find(|k| t.contains_key(**k)) {
+                bail!("'{k}' cannot be set on an export with content = true (the shared cache's {k} is in [content])");
+            }
         }
         stack.check()?;
         Ok(ExportConfig { name, description, stack })
@@ -405,6 +639,7 @@ impl Args {
                     bail!("--backend PATH (one export) or --config FILE (several) is required");
                 }
                 ServeConfig {
+                    content: self.stack.content.then(|| self.stack.content_args()),
                     exports: vec![ExportConfig {
                         name: self.export_name.clone().unwrap_or_else(|| "blockwell".into()),
                         description: self.description.clone(),
@@ -465,6 +700,10 @@ impl Live {
             }
             None => s.push_str(" none 0 0 cache off"),
         }
+        if let Some(c) = self.stats.as_ref().and_then(|x| x.content()) {
+            s.push(' ');
+            s.push_str(&content_fields(&c));
+        }
         // REDCAP's state when it is the prefetcher: on or off (its activation algorithm) and switches so far.
         match self.stats.as_ref().and_then(|x| x.snapshot()) {
             Some(c) if c.redcap_active.is_some() => {
@@ -486,11 +725,28 @@ impl Live {
             "policy": self.policy,
             "cache": stats.and_then(|s| s.snapshot()),
             "delay": stats.and_then(|s| s.delay()),
+            "content": stats.and_then(|s| s.content()),
             "redcap": stats.and_then(|s| s.snapshot()).and_then(|c| {
                 c.redcap_active.map(|a| json!({"active": a, "switches": c.redcap_switches}))
             }),
         })
     }
+}
+
+/// A content export's counters for the status line: `content volume V read_hit N ... silent_write N
+/// full_comparisons N comparisons_per_insert X writes_avoided N` (this export's; the shared cache's are in
+/// `--json`).
+fn content_fields(c: &ContentSnapshot) -> String {
+    let mut s = format!("content volume {}", c.volume);
+    for cat in Category::ALL {
+        let _ = write!(s, " {} {}", cat.short(), c.categories.get(cat));
+    }
+    let _ = write!(
+        s,
+        " full_comparisons {} comparisons_per_insert {:.3} writes_avoided {}",
+        c.full_comparisons, c.comparisons_per_insert, c.backend_block_writes_avoided
+    );
+    s
 }
 
 fn status_text(live: &[Live]) -> String {
@@ -628,6 +884,62 @@ fn metrics_text(live: &[Live]) -> String {
             }
         }
     }
+    let contents: Vec<(&Live, ContentSnapshot)> =
+        live.iter().filter_map(|l| Some((l, l.stats.as_ref()?.content()?))).collect();
+    if !contents.is_empty() {
+        let name = "blockwell_content_accesses_total";
+        head(&mut out, name, "counter", "Block accesses of a content export, per category of the paper's Table 1.");
+        for (l, c) in &contents {
+            for cat in Category::ALL {
+                series(&mut out, name, &l.name, &format!("category=\"{}\"", cat.short()), c.categories.get(cat));
+            }
+        }
+        type CGet = fn(&ContentSnapshot) -> u64;
+        let families: &[(&str, &str, &str, CGet)] = &[
+            (
+                "blockwell_content_lookups_total",
+                "counter",
+                "Content hash table lookups (blocks whose content had to be placed).",
+                |c| c.lookups,
+            ),
+            (
+                "blockwell_content_full_comparisons_total",
+                "counter",
+                "Byte comparisons with hash-chain candidates (the paper's full comparisons).",
+                |c| c.full_comparisons,
+            ),
+            (
+                "blockwell_content_backend_block_reads_avoided_total",
+                "counter",
+                "Block reads served from the content cache.",
+                |c| c.backend_block_reads_avoided,
+            ),
+            (
+                "blockwell_content_backend_block_writes_avoided_total",
+                "counter",
+                "Written blocks not sent to the backend (silent writes).",
+                |c| c.backend_block_writes_avoided,
+            ),
+            (
+                "blockwell_content_shared_blocks",
+                "gauge",
+                "Distinct blocks in the content cache this export shares.",
+                |c| c.shared.resident_blocks,
+            ),
+            (
+                "blockwell_content_shared_references",
+                "gauge",
+                "Addresses (of every export) mapped in the content cache this export shares.",
+                |c| c.shared.references,
+            ),
+        ];
+        for (name, ty, help, get) in families {
+            head(&mut out, name, ty, help);
+            for (l, c) in &contents {
+                series(&mut out, name, &l.name, "", get(c));
+            }
+        }
+    }
     if snaps.iter().any(|(_, _, d)| d.is_some()) {
         head(&mut out, "blockwell_delay_requests_total", "counter", "Requests through the slow-disk emulator.");
         for (l, _, d) in &snaps {
@@ -703,10 +1015,19 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let log = Log(a.log_format);
     let mut live = Vec::new();
     let mut exports = Vec::new();
+    // One content cache, shared by every export with content = true.
+    let store = match (&cfg.content, &a.config) {
+        (None, _) => None,
+        (Some(c), Some(file)) => Some(c.build().with_context(|| format!("{}: [content]", file.display()))?),
+        (Some(c), None) => Some(c.build()?),
+    };
     for e in &cfg.exports {
         let (backend, stats) = match &a.config {
-            Some(file) => e.stack.build().with_context(|| format!("{}: export \"{}\"", file.display(), e.name))?,
-            None => e.stack.build()?,
+            Some(file) => e
+                .stack
+                .build_in(store.as_ref())
+                .with_context(|| format!("{}: export \"{}\"", file.display(), e.name))?,
+            None => e.stack.build_in(store.as_ref())?,
         };
         let mode = e.stack.write_mode()?;
         let size = backend.size();
@@ -718,9 +1039,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             export = export.read_only();
         }
         exports.push(export);
-        let policy = match stats.as_ref().and_then(|s| s.cache.as_ref()) {
-            Some(_) => PolicySpec::parse(&e.stack.policy).map(|p| p.kind.name().to_string()).unwrap_or_default(),
-            None => "none".into(),
+        let policy = match stats.as_ref().map(|s| (&s.cache, &s.content)) {
+            Some((Some(_), _)) => {
+                PolicySpec::parse(&e.stack.policy).map(|p| p.kind.name().to_string()).unwrap_or_default()
+            }
+            Some((None, Some(c))) => c.store().config().policy.kind.name().to_string(),
+            _ => "none".into(),
         };
         live.push(Live {
             name: e.name.clone(),
@@ -831,12 +1155,17 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     drop(metrics);
     for l in live.iter() {
         let snap = l.stats.as_ref().and_then(|s| s.snapshot());
-        log.event("summary", json!({"name": l.name, "cache": snap, "delay": l.stats.as_ref().and_then(|s| s.delay())}));
+        let content = l.stats.as_ref().and_then(|s| s.content());
+        log.event(
+            "summary",
+            json!({"name": l.name, "cache": snap, "content": content, "delay": l.stats.as_ref().and_then(|s| s.delay())}),
+        );
         let prefix = if live.len() == 1 { String::new() } else { format!("{}: ", l.name) };
-        match snap {
-            Some(s) => println!("blockwell: stopped; {prefix}{}", s.to_status_line()),
-            None if live.len() == 1 => println!("blockwell: stopped"),
-            None => println!("blockwell: stopped; {prefix}no cache"),
+        match (snap, content) {
+            (Some(s), Some(c)) => println!("blockwell: stopped; {prefix}{} {}", s.to_status_line(), content_fields(&c)),
+            (Some(s), None) => println!("blockwell: stopped; {prefix}{}", s.to_status_line()),
+            (None, _) if live.len() == 1 => println!("blockwell: stopped"),
+            (None, _) => println!("blockwell: stopped; {prefix}no cache"),
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -890,6 +1219,48 @@ mod tests {
         let x = e("[[export]\n");
         assert!(x.starts_with("exports.toml:1: ") && !x.contains('\n'), "{x}");
         assert_eq!(e("listen = \"x\"\n"), "exports.toml: no [[export]] tables");
+    }
+
+    #[test]
+    fn toml_content_table_is_shared_by_content_exports() {
+        let c = parse(
+            "[content]\ncache = \"8MiB\"\npolicy = \"arc\"\nhash_fraction = 0.03125\n\
+             [[export]]\nname = \"a\"\nbackend = \"a.img\"\ncontent = true\n\
+             [[export]]\nname = \"b\"\nbackend = \"b.img\"\ncontent = true\nread_only = true\n\
+             [[export]]\nname = \"c\"\nbackend = \"c.img\"\ncache = \"1MiB\"\n",
+        )
+        .unwrap();
+        let ct = c.content.as_ref().unwrap();
+        assert_eq!((ct.cache.as_str(), ct.policy.as_str(), ct.block_size.as_str()), ("8MiB", "arc", "4KiB"));
+        let cfg = ct.config().unwrap();
+        assert_eq!((cfg.capacity_bytes, cfg.hash_fraction), (8 << 20, 0.03125));
+        assert!(c.exports[0].stack.content && c.exports[1].stack.content && !c.exports[2].stack.content);
+        assert_eq!(parse_fraction("1/64"), Some(1.0 / 64.0));
+        assert_eq!(parse_fraction("1/1"), None);
+    }
+
+    #[test]
+    fn toml_content_errors_name_the_table_and_key() {
+        let e = |t: &str| format!("{:#}", parse(t).unwrap_err());
+        let ex = "[[export]]\nname = \"a\"\nbackend = \"a\"\ncontent = true\n";
+        let x = e(ex);
+        assert!(x.starts_with("exports.toml: export \"a\": content = true needs a top-level [content] table"), "{x}");
+        let x = e(&format!("[content]\ncache = \"1MiB\"\ncahce = 1\n{ex}"));
+        assert!(x.starts_with("exports.toml: [content]: unknown key 'cahce'"), "{x}");
+        let x = e(&format!("[content]\npolicy = \"opt\"\n{ex}"));
+        assert!(x.starts_with("exports.toml: [content]: policy: policy 'opt' needs next-use times"), "{x}");
+        let x = e(&format!("[content]\nhash_fraction = \"2\"\n{ex}"));
+        assert!(x.starts_with("exports.toml: [content]: hash_fraction: '2' is not a fraction"), "{x}");
+        let x = e(&format!("[content]\ncache = 0\n{ex}"));
+        assert!(x.starts_with("exports.toml: [content]: cache: "), "{x}");
+        let x = e(&format!("[content]\n{ex}policy = \"lru\"\n"));
+        assert!(x.contains("export \"a\": 'policy' cannot be set on an export with content = true"), "{x}");
+        let x = e(&format!("[content]\n{ex}prefetch = \"obl\"\n"));
+        assert!(x.contains("export \"a\": prefetch cannot be combined with content"), "{x}");
+        let x = e(&format!("[content]\n{ex}mode = \"write-around\"\n"));
+        assert!(x.contains("export \"a\": mode write-around cannot be combined with content"), "{x}");
+        let x = e("[content]\n[[export]]\nname = \"a\"\nbackend = \"a\"\n");
+        assert_eq!(x, "exports.toml: [content]: no export has content = true");
     }
 
     #[test]
