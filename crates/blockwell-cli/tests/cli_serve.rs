@@ -4,106 +4,10 @@
 
 mod util;
 
-use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use util::serve::{disk, have, http_get, qemu_io, status, Served};
 
-fn have(tool: &str) -> bool {
-    let ok = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("SKIPPED: {tool} not installed");
-    }
-    ok
-}
-
-/// A running `blockwell serve`, its NBD URIs (one per export) and its other startup lines.
-struct Served {
-    child: Child,
-    uri: String,
-    uris: Vec<String>,
-    /// Every stdout line up to `blockwell: ready`.
-    banner: String,
-}
-
-impl Served {
-    fn start(args: &[&str]) -> Served {
-        let mut child = util::bin()
-            .arg("serve")
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start blockwell serve");
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut banner = String::new();
-        loop {
-            let mut line = String::new();
-            if out.read_line(&mut line).unwrap() == 0 {
-                let mut err = String::new();
-                child.stderr.as_mut().unwrap().read_to_string(&mut err).unwrap();
-                panic!("blockwell serve exited before ready; stdout: {banner}; stderr: {err}")
-            }
-            banner.push_str(&line);
-            if line.starts_with("blockwell: ready") {
-                break;
-            }
-        }
-        let uris: Vec<String> =
-            banner.split_whitespace().filter(|w| w.starts_with("nbd://")).map(str::to_string).collect();
-        assert!(!uris.is_empty(), "no URI in {banner:?}");
-        // Keep the rest of stdout for stop().
-        child.stdout = Some(out.into_inner());
-        Served { uri: uris[0].clone(), uris, banner, child }
-    }
-
-    /// The address after `blockwell: metrics at http://`.
-    fn metrics_addr(&self) -> String {
-        let l =
-            self.banner.lines().find_map(|l| l.strip_prefix("blockwell: metrics at http://")).expect("metrics line");
-        l.trim_end_matches("/metrics").to_string()
-    }
-
-    /// SIGTERM, then the exit status and the rest of stdout.
-    fn stop(mut self) -> (bool, String) {
-        let pid = self.child.id().to_string();
-        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-        let mut rest = String::new();
-        self.child.stdout.take().unwrap().read_to_string(&mut rest).unwrap();
-        let status = self.child.wait().unwrap();
-        (status.success(), rest)
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn qemu_io(uri: &str, cmds: &[&str]) -> String {
-    let mut c = Command::new("qemu-io");
-    c.args(["-f", "raw", uri]);
-    for x in cmds {
-        c.args(["-c", x]);
-    }
-    let out = c.output().expect("qemu-io");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success() && !text.contains("failed") && !text.contains("error"), "qemu-io {cmds:?}:\n{text}");
-    text
-}
-
-fn disk(dir: &Path, mib: u64) -> std::path::PathBuf {
-    let p = dir.join("disk.img");
-    std::fs::File::create(&p).unwrap().set_len(mib << 20).unwrap();
-    p
-}
+use std::io::Read;
+use std::process::Command;
 
 #[test]
 fn qemu_io_patterns_reach_the_backing_file_and_sigterm_drains() {
@@ -209,25 +113,6 @@ fn bad_serve_options_are_one_clear_error() {
     assert!(e.contains("--prefetch") && e.contains("max"), "{e}");
     assert!(util::fails(&["serve", "--backend", b, "--mode", "write-back"]).contains("--mode"));
     assert!(util::fails(&["serve", "--backend", b, "--listen", "nowhere"]).contains("--listen"));
-}
-
-/// `blockwell status --control sock` (and `--json`): stdout on success.
-fn status(sock: &Path, json: bool) -> String {
-    let mut args = vec!["status", "--control", sock.to_str().unwrap()];
-    if json {
-        args.push("--json");
-    }
-    util::ok(&args)
-}
-
-/// A raw HTTP/1.1 GET; returns the whole response.
-fn http_get(addr: &str, path: &str) -> String {
-    use std::io::Write;
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
 }
 
 #[test]
