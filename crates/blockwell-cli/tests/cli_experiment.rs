@@ -55,8 +55,20 @@ fn experiment_redcap_quick_reproduces_the_strided_gain_and_is_deterministic() {
     let ks = cell("kernel-read", 8, "scattered")["improvement"].as_f64().unwrap();
     assert!(kb > 0.5 && kb > ks, "block groups {kb}, scattered {ks}");
     for c in cells {
+        // The mean of the 3 paired runs (the quick grid's default), each with its own start jitter.
+        let runs: Vec<f64> = c["improvement_runs"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+        assert_eq!(runs.len(), 3, "{c}");
+        let mean = runs.iter().sum::<f64>() / 3.0;
+        assert!((c["improvement"].as_f64().unwrap() - mean).abs() < 1e-9, "{c}");
+        assert!(c["improvement_ci95"].as_f64().unwrap() >= 0.0, "{c}");
+    }
+    // One run without jitter: the improvement is exactly 1 - with / without.
+    let one = util::ok(&[&args[..], &["--runs", "1", "--start-jitter-ms", "0", "--benchmarks", "strided-4k"]].concat());
+    let v1: Value = serde_json::from_str(&one).unwrap();
+    for c in v1["cells"].as_array().unwrap() {
         let (with, without) = (c["time_with_ns"].as_f64().unwrap(), c["time_without_ns"].as_f64().unwrap());
         assert!((c["improvement"].as_f64().unwrap() - (1.0 - with / without)).abs() < 1e-9, "{c}");
+        assert_eq!(c["improvement_ci95"].as_f64().unwrap(), 0.0, "{c}");
     }
     assert_eq!(
         svgs(&plots),
@@ -224,6 +236,9 @@ fn errors_name_the_option() {
         (&["experiment", "redcap", "--configs", "3x3k"][..], "--configs"),
         (&["experiment", "redcap", "--benchmarks", "strided-4k,nope"][..], "--benchmarks"),
         (&["experiment", "redcap", "--scale", "0"][..], "--scale"),
+        (&["experiment", "redcap", "--runs", "0"][..], "--runs"),
+        (&["experiment", "redcap", "--start-jitter-ms=-1"][..], "--start-jitter-ms"),
+        (&["tsim", "--workload", "strided-4k", "--start-jitter-ms", "nan"][..], "--start-jitter-ms"),
         (&["experiment", "prefetch-policies", "--sizes", "1XB"][..], "--sizes"),
         (&["experiment", "prefetch-policies", "--policies", "lru,nope"][..], "--policies"),
         (&["experiment", "prefetch-policies", "--workload", "loop(files=0)"][..], "--workload"),

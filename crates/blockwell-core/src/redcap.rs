@@ -26,7 +26,11 @@
 //! The seeds do not give the controller's constants, so Blockwell's are documented here: decisions are taken
 //! at the end of each *period* of `period` requests (default 64) on the sums over that period of the two
 //! times; the cache switches off when `with > without × (1 + margin)` and back on when
-//! `with × (1 + margin) < without`, `margin_pct` default 5 (hysteresis: a tie keeps the current state). Each
+//! `with × (1 + margin) < without`, `margin_pct` default 5 (hysteresis: a tie keeps the current state). A
+//! back-off damps flapping: when the cache is switched off at most [`SHORT_ON_PERIODS`] periods after being
+//! switched on, the estimate that switched it on proved wrong, and it then stays off for a hold of 1, 2, 4 …
+//! periods (doubling at each such reversal, up to `max_hold_periods`, default 64) before the estimate may switch
+//! it on again; a switch-off after a longer active stretch clears the hold. Each
 //! observation has one measured time and one estimated time: while active the driver measures the I/O time with
 //! the cache and estimates the time without it (a shadow disk model fed the demand stream alone); while off it
 //! measures the time without the cache and estimates the time with it (the shadow disk model fed the segment
@@ -340,11 +344,21 @@ pub struct RedcapControlConfig {
     pub period: u64,
     /// The cache must lose (or, while off, win) by more than this percentage of the other time to switch.
     pub margin_pct: u64,
+    /// Back-off limit, in periods (0: no back-off, decide every period). When the cache is switched off after
+    /// having been on for at most [`SHORT_ON_PERIODS`] periods, it has just been switched on by an estimate that
+    /// proved wrong: the controller then keeps it off for a hold of 1, 2, 4 … periods (doubling at each such
+    /// quick reversal, up to this limit) before it may switch it on again. A switch-off after a longer active
+    /// stretch clears the hold.
+    pub max_hold_periods: u64,
 }
+
+/// An active stretch of at most this many periods that ends in a switch-off doubles the hold (see
+/// [`RedcapControlConfig::max_hold_periods`]).
+pub const SHORT_ON_PERIODS: u64 = 2;
 
 impl Default for RedcapControlConfig {
     fn default() -> Self {
-        RedcapControlConfig { period: 64, margin_pct: 5 }
+        RedcapControlConfig { period: 64, margin_pct: 5, max_hold_periods: 64 }
     }
 }
 
@@ -360,6 +374,12 @@ pub struct RedcapControl {
     active_ns: u128,
     inactive_ns: u128,
     periods: u64,
+    /// Periods decided in the current state.
+    in_state: u64,
+    /// Periods the cache must stay off after the last switch-off (the back-off).
+    hold: u64,
+    /// Periods decided while the cache was held off.
+    held: u64,
 }
 
 impl RedcapControl {
@@ -382,6 +402,9 @@ impl RedcapControl {
             active_ns: 0,
             inactive_ns: 0,
             periods: 0,
+            in_state: 0,
+            hold: 0,
+            held: 0,
         }
     }
 
@@ -420,14 +443,42 @@ impl RedcapControl {
         self.without_ns = 0;
         self.requests = 0;
         self.periods += 1;
-        let switch = if self.active { w * 100 > wo * (100 + m) } else { w * (100 + m) < wo * 100 };
-        if switch {
-            self.active = !self.active;
-            self.switches += 1;
-            Some(self.active)
+        self.in_state += 1;
+        let switch = if self.active {
+            w * 100 > wo * (100 + m)
         } else {
-            None
+            let wins = w * (100 + m) < wo * 100;
+            if wins && self.in_state <= self.hold {
+                self.held += 1;
+            }
+            wins && self.in_state > self.hold
+        };
+        if !switch {
+            return None;
         }
+        if self.active {
+            // Switching off: a quick reversal of the last switch-on doubles the hold, a long stretch clears it.
+            let max = self.config.max_hold_periods;
+            self.hold = if max > 0 && self.switches > 0 && self.in_state <= SHORT_ON_PERIODS {
+                (self.hold * 2).clamp(1, max)
+            } else {
+                0
+            };
+        }
+        self.active = !self.active;
+        self.switches += 1;
+        self.in_state = 0;
+        Some(self.active)
+    }
+
+    /// Periods the cache was kept off by the back-off although its estimate said it would win or tie.
+    pub fn held_periods(&self) -> u64 {
+        self.held
+    }
+
+    /// The current back-off hold, in periods.
+    pub fn hold_periods(&self) -> u64 {
+        self.hold
     }
 
     /// Number of on/off switches so far.
@@ -538,7 +589,7 @@ mod tests {
 
     #[test]
     fn controller_switches_off_when_losing_and_on_when_the_shadow_wins() {
-        let mut c = RedcapControl::new(RedcapControlConfig { period: 4, margin_pct: 5 }).unwrap();
+        let mut c = RedcapControl::new(RedcapControlConfig { period: 4, margin_pct: 5, max_hold_periods: 0 }).unwrap();
         assert!(c.is_active(), "initial state is active");
         // A winning period keeps it on.
         for _ in 0..4 {
@@ -567,7 +618,43 @@ mod tests {
         assert_eq!(c.measured_ns(), (1000, 700));
         assert!((c.active_fraction() - 1000.0 / 1700.0).abs() < 1e-12);
         assert_eq!(c.end_period(), None, "empty period");
-        assert!(RedcapControl::new(RedcapControlConfig { period: 0, margin_pct: 5 }).is_err());
+        assert!(RedcapControl::new(RedcapControlConfig { period: 0, margin_pct: 5, max_hold_periods: 0 }).is_err());
+    }
+
+    #[test]
+    fn back_off_doubles_the_hold_after_each_quick_reversal() {
+        let mut c = RedcapControl::new(RedcapControlConfig { period: 1, margin_pct: 5, max_hold_periods: 4 }).unwrap();
+        let (lose, win) = ((200, 100), (50, 100));
+        // A long active stretch, then a loss: off, no hold.
+        for _ in 0..5 {
+            assert_eq!(c.observe(win.0, win.1), None);
+        }
+        assert_eq!(c.observe(lose.0, lose.1), Some(false));
+        assert_eq!(c.hold_periods(), 0);
+        assert_eq!(c.observe(win.0, win.1), Some(true), "no hold: the first winning estimate switches it on");
+        // Lost again right away: a quick reversal, hold 1, then 2, then 4, capped at 4.
+        for want in [1, 2, 4, 4] {
+            assert_eq!(c.observe(lose.0, lose.1), Some(false));
+            assert_eq!(c.hold_periods(), want);
+            for _ in 0..want {
+                assert_eq!(c.observe(win.0, win.1), None, "held off");
+            }
+            assert_eq!(c.observe(win.0, win.1), Some(true));
+        }
+        assert_eq!(c.held_periods(), 1 + 2 + 4 + 4);
+        // Staying on for longer than SHORT_ON_PERIODS, then losing, clears the hold.
+        for _ in 0..=SHORT_ON_PERIODS {
+            c.observe(win.0, win.1);
+        }
+        assert_eq!(c.observe(lose.0, lose.1), Some(false));
+        assert_eq!(c.hold_periods(), 0);
+        // Without back-off (limit 0) the controller decides every period.
+        let mut c = RedcapControl::new(RedcapControlConfig { period: 1, margin_pct: 5, max_hold_periods: 0 }).unwrap();
+        for _ in 0..10 {
+            assert_eq!(c.observe(lose.0, lose.1), Some(false));
+            assert_eq!(c.observe(win.0, win.1), Some(true));
+        }
+        assert_eq!(c.held_periods(), 0);
     }
 
     #[test]

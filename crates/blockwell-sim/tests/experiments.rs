@@ -37,8 +37,10 @@ fn redcap_grid_is_in_grid_order_and_identical_for_any_thread_count() {
     assert_eq!(keys[2], ("strided-4k".into(), 8, "block-groups".into()));
     assert_eq!(keys[4], ("random(files=8,file_mb=32)".into(), 1, "block-groups".into()));
     for c in &one.cells {
-        let expect = 1.0 - c.time_with_ns as f64 / c.time_without_ns as f64;
-        assert!((c.improvement - expect).abs() < 1e-12);
+        // The improvement is the mean of the paired runs' improvements, with a 95 % Student-t interval.
+        assert_eq!(c.improvement_runs.len(), 3, "quick grid: 3 runs");
+        let (mean, ci) = blockwell_sim::experiments::redcap::mean_ci95(&c.improvement_runs);
+        assert!((c.improvement - mean).abs() < 1e-12 && (c.improvement_ci95 - ci).abs() < 1e-12, "{c:?}");
         assert!(c.time_without_ns > 0 && c.time_with_ns > 0);
     }
     // Seed 000's headline at an eighth of the default file size: strided 4 KiB reads by 8 processes on block
@@ -46,12 +48,41 @@ fn redcap_grid_is_in_grid_order_and_identical_for_any_thread_count() {
     let s = one.get("strided-4k", 8, "block-groups", "64x128k").unwrap();
     assert!(s.improvement >= 0.40, "{s:?}");
     assert!(s.active_fraction > 0.9, "{s:?}");
+    // Random reads: REDCAP is switched off and stays off most of the time (measured: within 3 % on the mean of
+    // the three jittered runs, active about 11 % of the time; docs/experiments/redcap.md).
     let r = one.get("random(files=8,file_mb=32)", 8, "block-groups", "64x128k").unwrap();
-    assert!(r.improvement.abs() <= 0.03 && r.active_fraction < 0.1 && r.switches >= 1, "{r:?}");
+    assert!(r.improvement.abs() <= 0.03 && r.active_fraction < 0.25 && r.switches >= 1, "{r:?}");
     // The table has one block per benchmark with a row per process count.
     let t = one.table();
     assert!(t.contains("\nstrided-4k\n") && t.contains("\nrandom(files=8,file_mb=32)\n") && !t.contains(" - "), "{t}");
     assert_eq!(one.csv().lines().count(), 1 + one.cells.len());
+}
+
+#[test]
+fn one_run_without_jitter_is_the_plain_ratio_and_jitter_changes_the_runs() {
+    let plain = RedcapGrid { runs: 1, start_jitter_ns: 0, ..small_redcap(2) }.run().unwrap();
+    for c in &plain.cells {
+        let expect = 1.0 - c.time_with_ns as f64 / c.time_without_ns as f64;
+        assert!((c.improvement - expect).abs() < 1e-12 && c.improvement_ci95 == 0.0, "{c:?}");
+    }
+    // Jittered runs differ from one another (each has its own seed) on the 8-process cells.
+    let runs = small_redcap(2).run().unwrap();
+    let c = runs.get("strided-4k", 8, "block-groups", "64x128k").unwrap();
+    let t = |x: &f64| x.to_bits();
+    assert!(c.improvement_runs.iter().map(t).collect::<std::collections::BTreeSet<_>>().len() > 1, "{c:?}");
+    assert!(c.improvement_ci95 > 0.0);
+    let e = RedcapGrid { runs: 0, ..RedcapGrid::quick().unwrap() }.run().unwrap_err();
+    assert!(e.to_string().starts_with("runs:"), "{e}");
+}
+
+#[test]
+fn mean_ci95_is_students_t_interval() {
+    use blockwell_sim::experiments::redcap::mean_ci95;
+    assert_eq!(mean_ci95(&[]), (0.0, 0.0));
+    assert_eq!(mean_ci95(&[0.25]), (0.25, 0.0));
+    // 1, 2, 3: mean 2, s = 1, t(2) = 4.303, half-width 4.303 / sqrt(3).
+    let (m, h) = mean_ci95(&[1.0, 2.0, 3.0]);
+    assert!((m - 2.0).abs() < 1e-12 && (h - 4.303 / 3f64.sqrt()).abs() < 1e-9, "{h}");
 }
 
 #[test]

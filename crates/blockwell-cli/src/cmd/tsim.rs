@@ -100,6 +100,18 @@ pub struct Args {
     #[arg(long)]
     pub think_from_gaps: bool,
 
+    /// Each process starts after a uniform random delay of up to this many milliseconds (0: all at once).
+    #[arg(long, value_name = "MS", default_value_t = 0.0)]
+    pub start_jitter_ms: f64,
+
+    /// Seed of the start delays.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub start_seed: u64,
+
+    /// With --redcap: its shadow devices queue at most N requests per process (0: unbounded).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub redcap_shadow_depth: usize,
+
     /// Page and block size.
     #[arg(long, value_name = "BYTES", default_value = "4096")]
     pub block_size: String,
@@ -183,7 +195,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         block_size,
         ["--block-cache", "--block-policy", "--block-prefetch"],
     )?;
-    let redcap = a.redcap.as_deref().map(|r| RedcapSetup::preset(r, block_size)).transpose().context("--redcap")?;
+    let redcap = a
+        .redcap
+        .as_deref()
+        .map(|r| RedcapSetup::preset(r, block_size).map(|s| RedcapSetup { shadow_depth: a.redcap_shadow_depth, ..s }))
+        .transpose()
+        .context("--redcap")?;
     let max_request_bytes = parse_bytes(&a.max_request).context("--max-request")?;
     if max_request_bytes < block_size {
         bail!("--max-request: {max_request_bytes} B is less than one block ({block_size} B)");
@@ -201,6 +218,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         think_ns: a.think_us.map(|us| us.saturating_mul(1000)),
         think_from_gaps: a.think_from_gaps,
         max_request_bytes,
+        start_jitter_ns: jitter_ns(a.start_jitter_ms)?,
+        start_seed: a.start_seed,
         ..Config::default()
     };
     let model = disk.build().context("--disk")?;
@@ -271,4 +290,12 @@ pub fn run_workload(c: WorkloadCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `--start-jitter-ms` in ns.
+fn jitter_ns(ms: f64) -> anyhow::Result<u64> {
+    if !(ms.is_finite() && (0.0..=3.6e6).contains(&ms)) {
+        bail!("--start-jitter-ms: {ms} is not a number of milliseconds from 0 to 3600000");
+    }
+    Ok((ms * 1e6).round() as u64)
 }

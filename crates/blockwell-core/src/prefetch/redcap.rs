@@ -16,9 +16,10 @@
 //! `dyn Prefetcher` that is not reachable; the simulator's REDCAP level uses [`crate::redcap::Redcap`], whose
 //! segment state is the shadow by construction.)
 //!
-//! **Parameters** (`redcap(segment_kb=128,period=64,margin_pct=5)`).
+//! **Parameters** (`redcap(segment_kb=128,period=64,margin_pct=5,max_hold=64)`; `max_hold` is the controller's
+//! back-off limit in periods, 0 for none: [`crate::redcap::RedcapControlConfig::max_hold_periods`]).
 //!
-//! **State**: 128 bytes in all (the segment size and the controller's sums and counters); nothing per stream,
+//! **State**: 160 bytes in all (the segment size and the controller's sums and counters); nothing per stream,
 //! no heap.
 
 use super::{kib_to_blocks, push_fetch, state_of, BlockState, BlockView, Demand, Fetch, Prefetcher, PrefetcherConfig};
@@ -36,12 +37,19 @@ pub struct RedcapPrefetchConfig {
     pub period: u64,
     /// Percentage by which the cache must lose (or win, while off) to switch.
     pub margin_pct: u64,
+    /// Back-off limit in periods (0: none).
+    pub max_hold: u64,
 }
 
 impl Default for RedcapPrefetchConfig {
     fn default() -> Self {
         let c = RedcapControlConfig::default();
-        RedcapPrefetchConfig { segment_kb: 128, period: c.period, margin_pct: c.margin_pct }
+        RedcapPrefetchConfig {
+            segment_kb: 128,
+            period: c.period,
+            margin_pct: c.margin_pct,
+            max_hold: c.max_hold_periods,
+        }
     }
 }
 
@@ -57,7 +65,9 @@ impl PrefetcherConfig for RedcapPrefetchConfig {
     }
 
     fn build(&self, block_size: u64) -> Box<dyn Prefetcher> {
-        Box::new(RedcapPrefetch::new(kib_to_blocks(self.segment_kb, block_size), self.period, self.margin_pct))
+        let control =
+            RedcapControlConfig { period: self.period, margin_pct: self.margin_pct, max_hold_periods: self.max_hold };
+        Box::new(RedcapPrefetch::new(kib_to_blocks(self.segment_kb, block_size), control))
     }
 }
 
@@ -69,9 +79,10 @@ pub struct RedcapPrefetch {
 }
 
 impl RedcapPrefetch {
-    /// Segments of `segment_blocks` (>= 1) blocks; the controller decides every `period` (>= 1) requests.
-    pub fn new(segment_blocks: u64, period: u64, margin_pct: u64) -> Self {
-        let control = RedcapControl::new_clamped(RedcapControlConfig { period, margin_pct });
+    /// Segments of `segment_blocks` (>= 1) blocks; the controller decides every `control.period` requests (a
+    /// zero period is taken as 1).
+    pub fn new(segment_blocks: u64, control: RedcapControlConfig) -> Self {
+        let control = RedcapControl::new_clamped(control);
         RedcapPrefetch { segment_blocks: segment_blocks.max(1), control }
     }
 
@@ -129,7 +140,7 @@ mod tests {
 
     #[test]
     fn fetches_touched_segments_on_a_miss() {
-        let mut p = RedcapPrefetch::new(32, 4, 5);
+        let mut p = RedcapPrefetch::new(32, RedcapControlConfig { period: 4, margin_pct: 5, max_hold_periods: 0 });
         let mut view = SetView::default();
         let mut out = Vec::new();
         p.on_demand(&read(1, 30, 4, 1000), &view, &mut out);
@@ -148,7 +159,7 @@ mod tests {
 
     #[test]
     fn switched_off_by_its_controller() {
-        let mut p = RedcapPrefetch::new(32, 2, 5);
+        let mut p = RedcapPrefetch::new(32, RedcapControlConfig { period: 2, margin_pct: 5, max_hold_periods: 0 });
         assert!(Prefetcher::is_active(&p));
         p.on_io_time(300, 100);
         p.on_io_time(300, 100);
@@ -167,6 +178,6 @@ mod tests {
 
     #[test]
     fn state_size_is_as_documented() {
-        assert_eq!(std::mem::size_of::<RedcapPrefetch>(), 128);
+        assert_eq!(std::mem::size_of::<RedcapPrefetch>(), 160);
     }
 }

@@ -7,6 +7,14 @@
 //! faster), as the paper's figure plots it. The seed's file systems map to layouts (ext2/ext3 → `block-groups`,
 //! XFS/JFS → `single-extent`, ReiserFS → `scattered`; `contiguous` is the ideal baseline): see
 //! `docs/experiments/redcap.md`.
+//!
+//! **Repeated runs.** Like the paper (five runs per point, mean and 95 % confidence interval), each cell runs
+//! [`RedcapGrid::runs`] times. Run `r` (1-based) starts each process after a delay drawn uniformly from
+//! `0..=start_jitter_ns` with seed `r` ([`Config::start_jitter_ns`]), the same delays with and without REDCAP
+//! (paired runs). Generated processes are identical: started at exactly the same instant they can run in
+//! lock-step, which on interleaved layouts is a fast, fragile state that a few milliseconds of difference
+//! destroy (`docs/experiments/redcap.md` measures how much). A cell reports the mean of the per-run
+//! improvements, its 95 % confidence half-width (Student's t), and the other quantities' means.
 
 use super::{cell, par_map, Error};
 use crate::layout::LayoutKind;
@@ -47,7 +55,17 @@ pub struct RedcapGrid {
     pub layout_seed: u64,
     pub block_size: u64,
     pub threads: usize,
+    /// Runs per cell (at least 1), each with its own start-jitter seed.
+    pub runs: u32,
+    /// Each process starts after a uniform delay in `0..=start_jitter_ns` (0: all start together, lock-step).
+    pub start_jitter_ns: u64,
+    /// REDCAP's shadow-queue limit per process ([`RedcapSetup::shadow_depth`]; 0: unbounded).
+    pub shadow_depth: usize,
 }
+
+/// Default start jitter of the grid: 10 ms, about what starting processes one after the other from a shell
+/// costs, and more than a disk access.
+pub const START_JITTER_NS: u64 = 10_000_000;
 
 impl RedcapGrid {
     /// The paper's grid: five benchmarks × 1–32 processes × four layouts × two configurations on `wd1200bb`,
@@ -65,6 +83,9 @@ impl RedcapGrid {
             layout_seed: 0,
             block_size: 4096,
             threads: super::default_threads(),
+            runs: 5,
+            start_jitter_ns: START_JITTER_NS,
+            shadow_depth: 0,
         })
     }
 
@@ -76,6 +97,7 @@ impl RedcapGrid {
             layouts: vec![LayoutKind::BlockGroups, LayoutKind::Scattered],
             configs: vec![CONFIGS[0].to_string()],
             scale: 0.125,
+            runs: 3,
             ..Self::paper()?
         })
     }
@@ -118,6 +140,9 @@ impl RedcapGrid {
         empty("procs", self.procs.is_empty())?;
         empty("layouts", self.layouts.is_empty())?;
         empty("configs", self.configs.is_empty())?;
+        if self.runs == 0 {
+            return Err(Error::Option { option: "runs", message: "must be at least 1".into() });
+        }
         if !(self.scale.is_finite() && self.scale > 0.0) {
             return Err(Error::Option { option: "scale", message: format!("{} is not a positive number", self.scale) });
         }
@@ -128,12 +153,13 @@ impl RedcapGrid {
         Ok(())
     }
 
-    fn config(&self, layout: LayoutKind, redcap: Option<&str>) -> Result<Config, Error> {
+    fn config(&self, layout: LayoutKind, redcap: Option<&str>, run: u32) -> Result<Config, Error> {
         let redcap = match redcap {
-            Some(c) => Some(
-                RedcapSetup::preset(c, self.block_size)
-                    .map_err(|e| Error::Option { option: "configs", message: e.to_string() })?,
-            ),
+            Some(c) => Some(RedcapSetup {
+                shadow_depth: self.shadow_depth,
+                ..RedcapSetup::preset(c, self.block_size)
+                    .map_err(|e| Error::Option { option: "configs", message: e.to_string() })?
+            }),
             None => None,
         };
         Ok(Config {
@@ -143,6 +169,8 @@ impl RedcapGrid {
             layout,
             layout_seed: self.layout_seed,
             scheduler: self.scheduler,
+            start_jitter_ns: self.start_jitter_ns,
+            start_seed: u64::from(run),
             ..Config::default()
         })
     }
@@ -158,13 +186,15 @@ impl RedcapGrid {
                 workloads.push((b.clone(), p, spec.build()?));
             }
         }
-        // Jobs: (workload, layout, configuration or none for the baseline).
-        let mut jobs: Vec<(usize, LayoutKind, Option<usize>)> = Vec::new();
+        // Jobs: (workload, layout, configuration or none for the baseline, run).
+        let mut jobs: Vec<(usize, LayoutKind, Option<usize>, u32)> = Vec::new();
         for w in 0..workloads.len() {
             for &l in &self.layouts {
-                jobs.push((w, l, None));
-                for c in 0..self.configs.len() {
-                    jobs.push((w, l, Some(c)));
+                for run in 1..=self.runs {
+                    jobs.push((w, l, None, run));
+                    for c in 0..self.configs.len() {
+                        jobs.push((w, l, Some(c), run));
+                    }
                 }
             }
         }
@@ -172,11 +202,13 @@ impl RedcapGrid {
         let mut order: Vec<usize> = (0..jobs.len()).collect();
         order.sort_by_key(|&j| std::cmp::Reverse(workloads[jobs[j].0].2.requests()));
         let disk = &self.disk;
-        let reports = par_map(&jobs, &order, self.threads, |&(w, layout, c)| -> Result<Report, Error> {
+        let reports = par_map(&jobs, &order, self.threads, |&(w, layout, c, r)| -> Result<Report, Error> {
             let (bench, procs, workload) = &workloads[w];
             let config_name = c.map(|c| self.configs[c].as_str());
-            let run = || format!("{bench} with {procs} processes on {layout}, REDCAP {}", config_name.unwrap_or("off"));
-            let cfg = self.config(layout, config_name)?;
+            let run = || {
+                format!("{bench} with {procs} processes on {layout}, REDCAP {}, run {r}", config_name.unwrap_or("off"))
+            };
+            let cfg = self.config(layout, config_name, r)?;
             let model = disk.build()?;
             run_workload(workload, &cfg, model.as_ref()).map_err(|source| Error::Run { run: run(), source })
         });
@@ -184,12 +216,18 @@ impl RedcapGrid {
         let mut cells = Vec::new();
         for (bench, procs, workload) in &workloads {
             for &layout in &self.layouts {
-                let Some(base) = reports.next() else { break };
-                let base = base?;
-                for config in &self.configs {
-                    let Some(with) = reports.next() else { break };
-                    let with = with?;
-                    cells.push(RedcapCell::new(bench, *procs, &workload.name, layout, config, &base, &with));
+                // pairs[c]: (without, with) per run, for configuration c.
+                let mut pairs: Vec<Vec<(Report, Report)>> = vec![Vec::new(); self.configs.len()];
+                for _ in 0..self.runs {
+                    let Some(base) = reports.next() else { break };
+                    let base = base?;
+                    for pc in pairs.iter_mut() {
+                        let Some(with) = reports.next() else { break };
+                        pc.push((base.clone(), with?));
+                    }
+                }
+                for (config, runs) in self.configs.iter().zip(&pairs) {
+                    cells.push(RedcapCell::new(bench, *procs, &workload.name, layout, config, runs));
                 }
             }
         }
@@ -203,6 +241,9 @@ impl RedcapGrid {
             procs: self.procs.clone(),
             layouts: self.layouts.iter().map(|l| l.name().to_string()).collect(),
             configs: self.configs.clone(),
+            runs: self.runs,
+            start_jitter_ns: self.start_jitter_ns,
+            shadow_depth: self.shadow_depth,
             cells,
         })
     }
@@ -219,7 +260,7 @@ pub(crate) fn describe_level(l: &LevelConfig) -> String {
     format!("{} MiB {} + {}", l.capacity_bytes >> 20, l.policy.label(), l.prefetch.label())
 }
 
-/// One cell of Figure 1.
+/// One cell of Figure 1: means over the runs (integers rounded to the nearest).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RedcapCell {
     pub benchmark: String,
@@ -230,8 +271,12 @@ pub struct RedcapCell {
     pub config: String,
     pub time_without_ns: u64,
     pub time_with_ns: u64,
-    /// 1 − time with / time without.
+    /// Mean over the runs of 1 − time with / time without.
     pub improvement: f64,
+    /// Half-width of the 95 % confidence interval of `improvement` (Student's t; 0 with one run).
+    pub improvement_ci95: f64,
+    /// Each run's improvement, in run order.
+    pub improvement_runs: Vec<f64>,
     /// REDCAP's fraction of the time active.
     pub active_fraction: f64,
     pub switches: u64,
@@ -248,31 +293,67 @@ impl RedcapCell {
         workload: &str,
         layout: LayoutKind,
         config: &str,
-        without: &Report,
-        with: &Report,
+        runs: &[(Report, Report)],
     ) -> Self {
-        let rc = with.redcap.clone().unwrap_or_default();
+        let n = runs.len().max(1) as f64;
+        let mean_u = |f: &dyn Fn(&Report, &Report) -> u64| -> u64 {
+            (runs.iter().map(|(a, b)| f(a, b) as f64).sum::<f64>() / n).round() as u64
+        };
+        let improvement_runs: Vec<f64> = runs
+            .iter()
+            .map(|(without, with)| {
+                if without.app_time_ns == 0 {
+                    0.0
+                } else {
+                    1.0 - with.app_time_ns as f64 / without.app_time_ns as f64
+                }
+            })
+            .collect();
+        let (improvement, improvement_ci95) = mean_ci95(&improvement_runs);
+        let rc = |r: &Report| r.redcap.clone().unwrap_or_default();
         RedcapCell {
             benchmark: benchmark.to_string(),
             procs,
             workload: workload.to_string(),
             layout: layout.name().to_string(),
             config: config.to_string(),
-            time_without_ns: without.app_time_ns,
-            time_with_ns: with.app_time_ns,
-            improvement: if without.app_time_ns == 0 {
-                0.0
-            } else {
-                1.0 - with.app_time_ns as f64 / without.app_time_ns as f64
-            },
-            active_fraction: rc.active_fraction,
-            switches: rc.switches,
-            disk_reads_without: without.disk_reads(),
-            disk_reads_with: with.disk_reads(),
-            blocks_read_without: without.device.blocks_read,
-            blocks_read_with: with.device.blocks_read,
+            time_without_ns: mean_u(&|a, _| a.app_time_ns),
+            time_with_ns: mean_u(&|_, b| b.app_time_ns),
+            improvement,
+            improvement_ci95,
+            improvement_runs,
+            active_fraction: runs.iter().map(|(_, b)| rc(b).active_fraction).sum::<f64>() / n,
+            switches: mean_u(&|_, b| rc(b).switches),
+            disk_reads_without: mean_u(&|a, _| a.disk_reads()),
+            disk_reads_with: mean_u(&|_, b| b.disk_reads()),
+            blocks_read_without: mean_u(&|a, _| a.device.blocks_read),
+            blocks_read_with: mean_u(&|_, b| b.device.blocks_read),
         }
     }
+}
+
+/// Mean and half-width of the 95 % confidence interval (Student's t, two-sided) of `v`; 0 for fewer than two
+/// values.
+pub fn mean_ci95(v: &[f64]) -> (f64, f64) {
+    if v.is_empty() {
+        return (0.0, 0.0);
+    }
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    if v.len() < 2 {
+        return (mean, 0.0);
+    }
+    let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1.0);
+    (mean, t95(v.len() - 1) * (var / n).sqrt())
+}
+
+/// The 0.975 quantile of Student's t with `df` degrees of freedom (the normal's 1.960 above 30).
+fn t95(df: usize) -> f64 {
+    const T: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+    ];
+    T.get(df.wrapping_sub(1)).copied().unwrap_or(1.960)
 }
 
 /// The grid's results, in grid order (benchmark, processes, layout, configuration).
@@ -287,6 +368,11 @@ pub struct RedcapResults {
     pub procs: Vec<u32>,
     pub layouts: Vec<String>,
     pub configs: Vec<String>,
+    /// Runs per cell and the start jitter of each process (see the module doc).
+    pub runs: u32,
+    pub start_jitter_ns: u64,
+    /// REDCAP's shadow-queue limit per process (0: unbounded).
+    pub shadow_depth: usize,
     pub cells: Vec<RedcapCell>,
 }
 
@@ -304,7 +390,11 @@ impl RedcapResults {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "REDCAP vs none: improvement in application time (REDCAP active fraction); disk {}, page cache {}, {}, scale {}",
+            "REDCAP vs none: improvement in application time, mean of {} runs ± 95% CI (REDCAP active fraction); \
+             start jitter {} ms{}; disk {}, page cache {}, {}, scale {}",
+            self.runs,
+            self.start_jitter_ns as f64 / 1e6,
+            if self.shadow_depth > 0 { format!(", shadow depth {}/process", self.shadow_depth) } else { String::new() },
             self.disk,
             self.page_cache.as_deref().unwrap_or("none"),
             match self.scheduler {
@@ -315,7 +405,7 @@ impl RedcapResults {
         );
         let cols: Vec<(&str, &str)> =
             self.layouts.iter().flat_map(|l| self.configs.iter().map(move |c| (l.as_str(), c.as_str()))).collect();
-        let w = cols.iter().map(|(l, c)| l.len() + c.len() + 1).max().unwrap_or(0).max(16);
+        let w = cols.iter().map(|(l, c)| l.len() + c.len() + 1).max().unwrap_or(0).max(23);
         for b in &self.benchmarks {
             let _ = writeln!(s, "\n{b}");
             let _ = write!(s, "{:>6}", "procs");
@@ -326,9 +416,11 @@ impl RedcapResults {
             for &p in &self.procs {
                 let _ = write!(s, "{p:>6}");
                 for (l, c) in &cols {
-                    let v = self
-                        .get(b, p, l, c)
-                        .map(|x| format!("{:+.1}% ({:.0}%)", x.improvement * 100.0, x.active_fraction * 100.0));
+                    let v = self.get(b, p, l, c).map(|x| {
+                        let ci =
+                            if self.runs > 1 { format!(" ±{:.1}", x.improvement_ci95 * 100.0) } else { String::new() };
+                        format!("{:+.1}%{ci} ({:.0}%)", x.improvement * 100.0, x.active_fraction * 100.0)
+                    });
                     let _ = write!(s, " {}", cell(v, w));
                 }
                 let _ = writeln!(s);
@@ -340,13 +432,13 @@ impl RedcapResults {
     /// One line per cell.
     pub fn csv(&self) -> String {
         let mut s = String::from(
-            "benchmark,procs,layout,config,workload,time_without_ms,time_with_ms,improvement_pct,active_pct,switches,\
+            "benchmark,procs,layout,config,workload,time_without_ms,time_with_ms,improvement_pct,ci95_pct,active_pct,switches,\
              disk_reads_without,disk_reads_with,blocks_read_without,blocks_read_with\n",
         );
         for c in &self.cells {
             let _ = writeln!(
                 s,
-                "{},{},{},{},\"{}\",{:.3},{:.3},{:.2},{:.1},{},{},{},{},{}",
+                "{},{},{},{},\"{}\",{:.3},{:.3},{:.2},{:.2},{:.1},{},{},{},{},{}",
                 c.benchmark,
                 c.procs,
                 c.layout,
@@ -355,6 +447,7 @@ impl RedcapResults {
                 c.time_without_ns as f64 / 1e6,
                 c.time_with_ns as f64 / 1e6,
                 c.improvement * 100.0,
+                c.improvement_ci95 * 100.0,
                 c.active_fraction * 100.0,
                 c.switches,
                 c.disk_reads_without,

@@ -104,6 +104,11 @@ impl Device {
         None
     }
 
+    /// Requests waiting in the queue (not the one in service).
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
     /// When idle with queued work, starts the next request at `now`; returns its completion time.
     pub fn start_next(&mut self, now: u64) -> Option<u64> {
         if self.current.is_some() || self.queue.is_empty() {

@@ -68,6 +68,15 @@ enum Input {
     Blocks,
 }
 
+/// Start delays of `n` processes, uniform in `0..=jitter_ns`, from `seed` (all zero without jitter).
+fn start_delays(n: usize, jitter_ns: u64, seed: u64) -> Vec<u64> {
+    if jitter_ns == 0 {
+        return vec![0; n];
+    }
+    let mut rng = crate::gen::Rng::new(seed ^ 0x0053_5441_5254);
+    (0..n).map(|_| rng.next_u64() % (jitter_ns + 1)).collect()
+}
+
 struct Sim {
     now: u64,
     seq: u64,
@@ -75,6 +84,8 @@ struct Sim {
     n_events: u64,
     open_loop: bool,
     think: Option<u64>,
+    /// Start delay of each process.
+    starts: Vec<u64>,
     spb: u64,
     max_blocks: u64,
     procs: Vec<Proc>,
@@ -139,7 +150,9 @@ impl Sim {
         };
         let spb = cfg.block_size / SECTOR;
         let redcap = match cfg.redcap {
-            Some(setup) => Some(RedcapLevel::new(setup, disk, cfg.scheduler, disk.capacity_sectors() / spb)?),
+            Some(setup) => {
+                Some(RedcapLevel::new(setup, disk, cfg.scheduler, disk.capacity_sectors() / spb, reqs.len())?)
+            }
             None => None,
         };
         let max_blocks = cfg.max_request_bytes / cfg.block_size;
@@ -150,6 +163,7 @@ impl Sim {
             n_events: 0,
             open_loop: cfg.issue == IssueMode::OpenLoop,
             think: cfg.think_ns,
+            starts: start_delays(reqs.len(), cfg.start_jitter_ns, cfg.start_seed),
             spb,
             max_blocks,
             procs: reqs.into_iter().map(|reqs| Proc { reqs, next: 0, outstanding: 0 }).collect(),
@@ -196,7 +210,7 @@ impl Sim {
         for p in 0..self.procs.len() {
             if let Some(r) = self.procs[p].reqs.first().copied() {
                 let at = if self.open_loop { r.at_ns.unwrap_or(0) } else { self.think_of(&r) };
-                self.schedule(at, Ev::Issue(p as u32));
+                self.schedule(at + self.starts[p], Ev::Issue(p as u32));
             }
         }
         while let Some(Reverse((t, _, ev))) = self.events.pop() {
@@ -217,7 +231,7 @@ impl Sim {
         proc.outstanding += 1;
         if self.open_loop {
             if let Some(n) = proc.reqs.get(proc.next) {
-                let at = n.at_ns.unwrap_or(self.now).max(self.now);
+                let at = n.at_ns.map_or(self.now, |t| t + self.starts[p as usize]).max(self.now);
                 self.schedule(at, Ev::Issue(p));
             }
         }
@@ -523,8 +537,7 @@ impl Sim {
                     seq: 0,
                     queued_at: 0,
                 };
-                let _ = rc.shadows[k].submit(r, now);
-                if let Some(done) = rc.shadows[k].start_next(now) {
+                if let Some(done) = rc.shadow_submit(k, r, now) {
                     shadow_events.push((done, k as u8));
                 }
             }
@@ -601,11 +614,11 @@ impl Sim {
     fn shadow_done(&mut self, k: u8) {
         let now = self.now;
         let Some(rc) = self.redcap.as_mut() else { return };
-        let shadow = &mut rc.shadows[usize::from(k)];
-        let Some((r, service)) = shadow.finish() else { return };
-        let next = shadow.start_next(now);
-        if let Some(id) = r.tag {
-            rc.progress(id, Some(service), true, now);
+        let (done, next) = rc.shadow_finish(usize::from(k), now);
+        if let Some((r, service)) = done {
+            if let Some(id) = r.tag {
+                rc.progress(id, Some(service), true, now);
+            }
         }
         if let Some(done) = next {
             self.schedule(done, Ev::ShadowDone(k));

@@ -180,6 +180,13 @@ pub struct Config {
     /// Merge a read into a queued (not yet started) read of the same kind that ends where it starts, up to
     /// `max_request_bytes` (Linux's clustering into the request queue, seed `001_*` §2.1).
     pub merge_queued: bool,
+    /// Each process starts after a delay drawn uniformly from `0..=start_jitter_ns` (seeded by `start_seed`)
+    /// instead of all at time 0. Generated processes are identical; started together they can run in
+    /// lock-step, which on interleaved layouts makes the disk serve them as neighbours (see
+    /// `docs/time-simulation.md`). `0`: no jitter.
+    pub start_jitter_ns: u64,
+    /// Seed of the start jitter (one seed per run of a repeated experiment).
+    pub start_seed: u64,
 }
 
 impl Default for Config {
@@ -198,6 +205,8 @@ impl Default for Config {
             think_from_gaps: false,
             max_request_bytes: 64 * 1024,
             merge_queued: true,
+            start_jitter_ns: 0,
+            start_seed: 0,
         }
     }
 }

@@ -17,24 +17,42 @@
 //!
 //! The controller decides on sums over periods of requests ([`blockwell_core::redcap::RedcapControlConfig`]);
 //! a request's observation is made when its last device request completes.
+//!
+//! **The shadows' queue.** A shadow is fed the requests at the times they arrive *with the current state*. While
+//! REDCAP wins, processes run faster than they would without it, so the demand stream reaches shadow 0 faster
+//! than the device would see it without the cache; with every request queued at once, C-LOOK sorts a long queue
+//! into near-sequential sweeps and the estimate of the time without the cache comes out optimistic (and
+//! REDCAP's gain underestimated). [`RedcapSetup::shadow_depth`] bounds the shadow's queue at `n` requests per
+//! process (the rest wait in arrival order), closer to what closed-loop processes without the cache would queue,
+//! at the price of a pessimistic estimate when read-ahead keeps more than `n` requests per process in flight.
+//! The default is unbounded; `docs/experiments/redcap.md` measures both.
 
-use super::device::Device;
+use super::device::{DevReq, Device};
 use super::Scheduler;
 use blockwell_core::redcap::{ReadPlan, Redcap, RedcapConfig, RedcapControl, RedcapControlConfig, RedcapError};
 use blockwell_disk::DiskModel;
 use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
 
 /// REDCAP's configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RedcapSetup {
     pub cache: RedcapConfig,
     pub control: RedcapControlConfig,
+    /// Queue limit of the shadow devices, per process: `0` (default) queues every shadow request at once (the
+    /// scheduler may reorder them all); `n` lets at most `n × processes` wait, the rest wait in arrival order, as
+    /// a closed-loop system without the cache would queue them. See the module doc.
+    pub shadow_depth: usize,
 }
 
 impl RedcapSetup {
     /// The seed's configurations (`64x128k`, `128x128k`) with the default controller.
     pub fn preset(name: &str, block_size: u64) -> Result<Self, RedcapError> {
-        Ok(RedcapSetup { cache: RedcapConfig::preset(name, block_size)?, control: RedcapControlConfig::default() })
+        Ok(RedcapSetup {
+            cache: RedcapConfig::preset(name, block_size)?,
+            control: RedcapControlConfig::default(),
+            shadow_depth: 0,
+        })
     }
 }
 
@@ -79,6 +97,10 @@ pub(crate) struct RedcapLevel {
     /// Shadow devices (queue, scheduler and a fresh copy of the disk model): [0] serves the demand stream alone
     /// (the time without the cache, while active), [1] the segment reads the cache would issue (while inactive).
     pub shadows: [Device; 2],
+    /// Shadow requests waiting for room in their shadow's queue, in arrival order.
+    backlog: [VecDeque<DevReq>; 2],
+    /// Most requests queued at a shadow at once ([`RedcapSetup::shadow_depth`] × processes; unlimited for 0).
+    depth: usize,
     pending: Vec<Pending>,
     free: Vec<u32>,
     active_since: u64,
@@ -97,6 +119,7 @@ impl RedcapLevel {
         disk: &dyn DiskModel,
         scheduler: Scheduler,
         end_blocks: u64,
+        procs: usize,
     ) -> Result<Self, RedcapError> {
         Ok(RedcapLevel {
             setup,
@@ -104,6 +127,8 @@ impl RedcapLevel {
             control: RedcapControl::new(setup.control)?,
             plan: ReadPlan::default(),
             shadows: [Device::new(disk.boxed_clone(), scheduler, 0), Device::new(disk.boxed_clone(), scheduler, 0)],
+            backlog: [VecDeque::new(), VecDeque::new()],
+            depth: if setup.shadow_depth == 0 { usize::MAX } else { setup.shadow_depth.saturating_mul(procs.max(1)) },
             pending: Vec::new(),
             free: Vec::new(),
             active_since: 0,
@@ -118,6 +143,27 @@ impl RedcapLevel {
 
     pub fn is_active(&self) -> bool {
         self.control.is_active()
+    }
+
+    /// Queues a shadow request on shadow `k` (or in its backlog when the shadow's queue is full); returns the
+    /// completion time of a request the shadow started.
+    pub fn shadow_submit(&mut self, k: usize, r: DevReq, now: u64) -> Option<u64> {
+        if self.shadows[k].queued() >= self.depth {
+            self.backlog[k].push_back(r);
+            return None;
+        }
+        let _ = self.shadows[k].submit(r, now);
+        self.shadows[k].start_next(now)
+    }
+
+    /// Shadow `k` finished its request: it and its service time, and the completion time of the next request
+    /// it started (moving one request from the backlog into its queue).
+    pub fn shadow_finish(&mut self, k: usize, now: u64) -> (Option<(DevReq, u64)>, Option<u64>) {
+        let done = self.shadows[k].finish();
+        if let Some(r) = self.backlog[k].pop_front() {
+            let _ = self.shadows[k].submit(r, now);
+        }
+        (done, self.shadows[k].start_next(now))
     }
 
     /// Opens an observation for one request.
