@@ -201,3 +201,37 @@ pub(crate) use forward_backend;
 use std::sync::Arc;
 forward_backend!([T: Backend + ?Sized] Box<T>, self => (**self));
 forward_backend!([T: Backend + ?Sized] Arc<T>, self => (**self));
+
+/// Striped write locks: writes (and TRIM, WRITE_ZEROES) to overlapping blocks hold the same stripes, so a cache
+/// layer and its backend see them in the same order. Used by [`crate::cache`] and [`crate::content`].
+pub(crate) struct WriteStripes(Vec<std::sync::Mutex<()>>);
+
+impl WriteStripes {
+    /// Number of stripes.
+    const N: usize = 64;
+
+    pub(crate) fn new() -> Self {
+        WriteStripes((0..Self::N).map(|_| std::sync::Mutex::new(())).collect())
+    }
+
+    /// Locks the stripes of blocks `first..first+n`, in stripe order (no deadlock between overlapping ranges).
+    pub(crate) fn lock(&self, first: u64, n: u64) -> Vec<std::sync::MutexGuard<'_, ()>> {
+        let mut idx: Vec<usize> = if n >= Self::N as u64 {
+            (0..Self::N).collect()
+        } else {
+            (first..first + n).map(|b| (b % Self::N as u64) as usize).collect()
+        };
+        idx.sort_unstable();
+        idx.dedup();
+        idx.into_iter().map(|i| self.0[i].lock().unwrap_or_else(|e| e.into_inner())).collect()
+    }
+}
+
+/// `Err(EPERM)` for a write to a read-only layer.
+pub(crate) fn refuse_writes(read_only: bool) -> std::io::Result<()> {
+    if read_only {
+        Err(std::io::Error::from_raw_os_error(1)) // EPERM
+    } else {
+        Ok(())
+    }
+}

@@ -39,8 +39,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::Instant;
 
-/// Number of striped write locks.
-const STRIPES: usize = 64;
 /// Streams tracked by the sequential cutoff.
 const STREAMS: usize = 16;
 /// Blocks per prefetch group (one backend request) of the CACHE command.
@@ -531,7 +529,7 @@ struct Inner<B> {
     /// Who waits for [`CachedBackend::quiesce`].
     quiesce: Mutex<Option<SyncSender<()>>>,
     state: Mutex<State>,
-    stripes: Vec<Mutex<()>>,
+    stripes: crate::backend::WriteStripes,
     counters: Counters,
     block_size: u64,
     size: u64,
@@ -667,7 +665,7 @@ impl<B: Backend> Inner<B> {
                 redcap_plan: ReadPlan::default(),
                 timing: IoModel::default(),
             }),
-            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            stripes: crate::backend::WriteStripes::new(),
             counters: Counters::default(),
             block_size: config.block_size,
             size,
@@ -722,17 +720,6 @@ impl<B: Backend> Inner<B> {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn lock_stripes(&self, first: u64, n: u64) -> Vec<MutexGuard<'_, ()>> {
-        let mut idx: Vec<usize> = if n >= STRIPES as u64 {
-            (0..STRIPES).collect()
-        } else {
-            (first..first + n).map(|b| (b % STRIPES as u64) as usize).collect()
-        };
-        idx.sort_unstable();
-        idx.dedup();
-        idx.into_iter().map(|i| self.stripes[i].lock().unwrap_or_else(|e| e.into_inner())).collect()
     }
 
     /// Bytes of `block` inside the device.
@@ -955,14 +942,6 @@ impl<B: Backend> Inner<B> {
         }
     }
 
-    fn refuse_writes(&self) -> io::Result<()> {
-        if self.is_read_only() {
-            Err(io::Error::from_raw_os_error(1)) // EPERM
-        } else {
-            Ok(())
-        }
-    }
-
     /// Drops every touched block from the cache.
     fn invalidate_range(&self, first: u64, n: u64) {
         let mut st = self.lock();
@@ -1084,11 +1063,11 @@ impl<B: Backend> Backend for Inner<B> {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64, fua: bool) -> io::Result<()> {
-        self.refuse_writes()?;
+        crate::backend::refuse_writes(self.is_read_only())?;
         Counters::add(&self.counters.write_requests, 1);
         let len = buf.len() as u64;
         let (first, n) = block_span(offset, len, self.block_size);
-        let _stripes = self.lock_stripes(first, n);
+        let _stripes = self.stripes.lock(first, n);
         let bypass = self.lock().bypass(self.cutoff, offset, len);
         Counters::add(&self.counters.backend_writes, 1);
         Counters::add(&self.counters.backend_bytes_written, len);
@@ -1153,18 +1132,18 @@ impl<B: Backend> Backend for Inner<B> {
     }
 
     fn trim(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
-        self.refuse_writes()?;
+        crate::backend::refuse_writes(self.is_read_only())?;
         let (first, n) = block_span(offset, len, self.block_size);
-        let _stripes = self.lock_stripes(first, n);
+        let _stripes = self.stripes.lock(first, n);
         let r = self.backend.trim(offset, len, fua);
         self.invalidate_range(first, n);
         r
     }
 
     fn write_zeroes(&self, offset: u64, len: u64, may_trim: bool, fua: bool) -> io::Result<()> {
-        self.refuse_writes()?;
+        crate::backend::refuse_writes(self.is_read_only())?;
         let (first, n) = block_span(offset, len, self.block_size);
-        let _stripes = self.lock_stripes(first, n);
+        let _stripes = self.stripes.lock(first, n);
         Counters::add(&self.counters.backend_writes, 1);
         Counters::add(&self.counters.backend_bytes_written, len);
         let r = self.backend.write_zeroes(offset, len, may_trim, fua);

@@ -60,9 +60,6 @@ use std::io;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Striped write locks per export.
-const STRIPES: usize = 64;
-
 /// Settings of a [`ContentStore`].
 #[derive(Clone, Debug)]
 pub struct ContentConfig {
@@ -350,7 +347,7 @@ impl ContentStore {
             size,
             block_size: bs,
             read_only,
-            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            stripes: crate::backend::WriteStripes::new(),
             counters: Counters::default(),
             avoided_writes: AtomicU64::new(0),
             partial_misses: AtomicU64::new(0),
@@ -426,7 +423,7 @@ pub struct ContentBackend<B> {
     size: u64,
     block_size: u64,
     read_only: bool,
-    stripes: Vec<Mutex<()>>,
+    stripes: crate::backend::WriteStripes,
     counters: Counters,
     avoided_writes: AtomicU64,
     partial_misses: AtomicU64,
@@ -542,25 +539,6 @@ impl<B: Backend> ContentBackend<B> {
         let mut v = vec![0u8; self.block_size as usize];
         v[..data.len()].copy_from_slice(data);
         v.into_boxed_slice()
-    }
-
-    fn lock_stripes(&self, first: u64, n: u64) -> Vec<MutexGuard<'_, ()>> {
-        let mut idx: Vec<usize> = if n >= STRIPES as u64 {
-            (0..STRIPES).collect()
-        } else {
-            (first..first + n).map(|b| (b % STRIPES as u64) as usize).collect()
-        };
-        idx.sort_unstable();
-        idx.dedup();
-        idx.into_iter().map(|i| self.stripes[i].lock().unwrap_or_else(|e| e.into_inner())).collect()
-    }
-
-    fn refuse_writes(&self) -> io::Result<()> {
-        if self.is_read_only() {
-            Err(io::Error::from_raw_os_error(1)) // EPERM
-        } else {
-            Ok(())
-        }
     }
 
     /// Drops blocks `first..first+n` from the cache (after TRIM, WRITE_ZEROES or a failed write).
@@ -706,7 +684,7 @@ impl<B: Backend> Backend for ContentBackend<B> {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64, fua: bool) -> io::Result<()> {
-        self.refuse_writes()?;
+        crate::backend::refuse_writes(self.is_read_only())?;
         Counters::add(&self.counters.write_requests, 1);
         let len = buf.len() as u64;
         if len == 0 {
@@ -714,7 +692,7 @@ impl<B: Backend> Backend for ContentBackend<B> {
         }
         let bs = self.block_size;
         let (first, n) = block_span(offset, len, bs);
-        let _stripes = self.lock_stripes(first, n);
+        let _stripes = self.stripes.lock(first, n);
         // Whole blocks' contents and hashes, outside the lock.
         let mut blocks: Vec<WBlock> = (first..first + n)
             .map(|b| {
@@ -813,18 +791,18 @@ impl<B: Backend> Backend for ContentBackend<B> {
     }
 
     fn trim(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
-        self.refuse_writes()?;
+        crate::backend::refuse_writes(self.is_read_only())?;
         let (first, n) = block_span(offset, len, self.block_size);
-        let _stripes = self.lock_stripes(first, n);
+        let _stripes = self.stripes.lock(first, n);
         let r = self.backend.trim(offset, len, fua);
         self.invalidate_range(first, n);
         r
     }
 
     fn write_zeroes(&self, offset: u64, len: u64, may_trim: bool, fua: bool) -> io::Result<()> {
-        self.refuse_writes()?;
+        crate::backend::refuse_writes(self.is_read_only())?;
         let (first, n) = block_span(offset, len, self.block_size);
-        let _stripes = self.lock_stripes(first, n);
+        let _stripes = self.stripes.lock(first, n);
         Counters::add(&self.counters.backend_writes, 1);
         Counters::add(&self.counters.backend_bytes_written, len);
         let r = self.backend.write_zeroes(offset, len, may_trim, fua);
