@@ -115,6 +115,28 @@ fn closed_loop_zero_think_constant_disk_is_the_sum_of_service_times() {
 }
 
 #[test]
+fn think_jitter_adds_a_seeded_random_delay_to_every_think_time() {
+    let disk = ConstDisk::new(3 * MS);
+    let blocks = scrambled(50, 1000);
+    let w = one_file(1000, vec![blocks.iter().map(|&b| read(0, b, MS)).collect()]);
+    let plain = run_workload(&w, &Config::default(), &disk).unwrap();
+    assert_eq!(plain.app_time_ns, 50 * 4 * MS);
+    let jittered = |seed| {
+        let cfg = Config { think_jitter_ns: 2 * MS, start_seed: seed, ..Config::default() };
+        run_workload(&w, &cfg, &disk).unwrap()
+    };
+    let (a, b, c) = (jittered(1), jittered(1), jittered(2));
+    // Each of the 50 think times grows by 0..=2 ms: the device idles exactly the think times.
+    for r in [&a, &c] {
+        let think = r.app_time_ns - 50 * 3 * MS;
+        assert_eq!(r.device.idle_ns, think);
+        assert!(think > 50 * MS && think < 50 * 3 * MS, "think total {think} ns: 50 x (1 ms + U(0, 2 ms))");
+    }
+    assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap(), "seeded");
+    assert_ne!(a.app_time_ns, c.app_time_ns, "another seed, other delays");
+}
+
+#[test]
 fn page_cache_hits_take_no_device_time() {
     let disk = ConstDisk::new(MS);
     // Read blocks 0..10 twice: the second pass hits.

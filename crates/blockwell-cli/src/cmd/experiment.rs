@@ -137,6 +137,11 @@ pub struct RedcapArgs {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub shadow_depth: usize,
 
+    /// Every think time gets a uniform random addition of up to this many microseconds, drawn per process and
+    /// run (0: none). See docs/experiments/redcap.md.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    pub think_jitter_us: u64,
+
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -320,6 +325,7 @@ fn redcap(a: RedcapArgs) -> anyhow::Result<ExitCode> {
     }
     g.start_jitter_ns = (a.start_jitter_ms * 1e6).round() as u64;
     g.shadow_depth = a.shadow_depth;
+    g.think_jitter_ns = a.think_jitter_us.saturating_mul(1000);
     if let Some(t) = threads(&a.output)? {
         g.threads = t;
     }

@@ -104,9 +104,14 @@ pub struct Args {
     #[arg(long, value_name = "MS", default_value_t = 0.0)]
     pub start_jitter_ms: f64,
 
-    /// Seed of the start delays.
+    /// Seed of the start delays and of the think-time jitter.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub start_seed: u64,
+
+    /// Closed loop: every think time gets a uniform random addition of up to this many microseconds, drawn per
+    /// process from --start-seed (0: none).
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    pub think_jitter_us: u64,
 
     /// With --redcap: its shadow devices queue at most N requests per process (0: unbounded).
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -220,6 +225,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         max_request_bytes,
         start_jitter_ns: jitter_ns(a.start_jitter_ms)?,
         start_seed: a.start_seed,
+        think_jitter_ns: a.think_jitter_us.saturating_mul(1000),
         ..Config::default()
     };
     let model = disk.build().context("--disk")?;

@@ -61,6 +61,8 @@ pub struct RedcapGrid {
     pub start_jitter_ns: u64,
     /// REDCAP's shadow-queue limit per process ([`RedcapSetup::shadow_depth`]; 0: unbounded).
     pub shadow_depth: usize,
+    /// Random addition of up to this much to every think time ([`Config::think_jitter_ns`]; 0: none).
+    pub think_jitter_ns: u64,
 }
 
 /// Default start jitter of the grid: 10 ms, about what starting processes one after the other from a shell
@@ -86,6 +88,7 @@ impl RedcapGrid {
             runs: 5,
             start_jitter_ns: START_JITTER_NS,
             shadow_depth: 0,
+            think_jitter_ns: 0,
         })
     }
 
@@ -171,6 +174,7 @@ impl RedcapGrid {
             scheduler: self.scheduler,
             start_jitter_ns: self.start_jitter_ns,
             start_seed: u64::from(run),
+            think_jitter_ns: self.think_jitter_ns,
             ..Config::default()
         })
     }
@@ -244,6 +248,7 @@ impl RedcapGrid {
             runs: self.runs,
             start_jitter_ns: self.start_jitter_ns,
             shadow_depth: self.shadow_depth,
+            think_jitter_ns: self.think_jitter_ns,
             cells,
         })
     }
@@ -373,6 +378,9 @@ pub struct RedcapResults {
     pub start_jitter_ns: u64,
     /// REDCAP's shadow-queue limit per process (0: unbounded).
     pub shadow_depth: usize,
+    /// Largest random addition to each think time (0: none).
+    #[serde(default)]
+    pub think_jitter_ns: u64,
     pub cells: Vec<RedcapCell>,
 }
 
@@ -391,9 +399,14 @@ impl RedcapResults {
         let _ = writeln!(
             s,
             "REDCAP vs none: improvement in application time, mean of {} runs ± 95% CI (REDCAP active fraction); \
-             start jitter {} ms{}; disk {}, page cache {}, {}, scale {}",
+             start jitter {} ms{}{}; disk {}, page cache {}, {}, scale {}",
             self.runs,
             self.start_jitter_ns as f64 / 1e6,
+            if self.think_jitter_ns > 0 {
+                format!(", think jitter {} us", self.think_jitter_ns as f64 / 1e3)
+            } else {
+                String::new()
+            },
             if self.shadow_depth > 0 { format!(", shadow depth {}/process", self.shadow_depth) } else { String::new() },
             self.disk,
             self.page_cache.as_deref().unwrap_or("none"),

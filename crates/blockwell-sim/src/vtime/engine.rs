@@ -45,6 +45,8 @@ struct Proc {
     reqs: Vec<Req>,
     next: usize,
     outstanding: u32,
+    /// Draws the per-request think-time jitter ([`Config::think_jitter_ns`]), one stream per process.
+    jitter: crate::gen::Rng,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -84,6 +86,8 @@ struct Sim {
     n_events: u64,
     open_loop: bool,
     think: Option<u64>,
+    /// Largest random addition to a closed-loop think time ([`Config::think_jitter_ns`]).
+    think_jitter: u64,
     /// Start delay of each process.
     starts: Vec<u64>,
     spb: u64,
@@ -166,7 +170,19 @@ impl Sim {
             starts: start_delays(reqs.len(), cfg.start_jitter_ns, cfg.start_seed),
             spb,
             max_blocks,
-            procs: reqs.into_iter().map(|reqs| Proc { reqs, next: 0, outstanding: 0 }).collect(),
+            procs: reqs
+                .into_iter()
+                .enumerate()
+                .map(|(i, reqs)| Proc {
+                    reqs,
+                    next: 0,
+                    outstanding: 0,
+                    jitter: crate::gen::Rng::new(
+                        cfg.start_seed ^ 0x7468_696e_6b00 ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                    ),
+                })
+                .collect(),
+            think_jitter: cfg.think_jitter_ns,
             jobs: Vec::new(),
             free_jobs: Vec::new(),
             input,
@@ -206,10 +222,19 @@ impl Sim {
         self.think.unwrap_or(r.think_ns)
     }
 
+    /// Process `p`'s think time before request `r` (closed loop): [`Sim::think_of`] plus its jitter.
+    fn think_before(&mut self, p: usize, r: &Req) -> u64 {
+        let base = self.think_of(r);
+        if self.think_jitter == 0 {
+            return base;
+        }
+        base + self.procs[p].jitter.next_u64() % (self.think_jitter + 1)
+    }
+
     fn run(&mut self) {
         for p in 0..self.procs.len() {
             if let Some(r) = self.procs[p].reqs.first().copied() {
-                let at = if self.open_loop { r.at_ns.unwrap_or(0) } else { self.think_of(&r) };
+                let at = if self.open_loop { r.at_ns.unwrap_or(0) } else { self.think_before(p, &r) };
                 self.schedule(at + self.starts[p], Ev::Issue(p as u32));
             }
         }
@@ -606,7 +631,7 @@ impl Sim {
         }
         if let Some(rc) = self.redcap.as_mut() {
             for id in ids {
-                rc.progress(id, None, false, now);
+                rc.seal(id, now);
             }
         }
     }
@@ -617,7 +642,7 @@ impl Sim {
         let (done, next) = rc.shadow_finish(usize::from(k), now);
         if let Some((r, service)) = done {
             if let Some(id) = r.tag {
-                rc.progress(id, Some(service), true, now);
+                rc.progress(id, service, true, now);
             }
         }
         if let Some(done) = next {
@@ -642,7 +667,7 @@ impl Sim {
             // Merged into a queued read, which carries the service time: this read's share is zero.
             let now = self.now;
             if let Some(rc) = self.redcap.as_mut() {
-                rc.progress(id, Some(0), false, now);
+                rc.progress(id, 0, false, now);
             }
         }
     }
@@ -756,7 +781,7 @@ impl Sim {
         proc.outstanding -= 1;
         if !self.open_loop {
             if let Some(n) = proc.reqs.get(proc.next).copied() {
-                let at = self.now + self.think_of(&n);
+                let at = self.now + self.think_before(job.proc as usize, &n);
                 self.schedule(at, Ev::Issue(job.proc));
             }
         }
@@ -772,7 +797,7 @@ impl Sim {
         let Some((r, service)) = self.dev.finish() else { return };
         self.last_device = self.now;
         if let (Some(id), Some(rc)) = (r.tag, self.redcap.as_mut()) {
-            rc.progress(id, Some(service), false, self.now);
+            rc.progress(id, service, false, self.now);
         }
         match r.op {
             DiskOp::Write => {

@@ -185,8 +185,12 @@ pub struct Config {
     /// lock-step, which on interleaved layouts makes the disk serve them as neighbours (see
     /// `docs/time-simulation.md`). `0`: no jitter.
     pub start_jitter_ns: u64,
-    /// Seed of the start jitter (one seed per run of a repeated experiment).
+    /// Seed of the start jitter and of the think-time jitter (one seed per run of a repeated experiment).
     pub start_seed: u64,
+    /// Closed loop: every think time gets a uniform random addition in `0..=think_jitter_ns` (one seeded stream
+    /// per process, from `start_seed`). Models the variation of a real process's CPU and scheduling time per
+    /// request; without it identical generated processes keep whatever phase they start with. `0`: none.
+    pub think_jitter_ns: u64,
 }
 
 impl Default for Config {
@@ -207,6 +211,7 @@ impl Default for Config {
             merge_queued: true,
             start_jitter_ns: 0,
             start_seed: 0,
+            think_jitter_ns: 0,
         }
     }
 }

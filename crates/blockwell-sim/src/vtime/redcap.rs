@@ -85,6 +85,9 @@ pub struct RedcapReport {
 struct Pending {
     estimate: u64,
     measured: u64,
+    /// Device and shadow requests not yet completed, plus one while the observation is still being built
+    /// (released by [`RedcapLevel::seal`]), so that a request completing early — a read merged into a queued one
+    /// completes at once — cannot complete the observation before all its requests are counted.
     outstanding: u32,
     active: bool,
 }
@@ -166,9 +169,9 @@ impl RedcapLevel {
         (done, self.shadows[k].start_next(now))
     }
 
-    /// Opens an observation for one request.
+    /// Opens an observation for one request; [`RedcapLevel::seal`] it once all its requests are added.
     pub fn open(&mut self) -> u32 {
-        let p = Pending { estimate: 0, measured: 0, outstanding: 0, active: self.is_active() };
+        let p = Pending { estimate: 0, measured: 0, outstanding: 1, active: self.is_active() };
         match self.free.pop() {
             Some(i) => {
                 self.pending[i as usize] = p;
@@ -185,18 +188,28 @@ impl RedcapLevel {
         self.pending[id as usize].outstanding += 1;
     }
 
+    /// Every request of observation `id` has been added: it completes when they have (at once if none is left).
+    pub fn seal(&mut self, id: u32, now: u64) {
+        self.complete_one(id, now);
+    }
+
     /// A device request of observation `id` completed after `service_ns` on the real device (`shadow` false)
-    /// or on a shadow; `None`: nothing completed, just check whether the observation is complete.
-    pub fn progress(&mut self, id: u32, service_ns: Option<u64>, shadow: bool, now: u64) {
+    /// or on a shadow (a read merged into a queued one: 0).
+    pub fn progress(&mut self, id: u32, service_ns: u64, shadow: bool, now: u64) {
         let p = &mut self.pending[id as usize];
-        if let Some(t) = service_ns {
-            if shadow {
-                p.estimate += t;
-            } else {
-                p.measured += t;
-            }
-            p.outstanding = p.outstanding.saturating_sub(1);
+        if shadow {
+            p.estimate += service_ns;
+        } else {
+            p.measured += service_ns;
         }
+        self.complete_one(id, now);
+    }
+
+    /// One fewer thing observation `id` waits for; at zero it is observed and its slot freed.
+    fn complete_one(&mut self, id: u32, now: u64) {
+        let p = &mut self.pending[id as usize];
+        debug_assert!(p.outstanding > 0, "observation {id} completed twice");
+        p.outstanding = p.outstanding.saturating_sub(1);
         if p.outstanding > 0 {
             return;
         }
@@ -242,5 +255,63 @@ impl RedcapLevel {
             without_ns: self.without_sum,
             active_at_end: self.is_active(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use blockwell_core::redcap::RedcapControlConfig;
+    use blockwell_disk::{hdd::HddModel, presets};
+
+    fn level(period: u64) -> RedcapLevel {
+        let disk = HddModel::new(presets::wd1200bb()).unwrap();
+        let mut setup = RedcapSetup::preset("64x128k", 4096).unwrap();
+        setup.control = RedcapControlConfig { period, ..RedcapControlConfig::default() };
+        RedcapLevel::new(setup, &disk, Scheduler::CLook, 1 << 20, 1).unwrap()
+    }
+
+    /// A read merged into a queued one completes at once (service 0) while its observation is still being
+    /// built: the observation must complete exactly once, after the seal, and its slot must be freed once
+    /// (a slot freed twice let two live observations share one record and corrupted the controller's sums).
+    #[test]
+    fn an_early_completion_does_not_complete_the_observation_twice() {
+        // Periods of one request: the controller's period count is the number of observations made.
+        let mut rc = level(1);
+        let id = rc.open();
+        rc.add_device_request(id);
+        rc.progress(id, 0, false, 10); // merged at once
+        assert_eq!(rc.control.periods(), 0, "not observed before the seal");
+        rc.add_device_request(id); // a shadow estimate still to come
+        rc.seal(id, 10);
+        assert_eq!(rc.control.periods(), 0, "still waiting for the shadow");
+        rc.progress(id, 7_000, true, 20);
+        assert_eq!(rc.control.periods(), 1);
+        let r = rc.report(20);
+        assert_eq!((r.with_ns, r.without_ns), (0, 7_000), "observed once: measured 0, estimated 7 us");
+        // The slot is free exactly once: two new observations get distinct slots.
+        let (a, b) = (rc.open(), rc.open());
+        assert_ne!(a, b);
+        rc.seal(a, 30);
+        rc.seal(b, 30);
+        assert_eq!(rc.control.periods(), 3);
+        assert_eq!(rc.report(30).without_ns, 7_000, "empty observations add nothing");
+    }
+
+    /// An observation with no request completes at its seal; the controller sees one request per observation.
+    #[test]
+    fn each_observation_is_seen_once_by_the_controller() {
+        let mut rc = level(4);
+        for i in 0..8u64 {
+            let id = rc.open();
+            rc.add_device_request(id);
+            rc.add_device_request(id);
+            rc.progress(id, 100, false, i);
+            rc.seal(id, i);
+            rc.progress(id, 1_000, true, i);
+        }
+        assert_eq!(rc.control.periods(), 2, "8 observations, periods of 4");
+        let r = rc.report(8);
+        assert_eq!((r.with_ns, r.without_ns), (800, 8_000));
     }
 }
