@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """NBD server benchmark: `blockwell serve` against nbdkit, measured in the same run with fio's nbd engine.
 
-1. Warm cache (the region is pre-read once through each server before timing), fio over TCP on 127.0.0.1:
+1. Warm cache (the region is pre-read once through each server before timing):
    4 KiB random read at QD1 and QD32, 1 MiB sequential read at QD8, each for --seconds:
      blockwell serve --backend IMG --cache <region + 25 %> --policy lru
      nbdkit memory <region>                       (pre-filled with IMG's bytes by nbdcopy)
      nbdkit file IMG --filter=cache cache-on-read=true
-   Ratios: blockwell / nbdkit-memory and blockwell / nbdkit-file+cache. fio is pinned to CPU 0 and the servers
-   to the other CPUs (--no-pin to let the scheduler place them). The three servers run side by side and
-   each of --rounds rounds runs every job on each server in turn; results are medians over the rounds.
+   Ratios: blockwell / nbdkit-memory and blockwell / nbdkit-file+cache. Every job runs in each of four setups
+   (--transports, --placements): over TCP on 127.0.0.1 and over a Unix socket; with fio on CPU 0 and the
+   servers on the other CPUs ("split": every request is a cross-CPU wake-up) and with fio and the servers all
+   on CPU 0 ("shared": every request is a context switch on one CPU, so the result is the sum of client and
+   server CPU per request). --no-pin leaves placement to the scheduler (one setup per transport). Each server
+   runs once per transport, side by side; each of --rounds rounds runs every job of every setup on each server
+   in turn; results are medians over the rounds.
 2. Emulated HDD (8 ms per request), 4 KiB random read at QD1 on a --hdd-region region, cold pass then warm pass
    (the region read once sequentially in 1 MiB requests in between):
      blockwell serve --backend IMG --delay hdd --cache <region + 50 %> --policy lru
@@ -16,11 +20,12 @@
 3. REDCAP (seed 000) live: one cold pass of 4 KiB strided reads (4 KiB of every 8 KiB, fio rw=read:4k) at QD1
    over --strided-region MiB of the emulated HDD: no cache, LRU cache, LRU cache + --prefetch redcap.
 4. Targets (issue): warm 4 KiB random read IOPS >= 1.5x nbdkit memory at QD32 and >= 1.0x at QD1;
-   1 MiB sequential read >= 1.0x. Each is printed as met / MISSED.
+   1 MiB sequential read >= 1.0x. Each is printed as met / MISSED for every setup.
 
 Servers listen on 127.0.0.1 only, on free ports, and are killed by PID at the end, even on failure.
-Usage: bench/nbd_bench.py [--bin target/release/blockwell] [--quick] [--seconds 15] [--rounds 3]
-                          [--region 256] [--hdd-region 64] [--json FILE]
+Usage: bench/nbd_bench.py [--bin target/release/blockwell] [--quick] [--seconds 5] [--rounds 3]
+                          [--region 256] [--hdd-region 64] [--transports tcp,unix] [--placements split,shared]
+                          [--no-pin] [--json FILE]
 """
 
 import argparse
@@ -60,31 +65,58 @@ def wait_port(port, proc, timeout=20.0):
     raise RuntimeError(f"server did not listen on {port}: {proc.args}")
 
 
-def start_blockwell(binary, img, args):
+def start_blockwell(binary, img, args, unix=None):
+    listen = ["--unix", unix] if unix else ["--listen", "127.0.0.1:0"]
     p = subprocess.Popen(
-        [*SERVER_PIN, binary, "serve", "--backend", img, "--listen", "127.0.0.1:0", *args],
+        [*SERVER_PIN, binary, "serve", "--backend", img, *listen, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
     )
     PROCS.append(p)
     line = p.stdout.readline()
-    m = re.search(r"(nbd://\S+)", line)
+    m = re.search(r"(nbd(?:\+unix)?://\S+)", line)
     if not m:
         raise RuntimeError(f"blockwell serve printed {line!r}")
     return p, m.group(1)
 
 
-def start_nbdkit(args):
-    port = free_port()
+def start_nbdkit(args, unix=None):
+    if unix:
+        listen = ["-U", unix]
+    else:
+        port = free_port()
+        listen = ["-i", "127.0.0.1", "-p", str(port)]
     p = subprocess.Popen(
-        [*SERVER_PIN, "nbdkit", "--foreground", "--exit-with-parent", "-i", "127.0.0.1", "-p", str(port), *args],
+        [*SERVER_PIN, "nbdkit", "--foreground", "--exit-with-parent", *listen, *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     PROCS.append(p)
+    if unix:
+        wait_unix(unix, p)
+        return p, f"nbd+unix:///?socket={unix}"
     wait_port(port, p)
     return p, f"nbd://127.0.0.1:{port}/"
+
+
+def wait_unix(path, proc, timeout=20.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited early: {proc.args}")
+        try:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(path)
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"server did not listen on {path}: {proc.args}")
+
+
+def pin(pid, cpus):
+    """Moves every thread of a running server to `cpus` (threads it starts later inherit it)."""
+    subprocess.run(["taskset", "-a", "-p", "-c", cpus, str(pid)], check=True, stdout=subprocess.DEVNULL)
 
 
 def stop(p):
@@ -132,30 +164,45 @@ def warm(uri, size):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default="target/release/blockwell")
-    ap.add_argument("--quick", action="store_true", help="3 s per job, 64 MiB region, 32 MiB HDD region")
-    ap.add_argument("--seconds", type=float, default=15)
+    ap.add_argument("--quick", action="store_true", help="2 s per job, 64 MiB region, 32 MiB HDD region")
+    ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--region", type=int, default=256, help="MiB, warm-cache tests")
     ap.add_argument("--hdd-region", type=int, default=64, help="MiB, emulated-HDD test")
     ap.add_argument("--strided-region", type=int, default=8, help="MiB read once by the REDCAP strided job")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of all warm jobs; results are medians")
-    ap.add_argument("--no-pin", action="store_true",
-                    help="do not pin: by default (with 2+ CPUs) fio runs on CPU 0 and every server on the other CPUs")
+    ap.add_argument("--transports", default="tcp,unix", help="comma list of tcp, unix")
+    ap.add_argument("--placements", default="split,shared",
+                    help="comma list: split (fio on CPU 0, servers on the others), shared (all on CPU 0)")
+    ap.add_argument("--no-pin", action="store_true", help="do not pin: the scheduler places fio and the servers")
     ap.add_argument("--json")
     a = ap.parse_args()
     if a.quick:
-        a.seconds, a.region, a.hdd_region, a.strided_region = 3, 64, 32, 4
+        a.seconds, a.region, a.hdd_region, a.strided_region = 2, 64, 32, 4
     for tool in ("fio", "nbdkit", "nbdcopy"):
         if not shutil.which(tool):
             sys.exit(f"nbd_bench: {tool} not installed")
-    secs = int(a.seconds)
+    transports = [t for t in a.transports.split(",") if t]
+    placements = [p for p in a.placements.split(",") if p]
+    for t in transports:
+        if t not in ("tcp", "unix"):
+            sys.exit(f"nbd_bench: --transports: unknown transport {t!r} (tcp, unix)")
+    for p in placements:
+        if p not in ("split", "shared"):
+            sys.exit(f"nbd_bench: --placements: unknown placement {p!r} (split, shared)")
+    secs = max(1, int(a.seconds))
     ncpu = os.cpu_count() or 1
-    if not a.no_pin and ncpu >= 2 and shutil.which("taskset"):
+    pinning = not a.no_pin and ncpu >= 2 and shutil.which("taskset")
+    if not pinning:
+        placements = ["unpinned"]
+    else:
         # At queue depth 1 the result otherwise depends on whether the scheduler happens to put client and server
         # on one CPU (a direct switch) or on two (a cross-CPU wake-up per request): 3-4x apart between runs.
-        CLIENT_PIN[:] = ["taskset", "-c", "0"]
+        # Servers start on the other CPUs; the placement loop moves them.
         SERVER_PIN[:] = ["taskset", "-c", f"1-{ncpu - 1}"]
-        print(f"pinned: fio on CPU 0, servers on CPUs 1-{ncpu - 1}", flush=True)
+    server_cpus = {"split": f"1-{ncpu - 1}", "shared": "0"}
     results = {}
+    names = ("blockwell", "nbdkit-memory", "nbdkit-file+cache")
+    setups = [(t, pl) for pl in placements for t in transports]
     with tempfile.TemporaryDirectory(prefix="nbd_bench.") as d:
         img = os.path.join(d, "disk.img")
         with open(img, "wb") as f:
@@ -165,44 +212,53 @@ def main():
         cache = f"{a.region * 5 // 4}MiB"
         jobs = [("4k randread QD1", "randread", "4k", 1), ("4k randread QD32", "randread", "4k", 32),
                 ("1M seqread QD8", "read", "1M", 8)]
-        servers = [
-            ("blockwell", lambda: start_blockwell(a.bin, img, ["--cache", cache, "--policy", "lru"])),
-            ("nbdkit-memory", lambda: start_nbdkit(["memory", str(os.path.getsize(img))])),
-            ("nbdkit-file+cache", lambda: start_nbdkit(["--filter=cache", "file", img, "cache-on-read=true"])),
-        ]
-        # All three servers run at once; each round runs every job on every server in turn, so that load
-        # changes on a shared machine hit all servers alike. Each result is the median over the rounds.
-        uris, cpu, cpu_med, client, client_med = {}, {}, {}, {}, {}
-        for name, start in servers:
-            p, uri = start()
-            if name == "nbdkit-memory":
-                subprocess.run(["nbdcopy", img, uri], check=True)
-            warm(uri, region)
-            uris[name] = (p, uri)
-        samples = {}
+        starts = {
+            "blockwell": lambda unix: start_blockwell(a.bin, img, ["--cache", cache, "--policy", "lru"], unix),
+            "nbdkit-memory": lambda unix: start_nbdkit(["memory", str(os.path.getsize(img))], unix),
+            "nbdkit-file+cache": lambda unix: start_nbdkit(["--filter=cache", "file", img, "cache-on-read=true"],
+                                                           unix),
+        }
+        # Every server runs once per transport, all side by side; each round runs every job of every setup on
+        # every server in turn, so that load changes on a shared machine hit all servers alike. Each result is
+        # the median over the rounds.
+        servers = {}
+        for t in transports:
+            for name in names:
+                unix = os.path.join(d, f"{name}.sock") if t == "unix" else None
+                p, uri = starts[name](unix)
+                if name == "nbdkit-memory":
+                    subprocess.run(["nbdcopy", img, uri], check=True)
+                warm(uri, region)
+                servers[(t, name)] = (p, uri)
+        samples, cpu, client = {}, {}, {}
         for rnd in range(a.rounds):
-            for label, rw, bs, qd in jobs:
-                for name, _ in servers:
-                    pid = uris[name][0].pid
-                    c0 = cpu_seconds(pid)
-                    r = fio(uris[name][1], rw, bs, qd, region, secs)
-                    us = (cpu_seconds(pid) - c0) / max(r[0] * secs, 1) * 1e6
-                    samples.setdefault((name, label), []).append(r)
-                    cpu.setdefault((name, label), []).append(us)
-                    client.setdefault((name, label), []).append(fio.last_cpu)
-                    print(f"  round {rnd + 1} {name:18} {label:18} {r[0]:10.0f} IOPS {r[1]:9.1f} MB/s "
-                          f"{us:8.2f} server CPU us/request, fio {fio.last_cpu:5.1f}% CPU", flush=True)
-        for key, rs in samples.items():
-            rs = sorted(rs)
-            results[key] = rs[len(rs) // 2]
-            cs = sorted(cpu[key])
-            cpu_med[key] = cs[len(cs) // 2]
-            ks = sorted(client[key])
-            client_med[key] = ks[len(ks) // 2]
-        for name, _ in servers:
-            counters = stop(uris[name][0])
+            for t, pl in setups:
+                if pinning:
+                    CLIENT_PIN[:] = ["taskset", "-c", "0"]
+                    for name in names:
+                        pin(servers[(t, name)][0].pid, server_cpus[pl])
+                for label, rw, bs, qd in jobs:
+                    for name in names:
+                        p, uri = servers[(t, name)]
+                        c0 = cpu_seconds(p.pid)
+                        r = fio(uri, rw, bs, qd, region, secs)
+                        us = (cpu_seconds(p.pid) - c0) / max(r[0] * secs, 1) * 1e6
+                        key = (t, pl, name, label)
+                        samples.setdefault(key, []).append(r)
+                        cpu.setdefault(key, []).append(us)
+                        client.setdefault(key, []).append(fio.last_cpu)
+                        print(f"  round {rnd + 1} {t:4} {pl:8} {name:18} {label:18} {r[0]:10.0f} IOPS {r[1]:9.1f} "
+                              f"MB/s {us:8.2f} server CPU us/request, fio {fio.last_cpu:5.1f}% CPU", flush=True)
+        median = lambda xs: sorted(xs)[len(xs) // 2]
+        warm_res = {k: median(v) for k, v in samples.items()}
+        cpu_med = {k: median(v) for k, v in cpu.items()}
+        client_med = {k: median(v) for k, v in client.items()}
+        for (t, name), (p, _) in servers.items():
+            counters = stop(p)
             if counters:
-                print(f"  {name} on exit: {counters}", flush=True)
+                print(f"  {name} ({t}) on exit: {counters}", flush=True)
+        SERVER_PIN[:] = ["taskset", "-c", server_cpus["split"]] if pinning else []
+        CLIENT_PIN[:] = ["taskset", "-c", "0"] if pinning else []
 
         hdd = f"{a.hdd_region}m"
         hdd_secs = max(secs, 5)
@@ -242,24 +298,25 @@ def main():
             print(f"  {name:18} {results[(name, 'strided')][0]:9.0f} IOPS", flush=True)
             stop(p)
 
-    print()
-    print(f"Warm cache, {a.region} MiB region, {secs} s per job, median of {a.rounds} interleaved rounds, "
-          "fio nbd engine over TCP 127.0.0.1")
-    print("| job | blockwell | nbdkit memory | nbdkit file+cache | / memory | / file+cache |")
-    print("|---|---|---|---|---|---|")
-    for label, _, bs, _ in jobs:
-        b, m, c = (results[(n, label)] for n in ("blockwell", "nbdkit-memory", "nbdkit-file+cache"))
-        unit, k = ("IOPS", 0) if bs == "4k" else ("MB/s", 1)
-        print(f"| {label} ({unit}) | {b[k]:.0f} | {m[k]:.0f} | {c[k]:.0f} | {b[k] / m[k]:.2f}x | {b[k] / c[k]:.2f}x |")
-    print()
-    print("Server CPU time per request (user + system, all threads; median over rounds, microseconds), and the")
-    print("client's (fio's) CPU use during the job (% of one core, median)")
-    print("| job | blockwell | nbdkit memory | nbdkit file+cache | memory / blockwell | fio CPU % (bw / mem / file) |")
-    print("|---|---|---|---|---|---|")
-    for label, _, _, _ in jobs:
-        b, m, c = (cpu_med[(n, label)] for n in ("blockwell", "nbdkit-memory", "nbdkit-file+cache"))
-        fb, fm, fc = (client_med[(n, label)] for n in ("blockwell", "nbdkit-memory", "nbdkit-file+cache"))
-        print(f"| {label} | {b:.2f} | {m:.2f} | {c:.2f} | {m / b:.2f}x | {fb:.0f} / {fm:.0f} / {fc:.0f} |")
+    placement_text = {
+        "split": "fio on CPU 0, servers on the other CPUs",
+        "shared": "fio and servers all on CPU 0",
+        "unpinned": "placed by the scheduler",
+    }
+    for t, pl in setups:
+        print()
+        print(f"Warm cache over {'TCP 127.0.0.1' if t == 'tcp' else 'a Unix socket'}, {placement_text[pl]}; "
+              f"{a.region} MiB region, {secs:g} s per job, median of {a.rounds} interleaved rounds")
+        print("| job | blockwell | nbdkit memory | nbdkit file+cache | / memory | / file+cache |"
+              " server CPU us/request (bw / mem / file) | fio CPU % (bw / mem / file) |")
+        print("|---|---|---|---|---|---|---|---|")
+        for label, _, bs, _ in jobs:
+            b, m, c = (warm_res[(t, pl, n, label)] for n in names)
+            cb, cm, cc = (cpu_med[(t, pl, n, label)] for n in names)
+            fb, fm, fc = (client_med[(t, pl, n, label)] for n in names)
+            unit, k = ("IOPS", 0) if bs == "4k" else ("MB/s", 1)
+            print(f"| {label} ({unit}) | {b[k]:.0f} | {m[k]:.0f} | {c[k]:.0f} | {b[k] / m[k]:.2f}x | "
+                  f"{b[k] / c[k]:.2f}x | {cb:.2f} / {cm:.2f} / {cc:.2f} | {fb:.0f} / {fm:.0f} / {fc:.0f} |")
     print()
     print(f"Emulated HDD (8 ms/request), 4 KiB random read QD1 on {a.hdd_region} MiB, {hdd_secs} s per pass")
     print("| server | cold IOPS | warm IOPS |")
@@ -279,15 +336,20 @@ def main():
               f"{results[(n, 'strided')][0] / base:.2f}x |")
     print(f"REDCAP state at the end: {redcap_state}")
     print()
-    ratio = lambda label: results[("blockwell", label)][0] / results[("nbdkit-memory", label)][0]
-    targets = [("4k randread QD32 >= 1.5x nbdkit memory", ratio("4k randread QD32"), 1.5),
-               ("4k randread QD1 >= 1.0x nbdkit memory", ratio("4k randread QD1"), 1.0),
-               ("1M seqread >= 1.0x nbdkit memory", ratio("1M seqread QD8"), 1.0)]
-    for text, r, want in targets:
-        print(f"target {text}: {r:.2f}x {'met' if r >= want else 'MISSED'}")
+    print()
+    for t, pl in setups:
+        ratio = lambda label: warm_res[(t, pl, "blockwell", label)][0] / warm_res[(t, pl, "nbdkit-memory", label)][0]
+        targets = [("4k randread QD32 >= 1.5x nbdkit memory", ratio("4k randread QD32"), 1.5),
+                   ("4k randread QD1 >= 1.0x nbdkit memory", ratio("4k randread QD1"), 1.0),
+                   ("1M seqread >= 1.0x nbdkit memory", ratio("1M seqread QD8"), 1.0)]
+        for text, r, want in targets:
+            print(f"target {text} ({t}, {pl}): {r:.2f}x {'met' if r >= want else 'MISSED'}")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({f"{k[0]}|{k[1]}": {"iops": v[0], "mb_s": v[1]} for k, v in results.items()}, f, indent=1)
+            out = {"|".join(k): {"iops": v[0], "mb_s": v[1]} for k, v in results.items()}
+            out.update({"|".join(k): {"iops": v[0], "mb_s": v[1], "server_cpu_us": cpu_med[k],
+                                      "fio_cpu_pct": client_med[k]} for k, v in warm_res.items()})
+            json.dump(out, f, indent=1)
 
 
 if __name__ == "__main__":
