@@ -52,17 +52,27 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_port(port, proc, timeout=20.0):
+def wait_listening(connect, what, proc, timeout=20.0):
+    """Waits until `connect()` succeeds (the server listens), failing if the server exits or times out."""
     end = time.time() + timeout
     while time.time() < end:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited early: {proc.args}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
+            connect()
+            return
         except OSError:
             time.sleep(0.05)
-    raise RuntimeError(f"server did not listen on {port}: {proc.args}")
+    raise RuntimeError(f"server did not listen on {what}: {proc.args}")
+
+
+def connect_tcp(port):
+    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+
+
+def connect_unix(path):
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(path)
 
 
 def start_blockwell(binary, img, args, unix=None):
@@ -94,24 +104,10 @@ def start_nbdkit(args, unix=None):
     )
     PROCS.append(p)
     if unix:
-        wait_unix(unix, p)
+        wait_listening(lambda: connect_unix(unix), unix, p)
         return p, f"nbd+unix:///?socket={unix}"
-    wait_port(port, p)
+    wait_listening(lambda: connect_tcp(port), port, p)
     return p, f"nbd://127.0.0.1:{port}/"
-
-
-def wait_unix(path, proc, timeout=20.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited early: {proc.args}")
-        try:
-            with socket.socket(socket.AF_UNIX) as s:
-                s.connect(path)
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"server did not listen on {path}: {proc.args}")
 
 
 def pin(pid, cpus):
