@@ -4,8 +4,8 @@
 
 mod util;
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
+use util::serve::Served;
 
 /// fio with the nbd engine, or None after printing why the test is skipped.
 fn fio_nbd() -> Option<()> {
@@ -19,50 +19,6 @@ fn fio_nbd() -> Option<()> {
         return None;
     }
     Some(())
-}
-
-/// A running `blockwell serve` and its NBD URI.
-struct Served {
-    child: Child,
-    uri: String,
-}
-
-impl Served {
-    fn start(args: &[&str]) -> Served {
-        let mut child = util::bin()
-            .arg("serve")
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start blockwell serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-        let uri = line.split_whitespace().find(|w| w.starts_with("nbd://")).unwrap_or_else(|| {
-            let mut err = String::new();
-            child.stderr.as_mut().unwrap().read_to_string(&mut err).unwrap();
-            panic!("no URI in {line:?}; stderr: {err}")
-        });
-        Served { uri: uri.to_string(), child }
-    }
-
-    /// SIGTERM, then the exit status and the rest of stdout.
-    fn stop(mut self) -> (bool, String) {
-        let pid = self.child.id().to_string();
-        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-        let mut rest = String::new();
-        self.child.stdout.take().unwrap().read_to_string(&mut rest).unwrap();
-        let status = self.child.wait().unwrap();
-        (status.success(), rest)
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Runs fio in `dir` against `uri` with `args` (plus verification options) and returns its output; asserts

@@ -568,16 +568,10 @@ impl<P: DynPolicy + ?Sized> ContentCache<P> {
             self.count(Category::ReadHit);
             return;
         }
-        let cat = match self.find(hash, confirm) {
-            Some(t) => {
-                self.touch_block(t, plan);
-                self.add_ref(key, t, plan);
-                Category::ReadMissContentHit
-            }
-            None => {
-                self.insert_block(key, hash, plan);
-                Category::ReadMissContentMiss
-            }
+        let cat = if self.attach(key, hash, confirm, plan) {
+            Category::ReadMissContentHit
+        } else {
+            Category::ReadMissContentMiss
         };
         plan.category = Some(cat);
         plan.block = self.lookup(key);
@@ -605,30 +599,20 @@ impl<P: DynPolicy + ?Sized> ContentCache<P> {
                 } else {
                     // Leave the shared block first (no eviction needed for the reference that moves).
                     self.drop_ref(r);
-                    match self.find(hash, confirm) {
-                        Some(t) => {
-                            self.touch_block(t, plan);
-                            self.add_ref(key, t, plan);
-                            Category::WriteHitMultiContentHit
-                        }
-                        None => {
-                            self.insert_block(key, hash, plan);
-                            Category::WriteHitMultiContentMiss
-                        }
+                    if self.attach(key, hash, confirm, plan) {
+                        Category::WriteHitMultiContentHit
+                    } else {
+                        Category::WriteHitMultiContentMiss
                     }
                 }
             }
-            None => match self.find(hash, confirm) {
-                Some(t) => {
-                    self.touch_block(t, plan);
-                    self.add_ref(key, t, plan);
+            None => {
+                if self.attach(key, hash, confirm, plan) {
                     Category::WriteMissContentHit
-                }
-                None => {
-                    self.insert_block(key, hash, plan);
+                } else {
                     Category::WriteMissContentMiss
                 }
-            },
+            }
         };
         plan.category = Some(cat);
         plan.device_write = cat != Category::SilentWrite;
@@ -690,6 +674,28 @@ impl<P: DynPolicy + ?Sized> ContentCache<P> {
     }
 
     /// Looks `hash` up in the content table, confirming each chain member.
+    /// Points `key` (which has no reference) at the cached block holding `hash` — a content hit, `true` — or at
+    /// a new block inserted for it (`false`).
+    fn attach(
+        &mut self,
+        key: BlockKey,
+        hash: u128,
+        confirm: &mut dyn FnMut(Candidate) -> bool,
+        plan: &mut DedupPlan,
+    ) -> bool {
+        match self.find(hash, confirm) {
+            Some(t) => {
+                self.touch_block(t, plan);
+                self.add_ref(key, t, plan);
+                true
+            }
+            None => {
+                self.insert_block(key, hash, plan);
+                false
+            }
+        }
+    }
+
     fn find(&mut self, hash: u128, confirm: &mut dyn FnMut(Candidate) -> bool) -> Option<Handle> {
         self.stats.lookups += 1;
         let mut cur = self.table[bucket_of(hash, self.table.len())];

@@ -225,6 +225,26 @@ impl WriteStripes {
         idx.dedup();
         idx.into_iter().map(|i| self.0[i].lock().unwrap_or_else(|e| e.into_inner())).collect()
     }
+
+    /// A TRIM or WRITE_ZEROES through a cache layer: refused on a read-only layer; otherwise `op` runs on the
+    /// backend while the stripes of the blocks it touches are held, and `invalidate(first, n)` then drops the
+    /// layer's copies of those blocks whatever `op` returned (after a failed discard the backend's bytes are
+    /// unknown).
+    pub(crate) fn discard(
+        &self,
+        read_only: bool,
+        block_size: u64,
+        (offset, len): (u64, u64),
+        op: impl FnOnce() -> std::io::Result<()>,
+        invalidate: impl FnOnce(u64, u64),
+    ) -> std::io::Result<()> {
+        refuse_writes(read_only)?;
+        let (first, n) = blockwell_core::key::block_span(offset, len, block_size);
+        let _stripes = self.lock(first, n);
+        let r = op();
+        invalidate(first, n);
+        r
+    }
 }
 
 /// `Err(EPERM)` for a write to a read-only layer.

@@ -369,8 +369,8 @@ enum FastSink<'a> {
 /// several workers copy in parallel); smaller ones copy under it (cheaper than taking references).
 const COPY_UNLOCKED_BLOCKS: u64 = 16;
 
-/// The runs of `true` in `mask`, as index ranges `(start, end)`.
-fn runs(mask: &[bool]) -> impl Iterator<Item = (usize, usize)> + '_ {
+/// The runs of `true` in `mask`, as index ranges `(start, end)`. Also used by [`crate::content`].
+pub(crate) fn runs(mask: &[bool]) -> impl Iterator<Item = (usize, usize)> + '_ {
     let mut i = 0;
     std::iter::from_fn(move || {
         while i < mask.len() && !mask[i] {
@@ -1132,23 +1132,27 @@ impl<B: Backend> Backend for Inner<B> {
     }
 
     fn trim(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
-        crate::backend::refuse_writes(self.is_read_only())?;
-        let (first, n) = block_span(offset, len, self.block_size);
-        let _stripes = self.stripes.lock(first, n);
-        let r = self.backend.trim(offset, len, fua);
-        self.invalidate_range(first, n);
-        r
+        self.stripes.discard(
+            self.is_read_only(),
+            self.block_size,
+            (offset, len),
+            || self.backend.trim(offset, len, fua),
+            |first, n| self.invalidate_range(first, n),
+        )
     }
 
     fn write_zeroes(&self, offset: u64, len: u64, may_trim: bool, fua: bool) -> io::Result<()> {
-        crate::backend::refuse_writes(self.is_read_only())?;
-        let (first, n) = block_span(offset, len, self.block_size);
-        let _stripes = self.stripes.lock(first, n);
-        Counters::add(&self.counters.backend_writes, 1);
-        Counters::add(&self.counters.backend_bytes_written, len);
-        let r = self.backend.write_zeroes(offset, len, may_trim, fua);
-        self.invalidate_range(first, n);
-        r
+        self.stripes.discard(
+            self.is_read_only(),
+            self.block_size,
+            (offset, len),
+            || {
+                Counters::add(&self.counters.backend_writes, 1);
+                Counters::add(&self.counters.backend_bytes_written, len);
+                self.backend.write_zeroes(offset, len, may_trim, fua)
+            },
+            |first, n| self.invalidate_range(first, n),
+        )
     }
 
     /// Prefetches the range (at most the cache's capacity from its start) through [`BlockCache::prefetch`].

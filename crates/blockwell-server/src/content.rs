@@ -48,6 +48,7 @@
 //! has blocks) and 8 B of slot pointer, plus the engine's metadata (see [`blockwell_core::dedup`]).
 
 use crate::backend::Backend;
+use crate::cache::runs;
 use crate::stats::{Counters, StatsSnapshot};
 use blockwell_core::dedup::{BlockId, Category, ContentCache, DedupConfig, DedupError, DedupPlan, DedupStats};
 use blockwell_core::key::{block_span, MAX_BLOCK, MAX_VOLUME};
@@ -630,21 +631,6 @@ impl<B: Backend> ContentBackend<B> {
     }
 }
 
-/// The runs of `true` in `mask`, as index ranges `(start, end)`.
-fn runs(mask: &[bool]) -> impl Iterator<Item = (usize, usize)> + '_ {
-    let mut i = 0;
-    std::iter::from_fn(move || {
-        while i < mask.len() && !mask[i] {
-            i += 1;
-        }
-        let start = i;
-        while i < mask.len() && mask[i] {
-            i += 1;
-        }
-        (start < i).then_some((start, i))
-    })
-}
-
 impl<B: Backend> Backend for ContentBackend<B> {
     fn size(&self) -> u64 {
         self.size
@@ -791,23 +777,27 @@ impl<B: Backend> Backend for ContentBackend<B> {
     }
 
     fn trim(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
-        crate::backend::refuse_writes(self.is_read_only())?;
-        let (first, n) = block_span(offset, len, self.block_size);
-        let _stripes = self.stripes.lock(first, n);
-        let r = self.backend.trim(offset, len, fua);
-        self.invalidate_range(first, n);
-        r
+        self.stripes.discard(
+            self.is_read_only(),
+            self.block_size,
+            (offset, len),
+            || self.backend.trim(offset, len, fua),
+            |first, n| self.invalidate_range(first, n),
+        )
     }
 
     fn write_zeroes(&self, offset: u64, len: u64, may_trim: bool, fua: bool) -> io::Result<()> {
-        crate::backend::refuse_writes(self.is_read_only())?;
-        let (first, n) = block_span(offset, len, self.block_size);
-        let _stripes = self.stripes.lock(first, n);
-        Counters::add(&self.counters.backend_writes, 1);
-        Counters::add(&self.counters.backend_bytes_written, len);
-        let r = self.backend.write_zeroes(offset, len, may_trim, fua);
-        self.invalidate_range(first, n);
-        r
+        self.stripes.discard(
+            self.is_read_only(),
+            self.block_size,
+            (offset, len),
+            || {
+                Counters::add(&self.counters.backend_writes, 1);
+                Counters::add(&self.counters.backend_bytes_written, len);
+                self.backend.write_zeroes(offset, len, may_trim, fua)
+            },
+            |first, n| self.invalidate_range(first, n),
+        )
     }
 
     fn is_read_only(&self) -> bool {

@@ -256,6 +256,24 @@ fn print(text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Prints a grid's results as `--json`, `--csv` or (default) its tables.
+fn emit<R: serde::Serialize>(
+    o: &OutputArgs,
+    r: &R,
+    csv: impl FnOnce(&R) -> String,
+    table: impl FnOnce(&R) -> String,
+) -> anyhow::Result<ExitCode> {
+    let text = if o.json {
+        json(r)?
+    } else if o.csv {
+        csv(r)
+    } else {
+        table(r)
+    };
+    print(&text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn json<T: serde::Serialize>(v: &T) -> anyhow::Result<String> {
     let mut s = serde_json::to_string_pretty(v)?;
     s.push('\n');
@@ -339,15 +357,7 @@ fn redcap(a: RedcapArgs) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &a.output.plot {
         plot_redcap(dir, plot_kind, &r).with_context(|| format!("--plot {}", dir.display()))?;
     }
-    let text = if a.output.json {
-        json(&r)?
-    } else if a.output.csv {
-        r.csv()
-    } else {
-        r.table()
-    };
-    print(&text)?;
-    Ok(ExitCode::SUCCESS)
+    emit(&a.output, &r, |r| r.csv(), |r| r.table())
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -424,15 +434,7 @@ fn policies(a: PolicyArgs) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &a.output.plot {
         plot_policies(dir, plot_kind, &r).with_context(|| format!("--plot {}", dir.display()))?;
     }
-    let text = if a.output.json {
-        json(&r)?
-    } else if a.output.csv {
-        r.csv()
-    } else {
-        r.table()
-    };
-    print(&text)?;
-    Ok(ExitCode::SUCCESS)
+    emit(&a.output, &r, |r| r.csv(), |r| r.table())
 }
 
 // ---------------------------------------------------------------------------------------------------------------

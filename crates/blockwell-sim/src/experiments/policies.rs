@@ -41,29 +41,10 @@ impl Source {
         }
     }
 
-    /// Reads a block trace into memory, as [`crate::vtime::run_block_trace`] does: time stamps relative to the
-    /// first request (open loop), gaps between them as think times (closed loop); zero-length requests dropped.
+    /// Reads a block trace into memory, as [`crate::vtime::run_block_trace`] does
+    /// ([`crate::vtime::read_block_trace`]).
     pub fn from_trace(name: impl Into<String>, reader: &mut dyn TraceReader) -> Result<Self, Error> {
-        let mut requests = Vec::new();
-        let mut prev: Option<u64> = None;
-        let mut origin: Option<u64> = None;
-        while let Some(r) = reader.next_request()? {
-            if r.len == 0 {
-                continue;
-            }
-            let o = *origin.get_or_insert(r.time_ns);
-            let think_ns = prev.map_or(0, |p| r.time_ns.saturating_sub(p));
-            prev = Some(r.time_ns);
-            requests.push(BlockRequest {
-                volume: r.volume,
-                op: r.op,
-                offset: r.offset,
-                len: r.len,
-                think_ns,
-                at_ns: r.time_ns.saturating_sub(o),
-            });
-        }
-        Ok(Source::Blocks { name: name.into(), requests })
+        Ok(Source::Blocks { name: name.into(), requests: crate::vtime::read_block_trace(reader)? })
     }
 
     /// Distinct blocks (file pages, or volume blocks) the source touches.

@@ -1007,24 +1007,5 @@ pub(super) fn run_block_trace(
     cfg: &Config,
     disk: &dyn DiskModel,
 ) -> Result<Report, Error> {
-    let mut v = Vec::new();
-    let mut prev: Option<u64> = None;
-    let mut origin: Option<u64> = None;
-    while let Some(r) = reader.next_request()? {
-        if r.len == 0 {
-            continue;
-        }
-        let o = *origin.get_or_insert(r.time_ns);
-        let think_ns = prev.map_or(0, |p| r.time_ns.saturating_sub(p));
-        prev = Some(r.time_ns);
-        v.push(BlockRequest {
-            volume: r.volume,
-            op: r.op,
-            offset: r.offset,
-            len: r.len,
-            think_ns,
-            at_ns: r.time_ns.saturating_sub(o),
-        });
-    }
-    run_block_requests("block trace", &[v], cfg, disk)
+    run_block_requests("block trace", &[super::read_block_trace(reader)?], cfg, disk)
 }

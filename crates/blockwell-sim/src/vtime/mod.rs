@@ -254,6 +254,32 @@ pub fn run_block_trace(reader: &mut dyn TraceReader, config: &Config, disk: &dyn
     engine::run_block_trace(reader, config, disk)
 }
 
+/// Reads a block trace into one process's requests, as [`run_block_trace`] replays it: time stamps relative to
+/// the first request (open loop), the gaps between them as think times (closed loop); zero-length requests
+/// dropped.
+pub fn read_block_trace(reader: &mut dyn TraceReader) -> Result<Vec<BlockRequest>, TraceError> {
+    let mut requests = Vec::new();
+    let mut prev: Option<u64> = None;
+    let mut origin: Option<u64> = None;
+    while let Some(r) = reader.next_request()? {
+        if r.len == 0 {
+            continue;
+        }
+        let o = *origin.get_or_insert(r.time_ns);
+        let think_ns = prev.map_or(0, |p| r.time_ns.saturating_sub(p));
+        prev = Some(r.time_ns);
+        requests.push(BlockRequest {
+            volume: r.volume,
+            op: r.op,
+            offset: r.offset,
+            len: r.len,
+            think_ns,
+            at_ns: r.time_ns.saturating_sub(o),
+        });
+    }
+    Ok(requests)
+}
+
 /// One block-level request, for [`run_block_requests`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BlockRequest {
