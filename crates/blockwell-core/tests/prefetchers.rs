@@ -121,6 +121,7 @@ fn linux_read_ahead_reads_more_blocks_than_none_on_random_reads() {
     let linux = blocks("linux24");
     assert!(linux > none * 3 / 2, "linux24 {linux} vs none {none}");
     assert!(blocks("ondemand") <= none + 10, "ondemand reads only the request on random reads");
+    assert!(blocks("linux26") <= none + 10, "linux26 (2.6.14) reads only the request on random reads");
 }
 
 #[test]
@@ -138,6 +139,7 @@ fn stride_covers_4k_strided_reads_that_kernel_read_ahead_misses() {
             d.hits
         };
         assert_eq!(hits("ondemand"), 0, "stride {stride}");
+        assert_eq!(hits("linux26"), 0, "stride {stride}");
         assert_eq!(hits("none"), 0);
         assert!(hits("stride") >= 495, "stride {stride}: {}", hits("stride"));
     }
@@ -145,7 +147,7 @@ fn stride_covers_4k_strided_reads_that_kernel_read_ahead_misses() {
 
 #[test]
 fn sequential_scans_are_clustered_into_few_large_reads() {
-    for spec in ["linux24", "ondemand", "bsd"] {
+    for spec in ["linux24", "linux26", "ondemand", "bsd"] {
         let mut p = PrefetcherSpec::parse(spec).unwrap().build(4096).unwrap();
         let mut d = Driver::new();
         for b in 0..4096 {

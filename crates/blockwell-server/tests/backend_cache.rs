@@ -113,7 +113,7 @@ fn random_workload_prefetch(policy: &str, prefetch: &str, mode: WriteMode, threa
 /// fetches (the asynchronous ones run on the worker thread).
 #[test]
 fn random_concurrent_workload_matches_model_with_prefetchers() {
-    for p in ["redcap(segment_kb=16)", "ondemand", "linux24", "stride", "obl", "bsd"] {
+    for p in ["redcap(segment_kb=16)", "ondemand", "linux24", "linux26", "stride", "obl", "bsd"] {
         random_workload_prefetch("lru", p, WriteMode::WriteThrough, 3, 40 * BS + 5, 24);
     }
     random_workload_prefetch("arc", "redcap(segment_kb=32)", WriteMode::WriteAround, 3, 40 * BS, 24);

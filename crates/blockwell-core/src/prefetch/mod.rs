@@ -10,13 +10,14 @@
 //! asynchronously.
 //!
 //! Prefetchers are named on the command line with a [`PrefetcherSpec`] (`none`, `linux24(max=32)`,
-//! `ondemand(max_kb=128)`, `stride(depth=4)`, `bsd`, `obl`, `redcap(segment_kb=128)`); [`list`] gives every
+//! `linux26(max_kb=128)`, `ondemand(max_kb=128)`, `stride(depth=4)`, `bsd`, `obl`, `redcap(segment_kb=128)`); [`list`] gives every
 //! one with its parameters and defaults. Adding a prefetcher is one new file and one line in the `registry!`
 //! invocation below ([`PrefetcherKind`]).
 //!
 //! | module | what it models |
 //! |---|---|
 //! | [`linux24`] | Linux 2.4 read-ahead groups and window (seed `001_*` §2.1) |
+//! | [`linux26`] | Linux 2.6.14 current/ahead window read-ahead (the kernel of seed `000_*`) |
 //! | [`bsd`] | 4.4BSD clustering read-ahead (seed `001_*` §2.2) |
 //! | [`ondemand`] | current Linux on-demand read-ahead (`mm/readahead.c`) |
 //! | [`obl`] | one-block lookahead |
@@ -129,6 +130,7 @@ impl Prefetcher for NoPrefetch {
 
 pub mod bsd;
 pub mod linux24;
+pub mod linux26;
 pub mod obl;
 pub mod ondemand;
 pub mod redcap;
@@ -266,6 +268,8 @@ registry! {
     NoPrefetch => NoPrefetchConfig, "none", ["off", "no"], "no prefetching";
     Linux24 => linux24::Linux24Config, "linux24", ["linux2.4", "linux-2.4"],
         "Linux 2.4 read-ahead: per-stream read-ahead group and window, synchronous minimum, doubling (seed 001 §2.1)";
+    Linux26 => linux26::Linux26Config, "linux26", ["linux2.6", "linux-2.6"],
+        "Linux 2.6.14 read-ahead: current and ahead windows, sequential only if the next page, else off (seed 000's kernel)";
     Bsd => bsd::BsdConfig, "bsd", ["4.4bsd", "ffs"],
         "4.4BSD clustering: sequential if B or B-1 was last, doubling, halving after a wasted prefetch (seed 001 §2.2)";
     Ondemand => ondemand::OndemandConfig, "ondemand", ["linux", "readahead"],
