@@ -77,7 +77,7 @@ pub struct StackArgs {
     pub sequential_cutoff: String,
 
     /// Prefetcher run by the cache: `none`, `redcap` (seed 000's segment fetch on read misses, switching
-    /// itself off when it loses), `linux24`, `ondemand`, `bsd`, `obl`, `stride`, with optional parameters
+    /// itself off when it loses), `linux24`, `linux26`, `ondemand`, `bsd`, `obl`, `stride`, with optional parameters
     /// (`redcap(segment_kb=128)`; see `blockwell list`). Asynchronous fetches run on a background worker.
     #[arg(long, default_value = "none")]
     pub prefetch: String,
