@@ -11,7 +11,7 @@
 //! Sources, re-expressed (no code copied): a 2.6.12–2.6.16 `mm/readahead.c` (the text with `ra_off` zeroing the
 //! ahead window and `goto out` when the first ahead window fails), the 2.6.11 text before it, a 2.6.1x
 //! `do_generic_mapping_read`, and the LKML patches that changed the file after 2.6.14 — Oleg Nesterov,
-//! "[PATCH] readahead: ->prev_page can overrun the ahead window", and Steven Pratt's `get_init_ra_size` change as
+//! "readahead: ->prev_page can overrun the ahead window", and Steven Pratt's `get_init_ra_size` change as
 //! resent by Oleg Nesterov, both against 2.6.16-rc3 (26 Feb 2006), whose context lines show the code followed here.
 //! No 2.6.14 tree was at hand to diff against line by line.
 //!
