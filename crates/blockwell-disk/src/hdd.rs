@@ -28,10 +28,24 @@
 //!   rotational repositioning. A read served entirely from another segment lets the read-ahead go on; anything
 //!   that needs the mechanism (a miss, a partial hit, a write) stops it where it got to. After a read served
 //!   entirely from the buffer there is no read-ahead (DiskSim `Read-ahead on idle hit = 0`) unless
-//!   `read_ahead_on_hit` is set: then the disk refills the segment past its end. Simplifications: after a media
-//!   read the segment keeps the request's sectors and what follows, not what preceded them; a segment is not
-//!   refilled while the host drains it (no circular buffer), so without `read_ahead_on_hit` a sequential stream of
-//!   small reads repositions once per segment.
+//!   `read_ahead_on_hit` is set: then the disk refills the segment past its end (dropping what precedes the hit).
+//!   Simplification: a segment is not refilled while the host drains it (no circular buffer), so without
+//!   `read_ahead_on_hit` a sequential stream of small reads repositions once per segment.
+//! - **Read-behind** (`read_behind`, off in every preset; DiskSim's `Read any free blocks`, 0 in the files of both
+//!   validated disks): on a read that goes to the media (a miss, or the rest of a partial hit), the disk reads from the
+//!   moment the head is on the target track (after the seek or head switch) until the first sector it needs
+//!   arrives, and keeps the sectors that passed under the head in that wait, if they are on the target track and
+//!   immediately precede that sector in logical order (whole sector slots of the wait, at most the sector's offset
+//!   on its track: nothing from the previous track, and not the track's last sectors that pass before its first).
+//!   They go into the request's segment in front of the request, the nearest ones first, at most
+//!   `segment_sectors - min(request, segment_sectors)` of them. It takes no time (the wait happens anyway) and
+//!   changes neither the read-ahead's start nor its length: the segment is a window of `segment_sectors` that
+//!   slides up as the read-ahead fills it, overwriting the read-behind sectors from the lowest up (DiskSim's
+//!   segment wrap), so read-behind holds what the read-ahead has not needed yet. A later read whose first sector
+//!   is among them is served like any read that starts in a segment (above: a hit if it ends in the segment); a
+//!   read that starts before them is a miss even if it runs into them (as for any segment: only a read whose
+//!   first sector is buffered hits). Without it, a segment holds the request and what follows, not what preceded
+//!   it, so a file read backward in small requests waits almost a revolution per request.
 //! - **Write cache** (`write_cache`): the write is acknowledged after overhead + bus transfer; the media write
 //!   (destage) starts at once in the background and holds the mechanism (a later read miss waits for it). At most
 //!   `max_write_segments` destages may be pending; one more waits for the oldest. With the write cache off, a
@@ -258,6 +272,11 @@ pub struct HddParams {
     /// Also read ahead after a read served entirely from the buffer, refilling the segment past the request
     /// (DiskSim `Read-ahead on idle hit`; 0 for both DiskSim-validated disks).
     pub read_ahead_on_hit: bool,
+    /// On a read that goes to the media, also keep the sectors of the target track that pass under the head
+    /// while it waits for the first one it needs (read-behind; DiskSim `Read any free blocks`; see the module doc).
+    /// Off in every preset: 0 in DiskSim's files for the two validated disks, and no source for the others.
+    #[serde(default)]
+    pub read_behind: bool,
     pub write_cache: bool,
     /// Destages that may be pending at once with the write cache on (DiskSim `Maximum number of write segments`).
     pub max_write_segments: u32,
@@ -454,7 +473,10 @@ impl Derived {
 
 /// One track's worth of a sequential media transfer: `len` sectors from `lbn` (not reduced modulo the
 /// capacity, so that a transfer wrapping past the last sector keeps counting up), the first starting to pass under
-/// the head at `start`; sector `k` of the chunk is off the media at `start + (k+1)*rev/spt`.
+/// the head at `start`; sector `k` of the chunk is off the media at `start + (k+1)*rev/spt`. `passed`: how many
+/// of the sectors just before `lbn` on the same track (`lbn - passed .. lbn`) passed whole under the head between
+/// its arrival on the track and `start` (whole sector slots in the rotational wait, at most `lbn`'s offset on
+/// its track), what read-behind keeps.
 #[derive(Clone, Copy, Debug)]
 struct Chunk {
     start: u64,
@@ -463,6 +485,7 @@ struct Chunk {
     spt: u64,
     cyl: u32,
     head: u32,
+    passed: u64,
 }
 
 impl Chunk {
@@ -510,7 +533,8 @@ impl Iterator for Walk<'_> {
             wait = 0; // integer rounding of slot times: the sector is under the head now
         }
         let len = self.left.min(loc.spt - loc.sector).min(d.cap - wrapped);
-        let c = Chunk { start: at + wait, lbn: self.lbn, len, spt: loc.spt, cyl: loc.cyl, head: loc.head };
+        let passed = ((u128::from(wait) * u128::from(loc.spt) / u128::from(d.rev_ns)) as u64).min(loc.sector);
+        let c = Chunk { start: at + wait, lbn: self.lbn, len, spt: loc.spt, cyl: loc.cyl, head: loc.head, passed };
         self.lbn += len;
         self.left -= len;
         self.t = c.end(d);
@@ -520,9 +544,13 @@ impl Iterator for Walk<'_> {
     }
 }
 
-/// A buffer segment: sectors `start..end` are in it.
+/// A buffer segment: sectors `lo..end` are in it; `start..end` are a request's and what was read ahead after it,
+/// `lo..start` (empty without `read_behind`) were read behind it. While the segment is being read ahead, the
+/// read-ahead overwrites the read-behind sectors from `lo` up once the segment is full: then only
+/// `frontier - segment_sectors..` is left of them.
 #[derive(Clone, Copy, Debug, Default)]
 struct Segment {
+    lo: u64,
     start: u64,
     end: u64,
     stamp: u64,
@@ -531,7 +559,7 @@ struct Segment {
 
 impl Segment {
     fn contains(&self, s: u64) -> bool {
-        self.valid && self.start <= s && s < self.end
+        self.valid && self.lo <= s && s < self.end
     }
 }
 
@@ -649,6 +677,7 @@ impl HddModel {
             let (done, cyl, head) = self.ra_progress(&ra, now);
             let seg = &mut self.st.segs[ra.seg];
             seg.end = ra.from + done;
+            seg.lo = seg.lo.max(seg.end.saturating_sub(self.d.seg_sectors));
             self.st.cyl = cyl;
             self.st.head = head;
         }
@@ -689,17 +718,20 @@ impl HddModel {
         Walk { d: &self.d, lbn, left: n, t, cyl: self.st.cyl, head: self.st.head, write }.collect()
     }
 
-    /// Reads `[start, start+n)` from the media after the buffered prefix `[start, from)`; starts the read-ahead.
+    /// Reads `[start, start+n)` from the media after the buffered prefix `[start, from)`; keeps what it read
+    /// behind (with `read_behind`) and starts the read-ahead.
     fn read_media(&mut self, t0: u64, start: u64, n: u64, from: u64, seg: usize) -> u64 {
         let tm = t0.max(self.st.mech_free);
         let chunks = self.walk(from, start + n - from, tm, false);
         let done = self.bus_done(t0, start, n, &chunks);
-        self.finish_media_read(start + n, n, &chunks, seg);
+        self.finish_media_read(start + n, n, &chunks, seg, self.p.read_behind);
         done
     }
 
-    /// After a media read ending at `end` (exclusive): head position, segment contents, read-ahead.
-    fn finish_media_read(&mut self, end: u64, n: u64, chunks: &[Chunk], seg: usize) {
+    /// After a media read ending at `end` (exclusive): head position, segment contents, read-ahead. With
+    /// `behind`, the segment also keeps the sectors that passed under the head on the first chunk's track before
+    /// its first sector, the nearest ones first, as far as they fit beside the request's `min(n, segment)`.
+    fn finish_media_read(&mut self, end: u64, n: u64, chunks: &[Chunk], seg: usize, behind: bool) {
         let Some(last) = chunks.last() else { return };
         let media_end = last.end(&self.d);
         self.st.cyl = last.cyl;
@@ -710,7 +742,13 @@ impl HddModel {
             return;
         }
         let keep = n.min(s);
-        self.st.segs[seg] = Segment { start: end - keep, end, stamp: self.st.clock, valid: true };
+        let lo = if behind {
+            let first = &chunks[0];
+            (first.lbn - first.passed).max(end.saturating_sub(s)).min(end - keep)
+        } else {
+            end - keep
+        };
+        self.st.segs[seg] = Segment { lo, start: end - keep, end, stamp: self.st.clock, valid: true };
         if self.p.read_ahead && keep < s {
             self.st.ra =
                 Some(ReadAhead { seg, from: end, t: media_end, cyl: last.cyl, head: last.head, limit: s - keep });
@@ -722,8 +760,9 @@ impl HddModel {
         // 1. The segment being read ahead: a hit, or a continuation of the read-ahead stream.
         if let Some(ra) = self.st.ra {
             let seg = self.st.segs[ra.seg];
-            if seg.start <= start && start < ra.from + ra.limit {
-                let (done, _, _) = self.ra_progress(&ra, now);
+            // (Read-behind sectors below `frontier - segment` have been overwritten by the read-ahead.)
+            let progress = (seg.lo <= start && start < ra.from + ra.limit).then(|| self.ra_progress(&ra, now).0);
+            if let Some(done) = progress.filter(|&done| start >= (ra.from + done).saturating_sub(self.d.seg_sectors)) {
                 let frontier = ra.from + done;
                 let hit = start < frontier;
                 let t0 = now + self.overhead(DiskOp::Read, hit);
@@ -751,7 +790,7 @@ impl HddModel {
                 let chunks: Vec<Chunk> = w.collect();
                 let done = self.bus_done(t0, start, n, &chunks);
                 self.st.ra = None;
-                self.finish_media_read(end, n, &chunks, ra.seg);
+                self.finish_media_read(end, n, &chunks, ra.seg, false);
                 return done;
             }
         }
@@ -800,7 +839,9 @@ impl HddModel {
         if kept >= s {
             return;
         }
-        self.st.segs[i].start = start.max(seg.start);
+        // What lies before the hit (read-behind sectors too) makes room for the refill, as for a forward stream.
+        self.st.segs[i].start = start.max(seg.lo);
+        self.st.segs[i].lo = start.max(seg.lo);
         self.st.ra = Some(ReadAhead {
             seg: i,
             from: seg.end,
@@ -814,7 +855,7 @@ impl HddModel {
     fn write(&mut self, now: u64, start: u64, n: u64) -> u64 {
         self.stop_read_ahead(now);
         let end = start + n;
-        let touching = self.st.segs.iter().position(|s| s.valid && s.start <= start && start <= s.end);
+        let touching = self.st.segs.iter().position(|s| s.valid && s.lo <= start && start <= s.end);
         let t0 = now + self.overhead(DiskOp::Write, touching.is_some());
         let s = self.d.seg_sectors;
         let cached = self.p.write_cache && s > 0;
@@ -857,11 +898,13 @@ impl HddModel {
                     let seg = &mut self.st.segs[i];
                     seg.end = seg.end.max(end);
                     seg.start = seg.start.max(seg.end.saturating_sub(s));
+                    seg.lo = seg.lo.max(seg.end.saturating_sub(s));
                     seg.stamp = clock;
                 }
                 None => {
                     let i = self.lru_segment();
-                    self.st.segs[i] = Segment { start: end - n.min(s), end, stamp: clock, valid: true };
+                    let first = end - n.min(s);
+                    self.st.segs[i] = Segment { lo: first, start: first, end, stamp: clock, valid: true };
                 }
             }
         }
@@ -897,7 +940,7 @@ impl DiskModel for HddModel {
     fn describe(&self) -> String {
         let p = &self.p;
         format!(
-            "{} ({}): {} rpm, {} cyl x {} heads, {} zones, {:.2} GB, buffer {}x{} sectors, read-ahead {}, write cache {}",
+            "{} ({}): {} rpm, {} cyl x {} heads, {} zones, {:.2} GB, buffer {}x{} sectors, read-ahead {}{}, write cache {}",
             p.name,
             p.drive,
             p.rpm,
@@ -908,6 +951,7 @@ impl DiskModel for HddModel {
             p.segments,
             p.segment_sectors,
             if p.read_ahead { "on" } else { "off" },
+            if p.read_behind { ", read-behind on" } else { "" },
             if p.write_cache { "on" } else { "off" },
         )
     }
@@ -1209,5 +1253,130 @@ mod tests {
         let mut p = presets::barracuda();
         p.zones[1].first_cyl = 10;
         assert!(HddModel::new(p).unwrap_err().to_string().contains("zone 1"));
+    }
+
+    /// Service times of `reqs`, each issued when the previous one completes.
+    fn back_to_back(m: &mut HddModel, reqs: &[DiskRequest]) -> Vec<u64> {
+        let mut t = 0;
+        reqs.iter()
+            .map(|r| {
+                let s = m.service(t, r);
+                t += s;
+                s
+            })
+            .collect()
+    }
+
+    #[test]
+    fn read_behind_turns_backward_reads_on_one_track_into_buffer_hits() {
+        let p = presets::wd1200bb();
+        let spt = u64::from(p.zones[0].sectors_per_track); // 1170
+        let track = 2 * spt; // cylinder 0, head 2
+        let probe = model(p.clone());
+        assert_eq!(probe.locate(track), probe.locate(track + spt - 1));
+        assert_ne!(probe.locate(track), probe.locate(track - 1));
+        let rev = probe.revolution_ns();
+        let hit = ms_to_ns(p.overhead.read_hit_after_read) + 8 * ms_to_ns(p.bus_us_per_sector / 1000.0);
+        // 146 reads of 8 sectors, from the end of the track down to its start.
+        let reqs: Vec<DiskRequest> = (1..=spt / 8).map(|k| DiskRequest::read(track + spt - 8 * k, 8)).collect();
+        let off = back_to_back(&mut model(HddParams { read_behind: false, ..p.clone() }), &reqs);
+        let on = back_to_back(&mut model(HddParams { read_behind: true, ..p.clone() }), &reqs);
+
+        // Without read-behind (today's model): each read arrives when its first sector passed 16 sectors and the
+        // command overhead ago, so it waits almost a revolution: about rev - 8 sector times in all.
+        for (i, &s) in off.iter().enumerate().skip(1) {
+            assert!(s > rev * 9 / 10 && s < rev + hit, "read {i} without read-behind: {s} ns (rev {rev} ns)");
+        }
+        // With it, a miss keeps up to 504 (segment - request) of the preceding sectors that passed during that
+        // wait. The read-ahead after the miss (140 sectors/ms here) overwrites them from below while the host takes
+        // 8 sectors per hit (0.341 ms: 23 sectors/ms) from above, so at least about 504 * 23/163 = 70 sectors, 8
+        // reads, are hits per miss. A hit costs exactly overhead + bus; a miss at most overhead + a revolution + 8
+        // sectors (8.7 ms): the total is at most about 146 * (8.7/9 + 0.341) = 190 ms against >= 145 * 0.9 * 8.33 =
+        // 1088 ms. (Measured: 132 of 146 reads hit, 102 ms against 1202 ms.)
+        let hits = on.iter().filter(|&&s| s == hit).count();
+        assert!(hits * 4 >= 3 * on.len(), "{hits} of {} reads are buffer hits", on.len());
+        let (t_off, t_on) = (off.iter().sum::<u64>(), on.iter().sum::<u64>());
+        assert!(t_on * 3 < t_off, "with read-behind {t_on} ns, without {t_off} ns");
+        // The first read (cold) costs the same either way: read-behind takes no time.
+        assert_eq!(on[0], off[0]);
+    }
+
+    #[test]
+    fn read_behind_keeps_only_the_preceding_sectors_of_the_target_track() {
+        let p = presets::wd1200bb();
+        let spt = u64::from(p.zones[0].sectors_per_track);
+        let t = 2 * spt; // first sector of cylinder 0, head 2; t - 1 is on head 1
+        let hit = ms_to_ns(p.overhead.read_hit_after_read) + 8 * ms_to_ns(p.bus_us_per_sector / 1000.0);
+        let run = |read_behind: bool, reqs: &[DiskRequest]| {
+            back_to_back(&mut model(HddParams { read_behind, ..p.clone() }), reqs)
+        };
+        // Read 1 far up the track keeps at most 504 sectors behind it (>= t + 96), so read 2 is a miss that waits
+        // for its first sector (most of a revolution) on this track; read 3 asks for what precedes read 2.
+        let case = |second: u64, third: u64, n3: u64| {
+            let reqs = [DiskRequest::read(t + 600, 8), DiskRequest::read(second, 8), DiskRequest::read(third, n3)];
+            (run(false, &reqs), run(true, &reqs))
+        };
+        // Read 2 at t + 64: the 64 sectors before it on the track passed during its wait and are kept.
+        let (off, on) = case(t + 64, t + 56, 8);
+        assert_eq!(on[..2], off[..2], "read-behind costs no time");
+        assert_eq!(on[2], hit, "the sectors before the target on its track are a buffer hit");
+        assert!(off[2] > hit + 1_000_000, "without read-behind: {} ns", off[2]);
+        // Read 2 at the track's first sector: the sectors before it are on the previous track (another head), not
+        // read; read 3 is the same miss as without read-behind.
+        let (off, on) = case(t, t - 8, 8);
+        assert!(on[2] > hit + 1_000_000, "previous track: {} ns", on[2]);
+        assert_eq!(on, off);
+        // A read that starts before the read-behind sectors and runs into them is a plain miss (as in DiskSim, only
+        // a read whose first sector is buffered can hit). Read 1 at t + 300; read 2 at t + 900, beyond its segment,
+        // waits about 550 sector times for its first sector and keeps the 504 before it: t + 396 .. t + 900.
+        let case = |third: u64, n3: u64| {
+            let reqs = [DiskRequest::read(t + 300, 8), DiskRequest::read(t + 900, 8), DiskRequest::read(third, n3)];
+            (run(false, &reqs), run(true, &reqs))
+        };
+        let (off, on) = case(t + 390, 16);
+        assert!(on[2] > hit + 1_000_000, "straddling the first read-behind sector: {} ns", on[2]);
+        assert_eq!(on, off);
+        let (_, on) = case(t + 396, 8);
+        assert_eq!(on[2], hit, "the lowest sector kept");
+    }
+
+    #[test]
+    fn forward_reads_take_the_same_time_with_and_without_read_behind() {
+        // A request that starts at or after every earlier request's start never falls in read-behind sectors
+        // (they lie below the request that read them), and read-behind changes neither timing nor the read-ahead.
+        for (name, _) in presets::HDD_PRESETS {
+            let p = presets::hdd(name).unwrap();
+            for (len, gap) in [(8, 0), (16, 3_000_000), (64, 100_000), (300, 0)] {
+                let reqs: Vec<DiskRequest> = (0..400).map(|i| DiskRequest::read(700_000 + len * i, len)).collect();
+                let times = |read_behind: bool| {
+                    let mut m = model(HddParams { read_behind, ..p.clone() });
+                    run(&mut m, &reqs, gap)
+                };
+                assert_eq!(times(true), times(false), "{name}: {len}-sector reads, gap {gap} ns");
+            }
+        }
+    }
+
+    /// The numbers quoted in `docs/disk-model.md`: a 1 MiB file (sectors 1,000,000 .. 1,002,048) read backward in
+    /// 8 KiB requests, each issued when the previous one completes, without and with read-behind (and with it but
+    /// without read-ahead). `cargo test -p blockwell-disk --release -- --ignored --nocapture backward_mib`
+    #[test]
+    #[ignore]
+    fn backward_mib_in_8k_requests() {
+        for (name, _) in presets::HDD_PRESETS {
+            let p = presets::hdd(name).unwrap();
+            let hit = ms_to_ns(p.overhead.read_hit_after_read) + 16 * ms_to_ns(p.bus_us_per_sector / 1000.0);
+            let reqs: Vec<DiskRequest> = (1..=128).map(|k| DiskRequest::read(1_000_000 + 2048 - 16 * k, 16)).collect();
+            for (read_behind, read_ahead) in [(false, p.read_ahead), (true, p.read_ahead), (true, false)] {
+                let s = back_to_back(&mut model(HddParams { read_behind, read_ahead, ..p.clone() }), &reqs);
+                println!(
+                    "{name}(read_behind={},read_ahead={}): {:.1} ms for 128 requests, {} buffer hits",
+                    u8::from(read_behind),
+                    u8::from(read_ahead),
+                    s.iter().sum::<u64>() as f64 / 1e6,
+                    s.iter().filter(|&&x| x == hit).count()
+                );
+            }
+        }
     }
 }

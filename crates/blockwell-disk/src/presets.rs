@@ -6,7 +6,8 @@
 //! - **[DS]** DiskSim 2.01.016's own parameter files for the validated drives, `../shared/reference/disk/
 //!   {barracuda,cheetah9LP}.{diskspecs,model}`: zones (cylinders, sectors per track, skews), heads, block count,
 //!   head switch, write settle, the eight command overheads, bus time per sector, buffer segments and sizes,
-//!   read-ahead, write caching (`Fast write level` 1 and 2: writes are acknowledged from the buffer).
+//!   read-ahead, no read-behind (`Read any free blocks = 0`), write caching (`Fast write level` 1 and 2: writes
+//!   are acknowledged from the buffer).
 //! - **[RW]** Ruemmler & Wilkes, "An introduction to disk drive modeling", IEEE Computer 27(3), 1994, HP 97560.
 //! - **[WD]** Western Digital Caviar WD1200BB data sheet (7200 rpm, 120 GB, 2 MB buffer, ATA-100; average seek
 //!   8.9 ms, track-to-track 2.0 ms, full stroke 21 ms), and seed `000_*` §4 (the test disk: WD1200BB, 120 GB,
@@ -17,8 +18,8 @@
 //! |---|---|---|
 //! | `barracuda` | Seagate Barracuda ST32171W | nothing: [RM] seek, [DS] everything else |
 //! | `cheetah9lp` | Seagate Cheetah 9LP ST39102LW (seed 001's disk) | nothing: [RM] seek, [DS] everything else |
-//! | `wd1200bb` | WD Caviar WD1200BB (seed 000's disk) | geometry (4 heads, 8 zones), d0, overheads, segments |
-//! | `hp97560` | HP 97560 | buffer layout (2 × 128 sectors), write cache off |
+//! | `wd1200bb` | WD Caviar WD1200BB (seed 000's disk) | geometry (4 heads, 8 zones), d0, overheads, segments, no read-behind |
+//! | `hp97560` | HP 97560 | buffer layout (2 × 128 sectors), write cache off, no read-behind |
 
 use crate::hdd::{HddParams, Overheads, SeekCurve, Zone};
 
@@ -87,6 +88,7 @@ pub fn barracuda() -> HddParams {
         segment_sectors: 281,     // [DS] Segment size (in blks)
         read_ahead: true,         // [DS] Maximum read-ahead 281
         read_ahead_on_hit: false, // [DS] Read-ahead on idle hit = 0
+        read_behind: false,       // [DS] Read any free blocks = 0
         write_cache: true,        // [DS] Fast write level 1
         max_write_segments: 1,    // [DS] Maximum number of write segments
     }
@@ -132,6 +134,7 @@ pub fn cheetah9lp() -> HddParams {
         segment_sectors: 561,
         read_ahead: true,
         read_ahead_on_hit: false, // [DS] Read-ahead on idle hit = 0
+        read_behind: false,       // [DS] Read any free blocks = 0
         write_cache: true,        // [DS] Fast write level 2
         max_write_segments: 3,    // [DS]
     }
@@ -144,7 +147,8 @@ pub fn cheetah9lp() -> HddParams {
 /// one fifth of the cylinders, skews of one head switch / one track-to-track seek, controller overhead 0.3 ms,
 /// ATA-100 bus (100 MB/s: 5.12 µs per sector), buffer as 8 segments of 512 sectors (seed 000 observes more
 /// processes than disk-cache segments in most runs of 1-32 processes), read-ahead also after buffer hits (drives
-/// of that generation keep prefetching a sequential stream), write cache on (the ATA default).
+/// of that generation keep prefetching a sequential stream), no read-behind (no source says either way), write cache
+/// on (the ATA default).
 pub fn wd1200bb() -> HddParams {
     let heads = 4u32;
     let capacity: u64 = 234_441_648;
@@ -189,6 +193,7 @@ pub fn wd1200bb() -> HddParams {
         segment_sectors: 512,
         read_ahead: true,
         read_ahead_on_hit: true,
+        read_behind: false, // [A] no source says the WD1200BB keeps what it reads before the target
         write_cache: true,
         max_write_segments: 1,
     }
@@ -197,7 +202,8 @@ pub fn wd1200bb() -> HddParams {
 /// HP 97560 [RW]: 4002 rpm, 1962 cylinders, 19 data surfaces, 72 sectors per track, seek `3.24 + 0.400*sqrt(d)`
 /// below 383 cylinders and `8.00 + 0.008*d` above, head switch 1.6 ms, controller overhead 2.2 ms, track skew 8
 /// and cylinder skew 18 sectors, SCSI-2 at 10 MB/s (51.2 µs per sector), 128 KB buffer with read-ahead.
-/// [A]: the buffer as 2 segments of 128 sectors; write cache off (immediate reporting was off in [RW]'s traces).
+/// [A]: the buffer as 2 segments of 128 sectors; write cache off (immediate reporting was off in [RW]'s traces); no
+/// read-behind.
 pub fn hp97560() -> HddParams {
     HddParams {
         name: "hp97560".into(),
@@ -216,6 +222,7 @@ pub fn hp97560() -> HddParams {
         segment_sectors: 128,
         read_ahead: true,
         read_ahead_on_hit: false,
+        read_behind: false, // [A] no source says the HP 97560 keeps what it reads before the target
         write_cache: false,
         max_write_segments: 1,
     }

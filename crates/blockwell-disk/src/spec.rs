@@ -58,6 +58,7 @@ pub const HDD_KEYS: &[&str] = &[
     "segment_sectors",
     "read_ahead",
     "read_ahead_on_hit",
+    "read_behind",
     "write_cache",
     "max_write_segments",
     "bus_us",
@@ -160,6 +161,7 @@ impl DiskSpec {
                     "segment_sectors" => h.segment_sectors = set.u32()?,
                     "read_ahead" => h.read_ahead = set.bool()?,
                     "read_ahead_on_hit" => h.read_ahead_on_hit = set.bool()?,
+                    "read_behind" => h.read_behind = set.bool()?,
                     "write_cache" => h.write_cache = set.bool()?,
                     "max_write_segments" => h.max_write_segments = set.u32()?,
                     "bus_us" => h.bus_us_per_sector = set.f64()?,
@@ -290,7 +292,9 @@ mod tests {
                 (gap, DiskRequest { op, sector, sectors })
             })
             .collect();
-        for (name, _) in list() {
+        let options =
+            ["wd1200bb(read_behind=1)", "barracuda(read_behind=1,read_ahead_on_hit=1)", "hp97560(read_behind=1)"];
+        for name in list().into_iter().map(|(n, _)| n).chain(options) {
             let mut a = DiskSpec::model(name).unwrap();
             let mut b = a.boxed_clone();
             let run = |m: &mut Box<dyn crate::DiskModel>| {
@@ -327,5 +331,25 @@ mod tests {
         assert!(e.contains("'read_ahead'") && e.contains("boolean"), "{e}");
         let e = DiskSpec::parse("hp97560(rpm=0)").unwrap_err().to_string();
         assert!(e.contains("rpm"), "{e}");
+    }
+
+    #[test]
+    fn read_behind_is_off_in_every_preset_and_parses_like_read_ahead() {
+        let hdd = |s: &str| match DiskSpec::parse(s).unwrap().params {
+            DeviceParams::Hdd(h) => h,
+            other => panic!("{other:?}"),
+        };
+        for (name, _) in presets::HDD_PRESETS {
+            assert!(!hdd(name).read_behind, "{name}");
+        }
+        assert!(hdd("wd1200bb(read_behind=1)").read_behind);
+        assert!(hdd("wd1200bb(read-behind=on)").read_behind);
+        assert!(!hdd("wd1200bb(read_behind=false)").read_behind);
+        let e = DiskSpec::parse("wd1200bb(read_behind=maybe)").unwrap_err().to_string();
+        assert!(e.contains("'read_behind'") && e.contains("maybe") && e.contains("boolean"), "{e}");
+        let e = DiskSpec::parse("wd1200bb(read_behnd=1)").unwrap_err().to_string();
+        assert!(e.contains("read_behind"), "the known parameters are listed: {e}");
+        assert!(DiskSpec::model("wd1200bb(read_behind=1)").unwrap().describe().contains("read-behind on"));
+        assert!(!DiskSpec::model("wd1200bb").unwrap().describe().contains("read-behind"));
     }
 }
