@@ -83,12 +83,17 @@ fn two_concurrent() -> Vec<FileInfo> {
     vec![file(4 << 20, 0, 7), file(4 << 20, 1, 7)]
 }
 
+/// `block-groups` without reservation windows and colours: ext2's allocation, first free block after the goal.
+fn ext2_like() -> LayoutParams {
+    LayoutParams { rsv_min: 0, colours: 1, ..LayoutParams::default() }
+}
+
 #[test]
 fn block_groups_interleave_concurrently_written_files() {
     let files = two_concurrent();
-    let m = FileMap::build(LayoutKind::BlockGroups, &files, BS, 1);
+    let m = FileMap::build_with(LayoutKind::BlockGroups, &files, BS, 1, &ext2_like()).unwrap();
     let (a, b) = (extents(&m, 0), extents(&m, 1));
-    // 1024 blocks each in 4-64 KiB chunks: many extents, none longer than a chunk (16 blocks).
+    // Without windows: 1024 blocks each in 4-64 KiB chunks: many extents, none longer than a chunk (16 blocks).
     assert!(a.len() >= 1024 / 16 && b.len() >= 1024 / 16, "{} {}", a.len(), b.len());
     assert!(a.iter().chain(&b).all(|&(_, n)| n <= 16));
     // Interleaved: between two extents of file 0 lies an extent of file 1, in one group.
@@ -98,6 +103,26 @@ fn block_groups_interleave_concurrently_written_files() {
     assert!(switches >= all.len() - 2, "{switches} switches among {} extents", all.len());
     let span = all.last().unwrap().0 - all[0].0;
     assert!(span < 2048 + 16, "both files packed in their group: span {span}");
+
+    // ext3's reservation windows, same goal (colours=1): the writers leapfrog in windows of 8 blocks doubling
+    // to 1027, so each file has a few extents (whole windows, merged where one follows the file's previous one)
+    // instead of 64 or more.
+    let p = LayoutParams { colours: 1, ..LayoutParams::default() };
+    let m = FileMap::build_with(LayoutKind::BlockGroups, &files, BS, 1, &p).unwrap();
+    m.validate(&files).unwrap();
+    for f in 0..2 {
+        let e = extents(&m, f);
+        assert!((2..=10).contains(&e.len()), "file {f}: {e:?}");
+        let sizes: Vec<u64> = e.iter().map(|x| x.1).collect();
+        assert!(sizes.iter().any(|&n| n >= 256), "{sizes:?}");
+    }
+    // Default (16 colours): the two writers' first goals are 1/16 group (2048 blocks) apart, and 4 MiB files
+    // never meet: one extent each.
+    let m = FileMap::build(LayoutKind::BlockGroups, &files, BS, 1);
+    let (a, b) = (extents(&m, 0), extents(&m, 1));
+    assert_eq!((a.len(), b.len()), (1, 1), "{a:?} {b:?}");
+    assert_eq!(a[0].0.abs_diff(b[0].0) % 2048, 0, "{a:?} {b:?}");
+
     // Contiguous and single-extent: one extent each, not interleaved.
     for kind in [LayoutKind::Contiguous, LayoutKind::SingleExtent] {
         let m = FileMap::build(kind, &files, BS, 1);

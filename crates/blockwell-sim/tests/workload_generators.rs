@@ -1,7 +1,7 @@
 //! Workload generators: the shape of each one, determinism, the registry and its errors.
 
 use blockwell_core::Op;
-use blockwell_sim::layout::{FileMap, LayoutKind};
+use blockwell_sim::layout::{FileMap, LayoutKind, LayoutSpec};
 use blockwell_sim::workload::{FileRequest, Workload};
 use blockwell_sim::workloads::{generate, list, SpecError, WorkloadKind, WorkloadSpec};
 
@@ -227,7 +227,8 @@ fn every_default_workload_is_valid_and_sized_for_seconds() {
 #[test]
 fn files_written_concurrently_interleave_only_on_block_groups() {
     let w = gen("strided-4k(procs=2,file_mb=4)");
-    let bg = FileMap::build(LayoutKind::BlockGroups, &w.files, 4096, 7);
+    // ext2-like block groups (no reservation windows, one goal for every writer): chunk by chunk.
+    let bg = LayoutSpec::parse("block-groups(rsv_min=0,colours=1)").unwrap().build(&w.files, 4096, 7).unwrap();
     let ct = FileMap::build(LayoutKind::Contiguous, &w.files, 4096, 7);
     bg.validate(&w.files).unwrap();
     assert!(bg.extents(0).len() > 50 && bg.extents(1).len() > 50);
@@ -315,8 +316,8 @@ fn layout_stats() {
     println!("|---|---|---|---|---|---|");
     for spec in ["strided-4k(procs=8)", "kernel-read(procs=8)"] {
         let w = gen(spec);
-        for &kind in LayoutKind::ALL {
-            let m = FileMap::build(kind, &w.files, 4096, 1);
+        for layout in ["contiguous", "block-groups", "block-groups(rsv_min=0)", "single-extent", "scattered"] {
+            let m = LayoutSpec::parse(layout).unwrap().build(&w.files, 4096, 1).unwrap();
             m.validate(&w.files).unwrap();
             let extents: usize = (0..w.files.len() as u32).map(|f| m.extents(f).len()).sum();
             let blocks: u64 = w.files.iter().map(|f| f.size.div_ceil(4096)).sum();
@@ -333,8 +334,7 @@ fn layout_stats() {
             }
             let shared = owner.values().filter(|v| v.1).count();
             println!(
-                "| `{spec}` | `{}` | {:.1} | {:.1} | {:.0} % | {:.0} |",
-                kind.name(),
+                "| `{spec}` | `{layout}` | {:.1} | {:.1} | {:.0} % | {:.0} |",
                 extents as f64 / w.files.len() as f64,
                 blocks as f64 * 4.0 / extents as f64,
                 100.0 * shared as f64 / owner.len() as f64,

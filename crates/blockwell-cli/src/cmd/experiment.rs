@@ -10,7 +10,7 @@ use blockwell_core::policy::{parse_policy_list, PolicySpec, Preset};
 use blockwell_disk::DiskSpec;
 use blockwell_sim::experiments::policies::{Metric, PolicyGrid, PolicyResults, Source};
 use blockwell_sim::experiments::redcap::{RedcapGrid, RedcapResults};
-use blockwell_sim::layout::LayoutKind;
+use blockwell_sim::layout::LayoutSpec;
 use blockwell_sim::replay::CacheSize;
 use blockwell_sim::vtime::{LevelConfig, PrefetchChoice};
 use blockwell_sim::workloads::WorkloadSpec;
@@ -24,7 +24,7 @@ pub enum Command {
     /// Seed 000 Figure 1: improvement in application time with REDCAP vs without, per benchmark × processes ×
     /// layout × REDCAP configuration.
     #[command(after_help = "\
-The seed's file systems map to layouts: ext2/ext3 → block-groups, XFS/JFS → single-extent, ReiserFS → \
+The seed's file systems map to layouts: ext3 → block-groups, ext2 → block-groups(rsv_min=0), XFS/JFS → single-extent, ReiserFS → \
 scattered; contiguous is the ideal baseline. Each (benchmark, processes) workload runs once without REDCAP and \
 once per configuration on each layout, cold caches; improvement = 1 - time with / time without. Runs are \
 independent and use all cores (--threads); the output is the same whatever the thread count. Results and their \
@@ -86,7 +86,7 @@ pub struct RedcapArgs {
     #[arg(long, value_name = "LIST")]
     pub procs: Option<String>,
 
-    /// Layouts [default: block-groups,contiguous,single-extent,scattered].
+    /// Layouts, with parameters [default: block-groups,block-groups(rsv_min=0),contiguous,single-extent,scattered].
     #[arg(long, value_name = "LIST")]
     pub layouts: Option<String>,
 
@@ -110,8 +110,8 @@ pub struct RedcapArgs {
     #[arg(long, value_name = "POLICY", default_value = "lru")]
     pub page_policy: String,
 
-    /// Page-cache read-ahead.
-    #[arg(long, value_name = "PREFETCHER", default_value = "linux24")]
+    /// Page-cache read-ahead (default: Linux 2.6.14's, the seed's kernel).
+    #[arg(long, value_name = "PREFETCHER", default_value = "linux26")]
     pub page_prefetch: String,
 
     /// Device queue order: fifo or c-look.
@@ -306,7 +306,10 @@ fn redcap(a: RedcapArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(l) = &a.layouts {
         g.layouts =
-            split_list(l).iter().map(|x| x.parse::<LayoutKind>()).collect::<Result<_, _>>().context("--layouts")?;
+            split_list(l).iter().map(|x| x.parse::<LayoutSpec>()).collect::<Result<_, _>>().context("--layouts")?;
+        for l in &g.layouts {
+            l.params.validate(g.block_size).with_context(|| format!("--layouts: {l}"))?;
+        }
     }
     if let Some(c) = &a.configs {
         g.configs = split_list(c);
@@ -425,6 +428,7 @@ fn policies(a: PolicyArgs) -> anyhow::Result<ExitCode> {
     g.disk = DiskSpec::parse(&a.disk).context("--disk")?;
     g.disk.build().context("--disk")?;
     g.layout = a.layout.parse().context("--layout")?;
+    g.layout.params.validate(g.block_size).context("--layout")?;
     g.scheduler = parse_scheduler(&a.scheduler).context("--scheduler")?;
     g.think_ns = a.think_us.map(|us| us.saturating_mul(1000));
     if let Some(t) = threads(&a.output)? {

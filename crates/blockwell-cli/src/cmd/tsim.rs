@@ -6,7 +6,7 @@ use crate::cmd::common::{parse_bytes, TraceArgs};
 use anyhow::{bail, Context};
 use blockwell_core::policy::{PolicySpec, Preset};
 use blockwell_disk::DiskSpec;
-use blockwell_sim::layout::LayoutKind;
+use blockwell_sim::layout::LayoutSpec;
 use blockwell_sim::vtime::{self, Config, IssueMode, LevelConfig, PrefetchChoice, RedcapSetup, Scheduler};
 use blockwell_sim::workloads::WorkloadSpec;
 use std::io::Write;
@@ -43,7 +43,8 @@ pub struct Args {
     #[arg(long, value_name = "SPEC", default_value = "wd1200bb")]
     pub disk: String,
 
-    /// File layout: contiguous, block-groups, single-extent, scattered.
+    /// File layout: contiguous, block-groups (ext3; `block-groups(rsv_min=0)`: ext2), single-extent, scattered,
+    /// with optional parameters (docs/workloads.md).
     #[arg(long, value_name = "LAYOUT", default_value = "contiguous")]
     pub layout: String,
 
@@ -177,7 +178,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         bail!("--block-size: {block_size} is not a power of two from 512 B to 1 MiB");
     }
     let disk = DiskSpec::parse(&a.disk).context("--disk")?;
-    let layout: LayoutKind = a.layout.parse().context("--layout")?;
+    let layout: LayoutSpec = a.layout.parse().context("--layout")?;
+    layout.params.validate(block_size).context("--layout")?;
     let scheduler = parse_scheduler(&a.scheduler).context("--scheduler")?;
     let preset = Preset::from_name(&a.preset).ok_or_else(|| {
         anyhow::anyhow!(

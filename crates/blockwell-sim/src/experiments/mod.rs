@@ -26,6 +26,8 @@ pub enum Error {
     Disk(#[from] blockwell_disk::SpecError),
     #[error(transparent)]
     Trace(#[from] blockwell_trace::TraceError),
+    #[error(transparent)]
+    Layout(#[from] crate::layout::LayoutError),
     /// A run failed; `run` names it (benchmark, layout, policy, ...).
     #[error("{run}: {source}")]
     Run { run: String, source: crate::vtime::Error },

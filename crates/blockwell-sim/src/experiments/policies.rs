@@ -8,7 +8,7 @@
 //! Cache sizes are blocks or percentages of the footprint (distinct blocks the source touches).
 
 use super::{cell, par_map, Error};
-use crate::layout::LayoutKind;
+use crate::layout::{LayoutKind, LayoutSpec};
 use crate::replay::CacheSize;
 use crate::vtime::{
     run_block_requests, run_workload, BlockRequest, Config, IoCount, LevelConfig, PrefetchChoice, Report, Scheduler,
@@ -80,7 +80,7 @@ pub struct PolicyGrid {
     pub sizes: Vec<CacheSize>,
     pub disk: DiskSpec,
     /// File layout of workloads (ignored for block traces).
-    pub layout: LayoutKind,
+    pub layout: LayoutSpec,
     pub scheduler: Scheduler,
     pub block_size: u64,
     /// Closed-loop think time for every request instead of the source's.
@@ -103,7 +103,7 @@ impl PolicyGrid {
             prefetchers: vec![PrefetchChoice::None, parse_prefetch("linux24")?],
             sizes: [10.0, 25.0, 50.0, 75.0, 100.0].into_iter().map(CacheSize::PercentOfFootprint).collect(),
             disk: DiskSpec::parse("cheetah9lp")?,
-            layout: LayoutKind::Contiguous,
+            layout: LayoutKind::Contiguous.into(),
             scheduler: Scheduler::Fifo,
             block_size: 4096,
             think_ns: None,
@@ -146,7 +146,7 @@ impl PolicyGrid {
             let mut cfg = Config {
                 block_size: self.block_size,
                 preset: self.preset,
-                layout: self.layout,
+                layout: self.layout.clone(),
                 scheduler: self.scheduler,
                 think_ns: self.think_ns,
                 ..Config::default()
@@ -191,7 +191,7 @@ impl PolicyGrid {
             source: self.source.name().to_string(),
             disk: self.disk.label().to_string(),
             layout: match self.source {
-                Source::Workload(_) => Some(self.layout.name().to_string()),
+                Source::Workload(_) => Some(self.layout.to_string()),
                 Source::Blocks { .. } => None,
             },
             scheduler: self.scheduler,

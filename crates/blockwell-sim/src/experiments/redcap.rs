@@ -4,7 +4,7 @@
 //! Each (benchmark, processes) pair is one generated workload ([`crate::workloads`]); each (workload, layout)
 //! runs once without REDCAP (the "Original Kernel") and once per REDCAP configuration, on the same disk model,
 //! page cache, read-ahead and scheduler. Improvement = 1 − time with / time without (positive: REDCAP is
-//! faster), as the paper's figure plots it. The seed's file systems map to layouts (ext2/ext3 → `block-groups`,
+//! faster), as the paper's figure plots it. The seed's file systems map to layouts (ext3 → `block-groups`, ext2 → `block-groups(rsv_min=0)`,
 //! XFS/JFS → `single-extent`, ReiserFS → `scattered`; `contiguous` is the ideal baseline): see
 //! `docs/experiments/redcap.md`.
 //!
@@ -17,7 +17,7 @@
 //! improvements, its 95 % confidence half-width (Student's t), and the other quantities' means.
 
 use super::{cell, par_map, Error};
-use crate::layout::LayoutKind;
+use crate::layout::{LayoutKind, LayoutSpec};
 use crate::vtime::{run_workload, Config, LevelConfig, PrefetchChoice, RedcapSetup, Report, Scheduler};
 use crate::workload::Workload;
 use crate::workloads::WorkloadSpec;
@@ -32,9 +32,9 @@ pub const BENCHMARKS: [&str; 5] = ["kernel-read", "ior", "tac", "strided-4k", "s
 pub const PROCS: [u32; 6] = [1, 2, 4, 8, 16, 32];
 /// REDCAP configurations of the paper.
 pub const CONFIGS: [&str; 2] = ["64x128k", "128x128k"];
-/// Layouts standing for the paper's file systems (see the module doc).
-pub const LAYOUTS: [LayoutKind; 4] =
-    [LayoutKind::BlockGroups, LayoutKind::Contiguous, LayoutKind::SingleExtent, LayoutKind::Scattered];
+/// Layouts standing for the paper's file systems (see the module doc): ext3, ext2 (block groups without
+/// reservation windows), JFS, ReiserFS, and the contiguous baseline.
+pub const LAYOUTS: [&str; 5] = ["block-groups", "block-groups(rsv_min=0)", "contiguous", "single-extent", "scattered"];
 
 /// The grid and the system it runs on.
 #[derive(Clone, Debug)]
@@ -43,7 +43,7 @@ pub struct RedcapGrid {
     /// parameters (`random(files=8)`); the results name benchmarks exactly as given here.
     pub benchmarks: Vec<String>,
     pub procs: Vec<u32>,
-    pub layouts: Vec<LayoutKind>,
+    pub layouts: Vec<LayoutSpec>,
     /// REDCAP presets (`64x128k`, `128x128k`).
     pub configs: Vec<String>,
     pub disk: DiskSpec,
@@ -71,12 +71,12 @@ pub const START_JITTER_NS: u64 = 10_000_000;
 
 impl RedcapGrid {
     /// The paper's grid: five benchmarks × 1–32 processes × four layouts × two configurations on `wd1200bb`,
-    /// a 256 MiB LRU page cache with Linux 2.4 read-ahead, C-LOOK.
+    /// a 256 MiB LRU page cache with Linux 2.6.14 read-ahead (`linux26`), C-LOOK; ext3 and ext2 block groups.
     pub fn paper() -> Result<Self, Error> {
         Ok(RedcapGrid {
             benchmarks: BENCHMARKS.iter().map(|s| s.to_string()).collect(),
             procs: PROCS.to_vec(),
-            layouts: LAYOUTS.to_vec(),
+            layouts: LAYOUTS.iter().map(|s| LayoutSpec::parse(s)).collect::<Result<_, _>>()?,
             configs: CONFIGS.iter().map(|s| s.to_string()).collect(),
             disk: DiskSpec::parse("wd1200bb")?,
             page_cache: Some(default_page_cache()),
@@ -97,7 +97,7 @@ impl RedcapGrid {
     pub fn quick() -> Result<Self, Error> {
         Ok(RedcapGrid {
             procs: vec![1, 8],
-            layouts: vec![LayoutKind::BlockGroups, LayoutKind::Scattered],
+            layouts: vec![LayoutKind::BlockGroups.into(), LayoutKind::Scattered.into()],
             configs: vec![CONFIGS[0].to_string()],
             scale: 0.125,
             runs: 3,
@@ -156,7 +156,7 @@ impl RedcapGrid {
         Ok(())
     }
 
-    fn config(&self, layout: LayoutKind, redcap: Option<&str>, run: u32) -> Result<Config, Error> {
+    fn config(&self, layout: &LayoutSpec, redcap: Option<&str>, run: u32) -> Result<Config, Error> {
         let redcap = match redcap {
             Some(c) => Some(RedcapSetup {
                 shadow_depth: self.shadow_depth,
@@ -169,7 +169,7 @@ impl RedcapGrid {
             block_size: self.block_size,
             page_cache: self.page_cache.clone(),
             redcap,
-            layout,
+            layout: layout.clone(),
             layout_seed: self.layout_seed,
             scheduler: self.scheduler,
             start_jitter_ns: self.start_jitter_ns,
@@ -191,9 +191,9 @@ impl RedcapGrid {
             }
         }
         // Jobs: (workload, layout, configuration or none for the baseline, run).
-        let mut jobs: Vec<(usize, LayoutKind, Option<usize>, u32)> = Vec::new();
+        let mut jobs: Vec<(usize, &LayoutSpec, Option<usize>, u32)> = Vec::new();
         for w in 0..workloads.len() {
-            for &l in &self.layouts {
+            for l in &self.layouts {
                 for run in 1..=self.runs {
                     jobs.push((w, l, None, run));
                     for c in 0..self.configs.len() {
@@ -219,7 +219,7 @@ impl RedcapGrid {
         let mut reports = reports.into_iter();
         let mut cells = Vec::new();
         for (bench, procs, workload) in &workloads {
-            for &layout in &self.layouts {
+            for layout in &self.layouts {
                 // pairs[c]: (without, with) per run, for configuration c.
                 let mut pairs: Vec<Vec<(Report, Report)>> = vec![Vec::new(); self.configs.len()];
                 for _ in 0..self.runs {
@@ -243,7 +243,7 @@ impl RedcapGrid {
             block_size: self.block_size,
             benchmarks: self.benchmarks.clone(),
             procs: self.procs.clone(),
-            layouts: self.layouts.iter().map(|l| l.name().to_string()).collect(),
+            layouts: self.layouts.iter().map(|l| l.to_string()).collect(),
             configs: self.configs.clone(),
             runs: self.runs,
             start_jitter_ns: self.start_jitter_ns,
@@ -254,10 +254,10 @@ impl RedcapGrid {
     }
 }
 
-/// The page cache of the paper's grid: 256 MiB LRU with Linux 2.4 read-ahead.
+/// The page cache of the paper's grid: 256 MiB LRU with the read-ahead of the seed's kernel, Linux 2.6.14 (`linux26`).
 pub fn default_page_cache() -> LevelConfig {
     LevelConfig::new(PolicySpec::new(blockwell_core::PolicyKind::Lru), 256 << 20).with_prefetch(PrefetchChoice::Spec(
-        blockwell_core::prefetch::PrefetcherSpec::new(blockwell_core::prefetch::PrefetcherKind::Linux24),
+        blockwell_core::prefetch::PrefetcherSpec::new(blockwell_core::prefetch::PrefetcherKind::Linux26),
     ))
 }
 
@@ -296,7 +296,7 @@ impl RedcapCell {
         benchmark: &str,
         procs: u32,
         workload: &str,
-        layout: LayoutKind,
+        layout: &LayoutSpec,
         config: &str,
         runs: &[(Report, Report)],
     ) -> Self {
@@ -320,7 +320,7 @@ impl RedcapCell {
             benchmark: benchmark.to_string(),
             procs,
             workload: workload.to_string(),
-            layout: layout.name().to_string(),
+            layout: layout.to_string(),
             config: config.to_string(),
             time_without_ns: mean_u(&|a, _| a.app_time_ns),
             time_with_ns: mean_u(&|_, b| b.app_time_ns),

@@ -971,7 +971,11 @@ pub(super) fn run_workload(w: &Workload, cfg: &Config, disk: &dyn DiskModel) -> 
         }
         reqs.push(v);
     }
-    let make = || Input::Files { map: FileMap::build(cfg.layout, &w.files, bs, cfg.layout_seed), pages: pages.clone() };
+    let map: FileMap = cfg
+        .layout
+        .build(&w.files, bs, cfg.layout_seed)
+        .map_err(|e| Error::Config(format!("layout {}: {e}", cfg.layout)))?;
+    let make = || Input::Files { map: map.clone(), pages: pages.clone() };
     simulate(&w.name, make, reqs, cfg, disk)
 }
 

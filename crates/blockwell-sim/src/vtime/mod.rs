@@ -38,7 +38,7 @@ pub use level::LevelCounters;
 pub use redcap::{RedcapReport, RedcapSetup};
 pub use report::{DeviceReport, IoCount, LevelReport, Report};
 
-use crate::layout::LayoutKind;
+use crate::layout::LayoutSpec;
 use crate::workload::Workload;
 use blockwell_core::cache::CacheError;
 use blockwell_core::policy::{PolicyError, PolicySpec, Preset};
@@ -163,8 +163,8 @@ pub struct Config {
     pub block_cache: Option<LevelConfig>,
     /// REDCAP between the layout and the device (seed `000_*`), instead of a block cache.
     pub redcap: Option<RedcapSetup>,
-    /// How files are placed on the disk.
-    pub layout: LayoutKind,
+    /// How files are placed on the disk (a layout with its parameters).
+    pub layout: LayoutSpec,
     /// Seed of layouts with randomness.
     pub layout_seed: u64,
     pub scheduler: Scheduler,
@@ -201,7 +201,7 @@ impl Default for Config {
             page_cache: None,
             block_cache: None,
             redcap: None,
-            layout: LayoutKind::default(),
+            layout: LayoutSpec::default(),
             layout_seed: 0,
             scheduler: Scheduler::default(),
             issue: IssueMode::default(),

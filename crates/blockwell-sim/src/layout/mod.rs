@@ -22,11 +22,18 @@
 //!   for 16384 inodes of 128 bytes, one per 8 KiB, as mke2fs of the seed's time made them). Directories are spread over the groups
 //!   like ext3's Orlov allocator spreads top-level directories: each directory's home group is picked
 //!   pseudo-randomly from the seed among the groups of a disk that the data fills to `fill` (half, by
-//!   default). A file's blocks are allocated in its directory's group, each chunk at the group's next free
-//!   block, in the order of the creation schedule; so two files of one directory written concurrently by two
-//!   writers get interleaved extents of one chunk each, while a file written alone is one extent. A full group
-//!   spills into the next group with free space (new groups are added past the end if needed). Not modelled:
-//!   ext3's per-file reservation windows, delayed allocation, freed space.
+//!   default). A file's blocks are allocated in its directory's group, in the order of the creation schedule, by
+//!   the allocator of Linux 2.6.14's ext3 (`balloc.rs`): a file's first block is searched from its group's start
+//!   plus a *colour* of `(pid % 16) × group / 16` (`colours`; the writer's pid), the next ones after its last
+//!   block, and each open file allocates inside its own *reservation window*, `rsv_min` (8 blocks) doubling to
+//!   `rsv_max` (1027 blocks, ~4 MiB) while it fills them, which no other file may use. So files written
+//!   concurrently by processes of different colours start 8 MiB apart and stay one extent until they meet; when
+//!   they meet (or share a colour), they leapfrog each other in windows of 32 KiB growing to 4 MiB. A file
+//!   written alone is one extent. `rsv_min=0` turns the windows off (ext2 of 2.6.14, which had none): then
+//!   concurrent writers interleave chunk by chunk (4–64 KiB), and with `colours=1` too every file's search starts
+//!   at the group start, the allocation of Blockwell before 2026-11-22. A full group spills into the next group
+//!   with free space (new groups are added past the end if needed). Not modelled: indirect blocks, delayed
+//!   allocation, freed space, ext2's search for free bytes and its 8-block preallocation.
 //! - `single-extent` (JFS-like; seed 000 groups XFS with the interleaving file systems, so `block-groups`
 //!   with XFS's allocation-group size is the closer model for XFS): every file is one extent, placed in
 //!   creation order. The disk is divided into allocation groups of `ag_bytes` (1 GiB, the JFS allocation-group
@@ -46,6 +53,8 @@
 //!
 //! Every layout gives each block of each file exactly one disk block, never shared with another file block,
 //! and is a pure function of (files, block size, seed, parameters).
+
+mod balloc;
 
 use crate::gen::{Permutation, Rng, SplitMix64};
 use crate::workload::FileInfo;
@@ -137,6 +146,13 @@ pub struct LayoutParams {
     pub group_bytes: u64,
     /// `block-groups`: metadata at the start of each group.
     pub group_reserved_bytes: u64,
+    /// `block-groups`: first reservation window of a file (ext3: 8 blocks); 0: no windows (ext2).
+    pub rsv_min: u64,
+    /// `block-groups`: largest reservation window (ext3: 1027 blocks).
+    pub rsv_max: u64,
+    /// `block-groups`: goal colours per group (ext2/3: 16, by the writer's pid); 1: every file starts its
+    /// search at the group start.
+    pub colours: u64,
     /// `single-extent`: bytes per allocation group.
     pub ag_bytes: u64,
     /// `scattered`: smallest run, in blocks.
@@ -156,6 +172,9 @@ impl Default for LayoutParams {
             chunk_max: 64 << 10,
             group_bytes: 128 << 20,
             group_reserved_bytes: (2 << 20) + (8 << 10),
+            rsv_min: 8 << 12,
+            rsv_max: 1027 << 12,
+            colours: 16,
             ag_bytes: 1 << 30,
             run_min: 1,
             run_max: 16,
@@ -182,6 +201,12 @@ impl LayoutParams {
         if self.group_reserved_bytes.div_ceil(block_size) >= group {
             return bad("group_reserved_bytes", format!("must be smaller than group_bytes ({})", self.group_bytes));
         }
+        if self.rsv_min > 0 && self.rsv_max < self.rsv_min {
+            return bad("rsv_max", format!("must be at least rsv_min ({})", self.rsv_min));
+        }
+        if self.colours == 0 || self.colours > group {
+            return bad("colours", format!("must be between 1 and the blocks per group ({group})"));
+        }
         if self.ag_bytes < block_size {
             return bad("ag_bytes", format!("must hold at least one block of {block_size} B"));
         }
@@ -205,6 +230,49 @@ impl LayoutParams {
 pub struct LayoutSpec {
     pub kind: LayoutKind,
     pub params: LayoutParams,
+}
+
+impl Default for LayoutSpec {
+    fn default() -> Self {
+        LayoutKind::default().into()
+    }
+}
+
+impl From<LayoutKind> for LayoutSpec {
+    fn from(kind: LayoutKind) -> Self {
+        LayoutSpec { kind, params: LayoutParams::default() }
+    }
+}
+
+impl FromStr for LayoutSpec {
+    type Err = LayoutError;
+    fn from_str(s: &str) -> Result<Self, LayoutError> {
+        LayoutSpec::parse(s)
+    }
+}
+
+/// The canonical text: the kind's name, then the parameters that differ from the defaults in
+/// [`LAYOUT_PARAMS`] order (`block-groups`, `block-groups(rsv_min=0,colours=1)`). Parses back to the same spec.
+impl fmt::Display for LayoutSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.kind.name())?;
+        let (Ok(serde_json::Value::Object(mine)), Ok(serde_json::Value::Object(defaults))) =
+            (serde_json::to_value(&self.params), serde_json::to_value(LayoutParams::default()))
+        else {
+            return Ok(());
+        };
+        let changed: Vec<String> = LAYOUT_PARAMS
+            .iter()
+            .filter_map(|&k| match (mine.get(k), defaults.get(k)) {
+                (Some(v), Some(d)) if v != d => Some(format!("{k}={v}")),
+                _ => None,
+            })
+            .collect();
+        if !changed.is_empty() {
+            write!(f, "({})", changed.join(","))?;
+        }
+        Ok(())
+    }
 }
 
 impl LayoutSpec {
@@ -255,6 +323,9 @@ pub const LAYOUT_PARAMS: &[&str] = &[
     "chunk_max",
     "group_bytes",
     "group_reserved_bytes",
+    "rsv_min",
+    "rsv_max",
+    "colours",
     "ag_bytes",
     "run_min",
     "run_max",
@@ -386,38 +457,32 @@ impl FileMap {
         let g = p.group_bytes.div_ceil(bs);
         let r = p.group_reserved_bytes.div_ceil(bs).min(g - 1);
         let ngroups = Self::groups_for(Self::total_blocks(files, bs), g - r, p.fill);
-        // Next free block (relative to the group start) of each group.
-        let mut next: Vec<u64> = vec![r; ngroups as usize];
+        let (rsv_min, rsv_max) = (p.rsv_min.div_ceil(bs), p.rsv_max.div_ceil(bs));
+        let mut groups = balloc::Groups::new(ngroups, g, r, rsv_min, rsv_max);
         let home = |dir: u32| -> usize {
             (SplitMix64(seed ^ 0xb10c_6e0b ^ (dir as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)).next_u64() % ngroups)
                 as usize
         };
-        // Per file: the group it is being allocated in, and the file blocks placed so far.
-        let mut cur: Vec<Option<usize>> = vec![None; files.len()];
+        // The writers' pids modulo the colours: consecutive pids from a seeded base.
+        let colours = p.colours.clamp(1, g);
+        let pid_base = SplitMix64(seed ^ 0x00c0_10e5).next_u64() % colours;
+        let colour_goal = |writer: u32| ((u64::from(writer) + pid_base) % colours) * (g / colours);
+        // Per file: its allocation state once started, and the file blocks placed so far.
+        let mut state: Vec<Option<balloc::FileAlloc>> = vec![None; files.len()];
         let mut done: Vec<u64> = vec![0; files.len()];
         for c in creation_schedule(files, bs, p, seed) {
             let f = c.file as usize;
-            let mut gi = cur[f].unwrap_or_else(|| home(files[f].dir));
+            let st = state[f].get_or_insert_with(|| groups.open(home(files[f].dir), colour_goal(files[f].writer)));
             let mut left = c.blocks;
             while left > 0 {
-                if next[gi] >= g {
-                    // Spill: the next group with free space, or a new one past the end.
-                    gi = match (1..next.len()).map(|k| (gi + k) % next.len()).find(|&k| next[k] < g) {
-                        Some(k) => k,
-                        None => {
-                            next.push(r);
-                            next.len() - 1
-                        }
-                    };
-                }
-                let take = left.min(g - next[gi]);
-                let db = gi as u64 * g + next[gi];
-                next[gi] += take;
-                self.push(f, done[f], db, take);
-                done[f] += take;
-                left -= take;
+                let (gi, s, n) = groups.alloc(st, left);
+                self.push(f, done[f], gi as u64 * g + s, n);
+                done[f] += n;
+                left -= n;
             }
-            cur[f] = Some(gi);
+            if done[f] == files[f].size.div_ceil(bs) {
+                groups.close(st);
+            }
         }
     }
 
@@ -600,6 +665,19 @@ mod tests {
         let f = [FileInfo { size: 1, writer: 0, dir: 0 }];
         let e = LayoutSpec::parse("scattered(run_min=9,run_max=8)").unwrap().build(&f, 4096, 0).unwrap_err();
         assert!(matches!(e, LayoutError::BadParam { param: "run_min", .. }), "{e}");
+    }
+
+    #[test]
+    fn specs_print_their_changed_parameters_and_parse_back() {
+        for text in ["block-groups", "block-groups(rsv_min=0,colours=1)", "scattered(window=4,fill=0.25)"] {
+            let s: LayoutSpec = text.parse().unwrap();
+            assert_eq!(s.to_string(), text);
+            assert_eq!(s.to_string().parse::<LayoutSpec>().unwrap(), s);
+        }
+        // Order and spelling are canonical; a parameter given at its default is left out.
+        let s = LayoutSpec::parse("block-groups(colours=1, rsv-min=0, fill=0.5)").unwrap();
+        assert_eq!(s.to_string(), "block-groups(rsv_min=0,colours=1)");
+        assert_eq!(LayoutSpec::from(LayoutKind::Scattered).to_string(), "scattered");
     }
 
     #[test]
