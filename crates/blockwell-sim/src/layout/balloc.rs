@@ -187,11 +187,12 @@ impl Groups {
             return None;
         }
         if self.rsv_min > 0 {
-            let usable = match st.window {
-                Some((wg, ws, we)) => wg == gi && goal >= ws && goal < we && self.first_free(gi, goal, we).is_some(),
-                None => false,
+            // The first free block from the goal in the file's window, if the goal is in it.
+            let mut start = match st.window {
+                Some((wg, ws, we)) if wg == gi && goal >= ws && goal < we => self.first_free(gi, goal, we),
+                _ => None,
             };
-            if !usable {
+            if start.is_none() {
                 if let Some((_, ws, we)) = st.window {
                     if st.hits > (we - ws) / 2 {
                         st.goal_size = (st.goal_size * 2).min(self.rsv_max);
@@ -203,10 +204,10 @@ impl Groups {
                     self.windows[gi].insert(ws, we);
                     st.window = Some((gi, ws, we));
                     st.hits = 0;
+                    start = Some(self.first_free(gi, goal.max(ws), we)?);
                 }
             }
-            if let Some((_, ws, we)) = st.window {
-                let s = self.first_free(gi, goal.max(ws), we)?;
+            if let (Some(s), Some((_, _, we))) = (start, st.window) {
                 let got = self.take(gi, s, we, want);
                 st.hits += got;
                 return Some((s, got));

@@ -907,14 +907,15 @@ fn needs_oracle(cfg: &Config, files: bool) -> bool {
 
 /// Runs once, or twice when a policy needs next-use times (the first run records each level's demand
 /// sequence; the second gives each access the logical time of the same key's next recorded access).
+/// `files`: the input is a file-level workload (`make_input` gives [`Input::Files`]).
 fn simulate(
     name: &str,
     make_input: impl Fn() -> Input,
+    files: bool,
     reqs: Vec<Vec<Req>>,
     cfg: &Config,
     disk: &dyn DiskModel,
 ) -> Result<Report, Error> {
-    let files = matches!(make_input(), Input::Files { .. });
     let oracles = if needs_oracle(cfg, files) {
         let mut first = Sim::new(make_input(), reqs.clone(), cfg, disk, None, true)?;
         first.run();
@@ -976,7 +977,7 @@ pub(super) fn run_workload(w: &Workload, cfg: &Config, disk: &dyn DiskModel) -> 
         .build(&w.files, bs, cfg.layout_seed)
         .map_err(|e| Error::Config(format!("layout {}: {e}", cfg.layout)))?;
     let make = || Input::Files { map: map.clone(), pages: pages.clone() };
-    simulate(&w.name, make, reqs, cfg, disk)
+    simulate(&w.name, make, true, reqs, cfg, disk)
 }
 
 pub(super) fn run_block_requests(
@@ -1003,7 +1004,7 @@ pub(super) fn run_block_requests(
         }
         reqs.push(v);
     }
-    simulate(name, || Input::Blocks, reqs, cfg, disk)
+    simulate(name, || Input::Blocks, false, reqs, cfg, disk)
 }
 
 pub(super) fn run_block_trace(
