@@ -132,10 +132,12 @@ pub struct RedcapArgs {
     #[arg(long, value_name = "MS", default_value_t = 10.0)]
     pub start_jitter_ms: f64,
 
-    /// REDCAP's shadow devices queue at most N requests per process (the rest wait in arrival order); 0:
-    /// unbounded. See docs/experiments/redcap.md.
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub shadow_depth: usize,
+    /// How REDCAP's controller's shadow devices are fed: `closed-loop` (each process replays its own closed
+    /// loop; `closed-loop(lag=N)`: at most N requests per process wait, default 8, 0: no limit) or
+    /// `arrival(depth=N)` (queued as requests arrive; at most N per process, 0: no limit). See
+    /// docs/experiments/redcap.md.
+    #[arg(long, value_name = "SPEC", default_value = "closed-loop")]
+    pub shadow: String,
 
     /// Every think time gets a uniform random addition of up to this many microseconds, drawn per process and
     /// run (0: none). See docs/experiments/redcap.md.
@@ -345,7 +347,7 @@ fn redcap(a: RedcapArgs) -> anyhow::Result<ExitCode> {
         bail!("--start-jitter-ms: {} is not a number of milliseconds from 0 to 3600000", a.start_jitter_ms);
     }
     g.start_jitter_ns = (a.start_jitter_ms * 1e6).round() as u64;
-    g.shadow_depth = a.shadow_depth;
+    g.shadow = a.shadow.parse().context("--shadow")?;
     g.think_jitter_ns = a.think_jitter_us.saturating_mul(1000);
     if let Some(t) = threads(&a.output)? {
         g.threads = t;

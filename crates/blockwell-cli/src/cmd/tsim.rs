@@ -7,7 +7,7 @@ use anyhow::{bail, Context};
 use blockwell_core::policy::{PolicySpec, Preset};
 use blockwell_disk::DiskSpec;
 use blockwell_sim::layout::LayoutSpec;
-use blockwell_sim::vtime::{self, Config, IssueMode, LevelConfig, PrefetchChoice, RedcapSetup, Scheduler};
+use blockwell_sim::vtime::{self, Config, IssueMode, LevelConfig, PrefetchChoice, RedcapSetup, Scheduler, Shadow};
 use blockwell_sim::workloads::WorkloadSpec;
 use std::io::Write;
 use std::path::PathBuf;
@@ -114,9 +114,11 @@ pub struct Args {
     #[arg(long, value_name = "US", default_value_t = 0)]
     pub think_jitter_us: u64,
 
-    /// With --redcap: its shadow devices queue at most N requests per process (0: unbounded).
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub redcap_shadow_depth: usize,
+    /// With --redcap: how its controller's shadow devices are fed: `closed-loop` (each process replays its
+    /// own closed loop; at most `lag` requests per process wait, default 8, 0: no limit) or `arrival(depth=N)`
+    /// (queued as requests arrive; at most N per process, 0: no limit). docs/experiments/redcap.md.
+    #[arg(long, value_name = "SPEC", default_value = "closed-loop")]
+    pub redcap_shadow: String,
 
     /// Page and block size.
     #[arg(long, value_name = "BYTES", default_value = "4096")]
@@ -202,12 +204,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         block_size,
         ["--block-cache", "--block-policy", "--block-prefetch"],
     )?;
-    let redcap = a
-        .redcap
-        .as_deref()
-        .map(|r| RedcapSetup::preset(r, block_size).map(|s| RedcapSetup { shadow_depth: a.redcap_shadow_depth, ..s }))
-        .transpose()
-        .context("--redcap")?;
+    let shadow: Shadow = a.redcap_shadow.parse().context("--redcap-shadow")?;
+    let redcap = a.redcap.as_deref().map(|r| RedcapSetup::preset(r, block_size)).transpose().context("--redcap")?;
+    let redcap = redcap.map(|s| RedcapSetup { shadow, ..s });
     let max_request_bytes = parse_bytes(&a.max_request).context("--max-request")?;
     if max_request_bytes < block_size {
         bail!("--max-request: {max_request_bytes} B is less than one block ({block_size} B)");

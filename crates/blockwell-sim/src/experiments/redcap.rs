@@ -18,7 +18,7 @@
 
 use super::{cell, par_map, Error};
 use crate::layout::{LayoutKind, LayoutSpec};
-use crate::vtime::{run_workload, Config, LevelConfig, PrefetchChoice, RedcapSetup, Report, Scheduler};
+use crate::vtime::{run_workload, Config, LevelConfig, PrefetchChoice, RedcapSetup, Report, Scheduler, Shadow};
 use crate::workload::Workload;
 use crate::workloads::WorkloadSpec;
 use blockwell_core::policy::PolicySpec;
@@ -59,8 +59,8 @@ pub struct RedcapGrid {
     pub runs: u32,
     /// Each process starts after a uniform delay in `0..=start_jitter_ns` (0: all start together, lock-step).
     pub start_jitter_ns: u64,
-    /// REDCAP's shadow-queue limit per process ([`RedcapSetup::shadow_depth`]; 0: unbounded).
-    pub shadow_depth: usize,
+    /// How REDCAP's shadow devices are fed ([`RedcapSetup::shadow`]).
+    pub shadow: Shadow,
     /// Random addition of up to this much to every think time ([`Config::think_jitter_ns`]; 0: none).
     pub think_jitter_ns: u64,
 }
@@ -87,7 +87,7 @@ impl RedcapGrid {
             threads: super::default_threads(),
             runs: 5,
             start_jitter_ns: START_JITTER_NS,
-            shadow_depth: 0,
+            shadow: Shadow::default(),
             think_jitter_ns: 0,
         })
     }
@@ -159,7 +159,7 @@ impl RedcapGrid {
     fn config(&self, layout: &LayoutSpec, redcap: Option<&str>, run: u32) -> Result<Config, Error> {
         let redcap = match redcap {
             Some(c) => Some(RedcapSetup {
-                shadow_depth: self.shadow_depth,
+                shadow: self.shadow,
                 ..RedcapSetup::preset(c, self.block_size)
                     .map_err(|e| Error::Option { option: "configs", message: e.to_string() })?
             }),
@@ -247,7 +247,7 @@ impl RedcapGrid {
             configs: self.configs.clone(),
             runs: self.runs,
             start_jitter_ns: self.start_jitter_ns,
-            shadow_depth: self.shadow_depth,
+            shadow: self.shadow.to_string(),
             think_jitter_ns: self.think_jitter_ns,
             cells,
         })
@@ -376,8 +376,8 @@ pub struct RedcapResults {
     /// Runs per cell and the start jitter of each process (see the module doc).
     pub runs: u32,
     pub start_jitter_ns: u64,
-    /// REDCAP's shadow-queue limit per process (0: unbounded).
-    pub shadow_depth: usize,
+    /// How REDCAP's shadows were fed ([`Shadow`]'s spec).
+    pub shadow: String,
     /// Largest random addition to each think time (0: none).
     #[serde(default)]
     pub think_jitter_ns: u64,
@@ -399,7 +399,7 @@ impl RedcapResults {
         let _ = writeln!(
             s,
             "REDCAP vs none: improvement in application time, mean of {} runs ± 95% CI (REDCAP active fraction); \
-             start jitter {} ms{}{}; disk {}, page cache {}, {}, scale {}",
+             start jitter {} ms{}, shadow {}; disk {}, page cache {}, {}, scale {}",
             self.runs,
             self.start_jitter_ns as f64 / 1e6,
             if self.think_jitter_ns > 0 {
@@ -407,7 +407,7 @@ impl RedcapResults {
             } else {
                 String::new()
             },
-            if self.shadow_depth > 0 { format!(", shadow depth {}/process", self.shadow_depth) } else { String::new() },
+            self.shadow,
             self.disk,
             self.page_cache.as_deref().unwrap_or("none"),
             match self.scheduler {

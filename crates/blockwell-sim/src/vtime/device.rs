@@ -20,6 +20,8 @@ pub(crate) struct DevReq {
     pub job: Option<u32>,
     /// The REDCAP observation this request belongs to.
     pub tag: Option<u32>,
+    /// The process a REDCAP shadow request is replayed for (closed-loop shadows).
+    pub owner: Option<u32>,
     /// Arrival order.
     pub seq: u64,
     /// Arrival time.

@@ -2,7 +2,7 @@
 
 use super::device::{DevReq, Device};
 use super::level::{Flight, Level, Oracle, Waiter};
-use super::redcap::RedcapLevel;
+use super::redcap::{Owner, RedcapLevel, ShadowWake};
 use super::report::{LevelReport, Report};
 use super::{BlockRequest, Config, Error, IssueMode, LevelConfig};
 use crate::layout::FileMap;
@@ -47,6 +47,10 @@ struct Proc {
     outstanding: u32,
     /// Draws the per-request think-time jitter ([`Config::think_jitter_ns`]), one stream per process.
     jitter: crate::gen::Rng,
+    /// Closed loop: total time with no request outstanding (start delay and think times), and when the last
+    /// request completed.
+    idle_ns: u64,
+    done_at: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -62,6 +66,8 @@ enum Ev {
     DeviceDone,
     /// A REDCAP shadow device (0: without the cache, 1: with it) completed a request.
     ShadowDone(u8),
+    /// A process's next batch of REDCAP shadow requests (shadow, process) may be released.
+    ShadowRelease(u8, u32),
 }
 
 /// What the input is.
@@ -106,6 +112,8 @@ struct Sim {
     app_end: u64,
     /// Completion time of the last real device request (shadow devices may run later).
     last_device: u64,
+    /// The process request being issued, for REDCAP's closed-loop shadows.
+    owner: Option<Owner>,
     // scratch
     fetches: Vec<Fetch>,
     runs: Vec<(u64, u64)>,
@@ -155,7 +163,8 @@ impl Sim {
         let spb = cfg.block_size / SECTOR;
         let redcap = match cfg.redcap {
             Some(setup) => {
-                Some(RedcapLevel::new(setup, disk, cfg.scheduler, disk.capacity_sectors() / spb, reqs.len())?)
+                let closed = cfg.issue == IssueMode::ClosedLoop;
+                Some(RedcapLevel::new(setup, disk, cfg.scheduler, disk.capacity_sectors() / spb, reqs.len(), closed)?)
             }
             None => None,
         };
@@ -180,6 +189,8 @@ impl Sim {
                     jitter: crate::gen::Rng::new(
                         cfg.start_seed ^ 0x7468_696e_6b00 ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
                     ),
+                    idle_ns: 0,
+                    done_at: 0,
                 })
                 .collect(),
             think_jitter: cfg.think_jitter_ns,
@@ -195,6 +206,7 @@ impl Sim {
             response_sum: 0,
             app_end: 0,
             last_device: 0,
+            owner: None,
             fetches: Vec::new(),
             runs: Vec::new(),
         };
@@ -245,6 +257,7 @@ impl Sim {
                 Ev::Issue(p) => self.issue(p),
                 Ev::DeviceDone => self.device_done(),
                 Ev::ShadowDone(k) => self.shadow_done(k),
+                Ev::ShadowRelease(k, p) => self.shadow_release(k, p),
             }
         }
     }
@@ -254,6 +267,10 @@ impl Sim {
         let Some(r) = proc.reqs.get(proc.next).copied() else { return };
         proc.next += 1;
         proc.outstanding += 1;
+        if !self.open_loop {
+            proc.idle_ns += self.now.saturating_sub(proc.done_at);
+        }
+        self.owner = Some(Owner { proc: p, issue: proc.next as u64, idle_ns: proc.idle_ns });
         if self.open_loop {
             if let Some(n) = proc.reqs.get(proc.next) {
                 let at = n.at_ns.map_or(self.now, |t| t + self.starts[p as usize]).max(self.now);
@@ -518,7 +535,7 @@ impl Sim {
         // (device read, observation) while active; (missing block, observation) while inactive.
         let mut segments: Vec<(BlockKey, u64, u32)> = Vec::new();
         let mut plain: Vec<(BlockKey, u32)> = Vec::new();
-        let mut shadow_events: Vec<(u64, u8)> = Vec::new();
+        let mut shadow_reqs_all: Vec<DevReq> = Vec::new();
         let mut i = 0;
         while i < items.len() {
             let mut k = i + 1;
@@ -549,8 +566,7 @@ impl Sim {
             };
             for (sector, sectors) in shadow_reqs {
                 rc.add_device_request(id);
-                let k = usize::from(!active);
-                let r = DevReq {
+                shadow_reqs_all.push(DevReq {
                     op: DiskOp::Read,
                     first_key: 0,
                     n: sectors / spb.max(1),
@@ -559,12 +575,10 @@ impl Sim {
                     sync,
                     job: None,
                     tag: Some(id),
+                    owner: None,
                     seq: 0,
                     queued_at: 0,
-                };
-                if let Some(done) = rc.shadow_submit(k, r, now) {
-                    shadow_events.push((done, k as u8));
-                }
+                });
             }
             if active {
                 let mut fresh = Vec::new();
@@ -626,9 +640,11 @@ impl Sim {
             }
             self.submit(DiskOp::Read, first, n, sync, None, Some(id));
         }
-        for (done, k) in shadow_events {
-            self.schedule(done, Ev::ShadowDone(k));
+        let mut wake = Vec::new();
+        if let Some(rc) = self.redcap.as_mut() {
+            rc.shadow_batch(usize::from(!active), self.owner, shadow_reqs_all, now, &mut wake);
         }
+        self.wake_shadows(wake);
         if let Some(rc) = self.redcap.as_mut() {
             for id in ids {
                 rc.seal(id, now);
@@ -636,18 +652,37 @@ impl Sim {
         }
     }
 
+    fn wake_shadows(&mut self, wake: Vec<(u64, ShadowWake)>) {
+        for (at, w) in wake {
+            self.schedule(
+                at,
+                match w {
+                    ShadowWake::Done(k) => Ev::ShadowDone(k),
+                    ShadowWake::Release(k, p) => Ev::ShadowRelease(k, p),
+                },
+            );
+        }
+    }
+
+    fn shadow_release(&mut self, k: u8, p: u32) {
+        let mut wake = Vec::new();
+        if let Some(rc) = self.redcap.as_mut() {
+            rc.shadow_release(usize::from(k), p as usize, self.now, &mut wake);
+        }
+        self.wake_shadows(wake);
+    }
+
     fn shadow_done(&mut self, k: u8) {
         let now = self.now;
         let Some(rc) = self.redcap.as_mut() else { return };
-        let (done, next) = rc.shadow_finish(usize::from(k), now);
+        let mut wake = Vec::new();
+        let done = rc.shadow_finish(usize::from(k), now, &mut wake);
         if let Some((r, service)) = done {
             if let Some(id) = r.tag {
                 rc.progress(id, service, true, now);
             }
         }
-        if let Some(done) = next {
-            self.schedule(done, Ev::ShadowDone(k));
-        }
+        self.wake_shadows(wake);
     }
 
     fn submit(&mut self, op: DiskOp, first: BlockKey, n: u64, sync: bool, job: Option<u32>, tag: Option<u32>) {
@@ -660,6 +695,7 @@ impl Sim {
             sync,
             job,
             tag,
+            owner: None,
             seq: 0,
             queued_at: 0,
         };
@@ -779,6 +815,7 @@ impl Sim {
         self.app_end = self.app_end.max(self.now);
         let proc = &mut self.procs[job.proc as usize];
         proc.outstanding -= 1;
+        proc.done_at = self.now;
         if !self.open_loop {
             if let Some(n) = proc.reqs.get(proc.next).copied() {
                 let at = self.now + self.think_before(job.proc as usize, &n);

@@ -35,7 +35,7 @@ mod redcap;
 mod report;
 
 pub use level::LevelCounters;
-pub use redcap::{RedcapReport, RedcapSetup};
+pub use redcap::{RedcapReport, RedcapSetup, Shadow, ShadowParseError, SHADOW_LAG};
 pub use report::{DeviceReport, IoCount, LevelReport, Report};
 
 use crate::layout::LayoutSpec;

@@ -138,14 +138,15 @@ impl Report {
         if let Some(r) = &self.redcap {
             let _ = writeln!(
                 s,
-                "redcap {}x{} blocks: active {:.1}% of the time ({:.1}% of I/O time), {} switches in {} periods, {} segment reads",
+                "redcap {}x{} blocks: active {:.1}% of the time ({:.1}% of I/O time), {} switches in {} periods, {} segment reads, {} observations not replayed by the shadow",
                 r.segments,
                 r.segment_blocks,
                 r.active_fraction * 100.0,
                 r.active_io_fraction * 100.0,
                 r.switches,
                 r.periods,
-                r.segment_reads
+                r.segment_reads,
+                r.shadow_skipped
             );
         }
         let d = &self.device;
