@@ -28,6 +28,25 @@ pub(crate) struct DevReq {
     pub queued_at: u64,
 }
 
+impl DevReq {
+    /// A REDCAP shadow read of `sectors` sectors (`n` blocks) at `sector`, for observation `tag`.
+    pub fn shadow_read(sector: u64, sectors: u64, n: u64, sync: bool, tag: u32) -> DevReq {
+        DevReq {
+            op: DiskOp::Read,
+            first_key: 0,
+            n,
+            sector,
+            sectors,
+            sync,
+            job: None,
+            tag: Some(tag),
+            owner: None,
+            seq: 0,
+            queued_at: 0,
+        }
+    }
+}
+
 pub(crate) struct Device {
     model: Box<dyn DiskModel>,
     scheduler: Scheduler,

@@ -566,19 +566,7 @@ impl Sim {
             };
             for (sector, sectors) in shadow_reqs {
                 rc.add_device_request(id);
-                shadow_reqs_all.push(DevReq {
-                    op: DiskOp::Read,
-                    first_key: 0,
-                    n: sectors / spb.max(1),
-                    sector,
-                    sectors,
-                    sync,
-                    job: None,
-                    tag: Some(id),
-                    owner: None,
-                    seq: 0,
-                    queued_at: 0,
-                });
+                shadow_reqs_all.push(DevReq::shadow_read(sector, sectors, sectors / spb.max(1), sync, id));
             }
             if active {
                 let mut fresh = Vec::new();

@@ -511,7 +511,7 @@ impl RedcapLevel {
 mod tests {
     use super::*;
     use blockwell_core::redcap::RedcapControlConfig;
-    use blockwell_disk::{hdd::HddModel, presets, DiskOp};
+    use blockwell_disk::{hdd::HddModel, presets};
 
     fn level(period: u64) -> RedcapLevel {
         let disk = HddModel::new(presets::wd1200bb()).unwrap();
@@ -538,20 +538,7 @@ mod tests {
     ) -> u32 {
         let id = rc.open();
         rc.add_device_request(id);
-        let r = DevReq {
-            op: DiskOp::Read,
-            first_key: 0,
-            n: 1,
-            sector,
-            sectors: 8,
-            sync,
-            job: None,
-            tag: Some(id),
-            owner: None,
-            seq: 0,
-            queued_at: 0,
-        };
-        rc.shadow_batch(0, Some(owner), vec![r], now, wake);
+        rc.shadow_batch(0, Some(owner), vec![DevReq::shadow_read(sector, 8, 1, sync, id)], now, wake);
         rc.seal(id, now);
         id
     }
