@@ -153,11 +153,7 @@ impl Default for StackArgs {
 impl StackArgs {
     /// How an option is named in errors: `--block-size` or `block_size`.
     fn key(&self, k: &str) -> String {
-        if self.toml_keys {
-            k.to_string()
-        } else {
-            format!("--{}", k.replace('_', "-"))
-        }
+        option_key(self.toml_keys, k)
     }
 
     /// The write mode, from `mode` and `read_only` together.
@@ -317,6 +313,16 @@ impl Default for ContentArgs {
 }
 
 /// A fraction in (0, 1), as `1/64` or `0.015625`.
+/// How an option is named in errors: the TOML key (`block_size`) for a config file, else the flag
+/// (`--block-size`).
+fn option_key(toml_keys: bool, k: &str) -> String {
+    if toml_keys {
+        k.to_string()
+    } else {
+        format!("--{}", k.replace('_', "-"))
+    }
+}
+
 fn parse_fraction(s: &str) -> Option<f64> {
     let t = s.trim();
     let x = match t.split_once('/') {
@@ -328,11 +334,7 @@ fn parse_fraction(s: &str) -> Option<f64> {
 
 impl ContentArgs {
     fn key(&self, k: &str) -> String {
-        if self.toml_keys {
-            k.to_string()
-        } else {
-            format!("--{}", k.replace('_', "-"))
-        }
+        option_key(self.toml_keys, k)
     }
 
     /// The content cache's configuration, checked (the budget leaves at least one slot, the policy is online).

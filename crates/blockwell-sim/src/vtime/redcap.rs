@@ -97,24 +97,22 @@ impl FromStr for Shadow {
     type Err = ShadowParseError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        use blockwell_core::spec::{split_spec, SpecSyntaxError};
         let err = |reason: &str| ShadowParseError { spec: s.to_string(), reason: reason.to_string() };
-        let t = s.trim();
-        let (name, params) = match t.find('(') {
-            Some(i) if t.ends_with(')') => (&t[..i], Some(&t[i + 1..t.len() - 1])),
-            Some(_) => return Err(err("unbalanced parentheses")),
-            None => (t, None),
-        };
-        let (mut shadow, key) = match name.trim() {
+        let text = split_spec(s).map_err(|e| match e {
+            SpecSyntaxError::NoClosingParen => err("unbalanced parentheses"),
+            SpecSyntaxError::NotKeyValue(kv) => err(&format!("'{kv}' is not key=value")),
+        })?;
+        let (mut shadow, key) = match text.name {
             "closed-loop" => (Shadow::default(), "lag"),
             "arrival" => (Shadow::Arrival { depth: 0 }, "depth"),
             other => return Err(err(&format!("unknown kind '{other}'"))),
         };
-        for kv in params.unwrap_or("").split(',').map(str::trim).filter(|kv| !kv.is_empty()) {
-            let (k, v) = kv.split_once('=').ok_or_else(|| err(&format!("'{kv}' is not key=value")))?;
-            if k.trim() != key {
-                return Err(err(&format!("unknown parameter '{}' (this kind takes '{key}')", k.trim())));
+        for (k, v) in text.params {
+            if k != key {
+                return Err(err(&format!("unknown parameter '{k}' (this kind takes '{key}')")));
             }
-            let n: usize = v.trim().parse().map_err(|_| err(&format!("{key}: '{}' is not a count", v.trim())))?;
+            let n: usize = v.parse().map_err(|_| err(&format!("{key}: '{v}' is not a count")))?;
             shadow = match shadow {
                 Shadow::ClosedLoop { .. } => Shadow::ClosedLoop { lag: n },
                 Shadow::Arrival { .. } => Shadow::Arrival { depth: n },
@@ -166,7 +164,7 @@ pub struct RedcapReport {
 
 /// A shadow wants the driver to call it back at a time: [`RedcapLevel::shadow_finish`] for shadow `k`
 /// (`Done(k)`), or [`RedcapLevel::shadow_release`] for shadow `k` and process `p` (`Release(k, p)`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ShadowWake {
     Done(u8),
     Release(u8, u32),
@@ -231,7 +229,6 @@ pub(crate) struct RedcapLevel {
     backlog: [VecDeque<DevReq>; 2],
     /// Per shadow, each process's closed loop (empty when the shadows are not closed-loop).
     procs: [Vec<ShadowProc>; 2],
-    closed_loop: bool,
     /// Most batches waiting per process in a closed-loop shadow (`usize::MAX`: no limit).
     lag: usize,
     /// Observations left out because their process's shadow lagged.
@@ -273,7 +270,6 @@ impl RedcapLevel {
             shadows: [Device::new(disk.boxed_clone(), scheduler, 0), Device::new(disk.boxed_clone(), scheduler, 0)],
             backlog: [VecDeque::new(), VecDeque::new()],
             procs: [per_proc(), per_proc()],
-            closed_loop,
             lag,
             voided: 0,
             depth: if depth == 0 { usize::MAX } else { depth.saturating_mul(procs.max(1)) },
@@ -317,7 +313,8 @@ impl RedcapLevel {
         now: u64,
         wake: &mut Vec<(u64, ShadowWake)>,
     ) {
-        let Some(o) = owner.filter(|o| self.closed_loop && (o.proc as usize) < self.procs[k].len()) else {
+        // Without closed-loop shadows there are no per-process loops.
+        let Some(o) = owner.filter(|o| (o.proc as usize) < self.procs[k].len()) else {
             for r in reqs {
                 self.shadow_submit(k, r, now, wake);
             }
