@@ -312,7 +312,20 @@ impl Default for ContentArgs {
     }
 }
 
-/// A fraction in (0, 1), as `1/64` or `0.015625`.
+/// A config file's string value.
+fn toml_string(k: &str, v: &toml::Value) -> anyhow::Result<String> {
+    v.as_str().map(str::to_string).ok_or_else(|| anyhow!("'{k}' must be a string"))
+}
+
+/// A config file's size: a number of bytes or a string with a unit.
+fn toml_size(k: &str, v: &toml::Value) -> anyhow::Result<String> {
+    match v {
+        toml::Value::Integer(n) if *n >= 0 => Ok(n.to_string()),
+        toml::Value::String(x) => Ok(x.clone()),
+        _ => bail!("'{k}' must be a size (\"64MiB\" or a number of bytes)"),
+    }
+}
+
 /// How an option is named in errors: the TOML key (`block_size`) for a config file, else the flag
 /// (`--block-size`).
 fn option_key(toml_keys: bool, k: &str) -> String {
@@ -323,6 +336,7 @@ fn option_key(toml_keys: bool, k: &str) -> String {
     }
 }
 
+/// A fraction in (0, 1), as `1/64` or `0.015625`.
 fn parse_fraction(s: &str) -> Option<f64> {
     let t = s.trim();
     let x = match t.split_once('/') {
@@ -494,16 +508,8 @@ impl ServeConfig {
     fn content(t: &toml::Table) -> anyhow::Result<ContentArgs> {
         let mut c = ContentArgs { toml_keys: true, ..ContentArgs::default() };
         for (k, v) in t {
-            let s = || -> anyhow::Result<String> {
-                v.as_str().map(str::to_string).ok_or_else(|| anyhow!("'{k}' must be a string"))
-            };
-            let size = || -> anyhow::Result<String> {
-                match v {
-                    toml::Value::Integer(n) if *n >= 0 => Ok(n.to_string()),
-                    toml::Value::String(x) => Ok(x.clone()),
-                    _ => bail!("'{k}' must be a size (\"64MiB\" or a number of bytes)"),
-                }
-            };
+            let s = || toml_string(k, v);
+            let size = || toml_size(k, v);
             match k.as_str() {
                 "cache" => c.cache = size()?,
                 "block_size" => c.block_size = size()?,
@@ -527,17 +533,8 @@ impl ServeConfig {
         let mut stack = StackArgs { toml_keys: true, ..StackArgs::default() };
         let mut description = None;
         for (k, v) in t {
-            let s = || -> anyhow::Result<String> {
-                v.as_str().map(str::to_string).ok_or_else(|| anyhow!("'{k}' must be a string"))
-            };
-            // Sizes may be written as numbers of bytes or as strings with a unit.
-            let size = || -> anyhow::Result<String> {
-                match v {
-                    toml::Value::Integer(n) if *n >= 0 => Ok(n.to_string()),
-                    toml::Value::String(x) => Ok(x.clone()),
-                    _ => bail!("'{k}' must be a size (\"64MiB\" or a number of bytes)"),
-                }
-            };
+            let s = || toml_string(k, v);
+            let size = || toml_size(k, v);
             let b = || -> anyhow::Result<bool> { v.as_bool().ok_or_else(|| anyhow!("'{k}' must be true or false")) };
             match k.as_str() {
                 "name" => {}
