@@ -169,7 +169,7 @@ fn identical_inputs_give_identical_reports_time_included() {
         files: (0..3).map(|i| FileInfo { size: 400 * BS, writer: i, dir: 0 }).collect(),
         processes: procs,
     };
-    for scheduler in [Scheduler::Fifo, Scheduler::CLook] {
+    for scheduler in [Scheduler::Fifo, Scheduler::CLook, Scheduler::Cfq] {
         let cfg = Config {
             page_cache: Some(lru(64).with_prefetch(seq_ahead(4))),
             block_cache: Some(
@@ -234,6 +234,34 @@ fn c_look_serves_by_sector_fifo_by_arrival() {
     };
     assert_eq!(order(Scheduler::Fifo), vec![500, 100, 900, 300, 700]);
     assert_eq!(order(Scheduler::CLook), vec![500, 700, 900, 100, 300]);
+}
+
+#[test]
+fn cfq_waits_for_the_process_it_serves_where_c_look_seeks_away() {
+    // Process A reads blocks 0..10 one at a time, thinking 5 ms before each but the first; process B reads
+    // blocks 1000..1004, thinking 1 ms before each. C-LOOK serves B during A's think times. CFQ gives A (first
+    // to arrive) its slice: it waits up to 10 ms (the idle window) for A's next request each time, so A's ten
+    // reads go first, then (after waiting 10 ms for A, which has no more) B's.
+    let req =
+        |b: u64, think_ns: u64| BlockRequest { volume: 0, op: Op::Read, offset: b * BS, len: BS, think_ns, at_ns: 0 };
+    let a: Vec<BlockRequest> = (0..10u64).map(|b| req(b, if b == 0 { 0 } else { 5 * MS })).collect();
+    let b: Vec<BlockRequest> = (1000..1004u64).map(|b| req(b, MS)).collect();
+    let run = |scheduler| {
+        let disk = ConstDisk::new(MS);
+        let cfg = Config { scheduler, ..Config::default() };
+        let r = run_block_requests(&[a.clone(), b.clone()], &cfg, &disk).unwrap();
+        (disk.served().iter().map(|(_, q)| q.sector / 8).collect::<Vec<_>>(), r)
+    };
+    let (order, r) = run(Scheduler::Cfq);
+    let expected: Vec<u64> = (0..10).chain(1000..1004).collect();
+    assert_eq!(order, expected);
+    // A: 10 reads of 1 ms and 9 think times of 5 ms (55 ms); the wait for A (10 ms); B: 4 reads, 3 think times.
+    assert_eq!(r.device.busy_ns, 14 * MS);
+    assert_eq!(r.app_time_ns, 55 * MS + 10 * MS + 7 * MS);
+    let (order, r) = run(Scheduler::CLook);
+    assert_eq!(&order[..3], &[0, 1000, 1001], "C-LOOK: B's reads fill A's think time");
+    // B's reads all fit in A's think times: the run is A's own 55 ms.
+    assert_eq!(r.app_time_ns, 55 * MS);
 }
 
 #[test]

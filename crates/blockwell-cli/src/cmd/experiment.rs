@@ -114,8 +114,8 @@ pub struct RedcapArgs {
     #[arg(long, value_name = "PREFETCHER", default_value = "linux26")]
     pub page_prefetch: String,
 
-    /// Device queue order: fifo or c-look.
-    #[arg(long, value_name = "SCHEDULER", default_value = "c-look")]
+    /// Device queue order: fifo, c-look or cfq (Linux 2.6.14's CFQ, the seed's scheduler).
+    #[arg(long, value_name = "SCHEDULER", default_value = "cfq")]
     pub scheduler: String,
 
     /// Seed of layouts with randomness.
@@ -193,7 +193,7 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "LAYOUT", default_value = "contiguous")]
     pub layout: String,
 
-    /// Device queue order: fifo or c-look.
+    /// Device queue order: fifo, c-look or cfq.
     #[arg(long, value_name = "SCHEDULER", default_value = "fifo")]
     pub scheduler: String,
 

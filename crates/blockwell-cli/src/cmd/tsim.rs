@@ -84,7 +84,8 @@ pub struct Args {
     #[arg(long, value_name = "PRESET", default_value = "default")]
     pub preset: String,
 
-    /// Device queue order: fifo or c-look.
+    /// Device queue order: fifo, c-look, or cfq (Linux 2.6.14's CFQ: per-process time slices with
+    /// anticipation; seed 000's scheduler).
     #[arg(long, value_name = "SCHEDULER", default_value = "c-look")]
     pub scheduler: String,
 
@@ -138,7 +139,8 @@ pub fn parse_scheduler(s: &str) -> anyhow::Result<Scheduler> {
     match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
         "fifo" => Ok(Scheduler::Fifo),
         "c-look" | "clook" => Ok(Scheduler::CLook),
-        _ => bail!("unknown scheduler '{s}' (known: fifo, c-look)"),
+        "cfq" => Ok(Scheduler::Cfq),
+        _ => bail!("unknown scheduler '{s}' (known: fifo, c-look, cfq)"),
     }
 }
 

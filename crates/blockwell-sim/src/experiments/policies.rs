@@ -327,10 +327,7 @@ impl PolicyResults {
             self.footprint_blocks,
             self.block_size,
             self.disk,
-            match self.scheduler {
-                Scheduler::Fifo => "FIFO",
-                Scheduler::CLook => "C-LOOK",
-            },
+            self.scheduler.label(),
             self.layout.as_deref().map(|l| format!(", layout {l}")).unwrap_or_default(),
             self.preset
         );

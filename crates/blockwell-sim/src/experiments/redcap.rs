@@ -71,7 +71,7 @@ pub const START_JITTER_NS: u64 = 10_000_000;
 
 impl RedcapGrid {
     /// The paper's grid: five benchmarks × 1–32 processes × four layouts × two configurations on `wd1200bb`,
-    /// a 256 MiB LRU page cache with Linux 2.6.14 read-ahead (`linux26`), C-LOOK; ext3 and ext2 block groups.
+    /// a 256 MiB LRU page cache with Linux 2.6.14 read-ahead (`linux26`), CFQ; ext3 and ext2 block groups.
     pub fn paper() -> Result<Self, Error> {
         Ok(RedcapGrid {
             benchmarks: BENCHMARKS.iter().map(|s| s.to_string()).collect(),
@@ -80,7 +80,7 @@ impl RedcapGrid {
             configs: CONFIGS.iter().map(|s| s.to_string()).collect(),
             disk: DiskSpec::parse("wd1200bb")?,
             page_cache: Some(default_page_cache()),
-            scheduler: Scheduler::CLook,
+            scheduler: Scheduler::Cfq,
             scale: 1.0,
             layout_seed: 0,
             block_size: 4096,
@@ -410,10 +410,7 @@ impl RedcapResults {
             self.shadow,
             self.disk,
             self.page_cache.as_deref().unwrap_or("none"),
-            match self.scheduler {
-                Scheduler::Fifo => "FIFO",
-                Scheduler::CLook => "C-LOOK",
-            },
+            self.scheduler.label(),
             self.scale
         );
         let cols: Vec<(&str, &str)> =

@@ -1,5 +1,6 @@
-//! The device: a queue of requests (FIFO or C-LOOK), one served at a time through a disk model.
+//! The device: a queue of requests (FIFO, C-LOOK or CFQ), one served at a time through a disk model.
 
+use super::cfq::{Cfq, Pick, ASYNC_QUEUE};
 use super::report::{DeviceReport, IoCount};
 use super::Scheduler;
 use blockwell_disk::{DiskModel, DiskOp, DiskRequest};
@@ -20,7 +21,7 @@ pub(crate) struct DevReq {
     pub job: Option<u32>,
     /// The REDCAP observation this request belongs to.
     pub tag: Option<u32>,
-    /// The process a REDCAP shadow request is replayed for (closed-loop shadows).
+    /// The process the request is issued for: CFQ's queue, and the process a REDCAP closed-loop shadow replays.
     pub owner: Option<u32>,
     /// Arrival order.
     pub seq: u64,
@@ -50,8 +51,12 @@ impl DevReq {
 pub(crate) struct Device {
     model: Box<dyn DiskModel>,
     scheduler: Scheduler,
-    /// Queued requests by arrival (`seq`) for FIFO, by (start sector, `seq`) for C-LOOK.
+    /// Queued requests by arrival (`seq`) for FIFO, by (start sector, `seq`) for C-LOOK and CFQ.
     queue: BTreeMap<(u64, u64), DevReq>,
+    /// CFQ's per-process queues (CFQ only).
+    cfq: Option<Cfq>,
+    /// An idle timer CFQ armed, for the driver to call [`Device::start_next`] at.
+    timer: Option<u64>,
     /// The request being served, its completion time and its service time.
     current: Option<(DevReq, u64, u64)>,
     /// End sector of the last request served (C-LOOK's head position).
@@ -75,10 +80,16 @@ impl Device {
             model,
             scheduler,
             queue: BTreeMap::new(),
+            cfq: (scheduler == Scheduler::Cfq).then(Cfq::default),
+            timer: None,
             current: None,
             head: 0,
             seq: 0,
-            report: DeviceReport { model: describe, ..DeviceReport::default() },
+            report: DeviceReport {
+                model: describe,
+                scheduler: scheduler.label().to_string(),
+                ..DeviceReport::default()
+            },
             response_sum: 0,
             merge_max,
             ends: HashMap::new(),
@@ -115,14 +126,22 @@ impl Device {
         count.requests += 1;
         let key = match self.scheduler {
             Scheduler::Fifo => (r.seq, 0),
-            Scheduler::CLook => (r.sector, r.seq),
+            Scheduler::CLook | Scheduler::Cfq => (r.sector, r.seq),
         };
         if mergeable {
             self.ends.insert(r.first_key + r.n, key);
         }
+        if let Some(cfq) = self.cfq.as_mut() {
+            cfq.add(cfq_queue(&r), key, r.op == DiskOp::Read, now);
+        }
         self.queue.insert(key, r);
         self.report.max_queue = self.report.max_queue.max(self.queue.len() as u64);
         None
+    }
+
+    /// A time at which the scheduler wants [`Device::start_next`] called (CFQ's idle timer), once.
+    pub fn take_timer(&mut self) -> Option<u64> {
+        self.timer.take()
     }
 
     /// Requests waiting in the queue (not the one in service).
@@ -130,7 +149,9 @@ impl Device {
         self.queue.len()
     }
 
-    /// When idle with queued work, starts the next request at `now`; returns its completion time.
+    /// When idle with queued work, starts the next request at `now`; returns its completion time. CFQ may
+    /// instead keep the disk idle, waiting for the process it serves: then [`Device::take_timer`] says when to
+    /// call again.
     pub fn start_next(&mut self, now: u64) -> Option<u64> {
         if self.current.is_some() || self.queue.is_empty() {
             return None;
@@ -141,9 +162,20 @@ impl Device {
             Scheduler::CLook => {
                 self.queue.range((self.head, 0)..).next().or_else(|| self.queue.first_key_value()).map(|(k, _)| *k)
             }
+            Scheduler::Cfq => match self.cfq.as_mut().map(|c| c.select(now, self.head)) {
+                Some(Pick::Dispatch(k)) => Some(k),
+                Some(Pick::Arm(t)) => {
+                    self.timer = Some(t);
+                    None
+                }
+                _ => None,
+            },
         };
         let k = next?;
         let r = self.queue.remove(&k)?;
+        if let Some(cfq) = self.cfq.as_mut() {
+            cfq.remove(cfq_queue(&r), k, r.queued_at);
+        }
         let end = r.first_key + r.n;
         if self.ends.get(&end) == Some(&k) {
             self.ends.remove(&end);
@@ -159,6 +191,9 @@ impl Device {
     /// The request in service completes: it and its service time.
     pub fn finish(&mut self) -> Option<(DevReq, u64)> {
         let (r, done, t) = self.current.take()?;
+        if let Some(cfq) = self.cfq.as_mut() {
+            cfq.completed(cfq_queue(&r), r.op == DiskOp::Read, done);
+        }
         self.response_sum += u128::from(done - r.queued_at);
         self.report.served += 1;
         Some((r, t))
@@ -173,5 +208,14 @@ impl Device {
         }
         rep.blocks_read = rep.sync_reads.blocks + rep.async_reads.blocks;
         rep
+    }
+}
+
+/// CFQ's queue for a request: its process's for a read, the shared asynchronous queue for a write (and for a
+/// read no process issued).
+fn cfq_queue(r: &DevReq) -> u32 {
+    match (r.op, r.owner) {
+        (DiskOp::Read, Some(p)) => p,
+        _ => ASYNC_QUEUE,
     }
 }

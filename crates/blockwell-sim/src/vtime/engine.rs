@@ -64,10 +64,14 @@ struct Job {
 enum Ev {
     Issue(u32),
     DeviceDone,
+    /// The device's scheduler asked to be called back (CFQ's idle timer).
+    DeviceTimer,
     /// A REDCAP shadow device (0: without the cache, 1: with it) completed a request.
     ShadowDone(u8),
     /// A process's next batch of REDCAP shadow requests (shadow, process) may be released.
     ShadowRelease(u8, u32),
+    /// A REDCAP shadow device's scheduler asked to be called back.
+    ShadowTimer(u8),
 }
 
 /// What the input is.
@@ -256,8 +260,10 @@ impl Sim {
             match ev {
                 Ev::Issue(p) => self.issue(p),
                 Ev::DeviceDone => self.device_done(),
+                Ev::DeviceTimer => self.kick_device(),
                 Ev::ShadowDone(k) => self.shadow_done(k),
                 Ev::ShadowRelease(k, p) => self.shadow_release(k, p),
+                Ev::ShadowTimer(k) => self.shadow_timer(k),
             }
         }
     }
@@ -300,6 +306,7 @@ impl Sim {
         }
         self.release(j);
         self.kick_device();
+        self.owner = None;
     }
 
     /// Demand read through the page cache.
@@ -647,9 +654,18 @@ impl Sim {
                 match w {
                     ShadowWake::Done(k) => Ev::ShadowDone(k),
                     ShadowWake::Release(k, p) => Ev::ShadowRelease(k, p),
+                    ShadowWake::Timer(k) => Ev::ShadowTimer(k),
                 },
             );
         }
+    }
+
+    fn shadow_timer(&mut self, k: u8) {
+        let mut wake = Vec::new();
+        if let Some(rc) = self.redcap.as_mut() {
+            rc.shadow_kick(usize::from(k), self.now, &mut wake);
+        }
+        self.wake_shadows(wake);
     }
 
     fn shadow_release(&mut self, k: u8, p: u32) {
@@ -683,7 +699,7 @@ impl Sim {
             sync,
             job,
             tag,
-            owner: None,
+            owner: self.owner.map(|o| o.proc),
             seq: 0,
             queued_at: 0,
         };
@@ -815,6 +831,8 @@ impl Sim {
     fn kick_device(&mut self) {
         if let Some(done) = self.dev.start_next(self.now) {
             self.schedule(done, Ev::DeviceDone);
+        } else if let Some(t) = self.dev.take_timer() {
+            self.schedule(t, Ev::DeviceTimer);
         }
     }
 

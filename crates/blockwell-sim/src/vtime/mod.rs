@@ -17,8 +17,8 @@
 //! - **Clusterer**: the blocks one access sends to the device, sorted, become device requests of consecutive
 //!   blocks up to `max_request_bytes` (64 KiB by default); synchronous and asynchronous reads never share a
 //!   request.
-//! - **Device**: one queue (FIFO or C-LOOK by sector), one request served at a time through a
-//!   [`blockwell_disk::DiskModel`].
+//! - **Device**: one queue (FIFO, C-LOOK by sector, or Linux 2.6.14's CFQ with per-process time slices and
+//!   anticipation), one request served at a time through a [`blockwell_disk::DiskModel`].
 //!
 //! A demand access to a block whose read is still in flight waits for that read and counts as a miss that
 //! issues no new read (seed `001_*` §5.2). Blocks enter a cache's policy when their read completes (Linux
@@ -28,6 +28,7 @@
 //! Identical inputs give bit-identical reports: events are ordered by (time, sequence number), no hash map is
 //! ever iterated, and the disk model starts from its power-on state ([`blockwell_disk::DiskModel::boxed_clone`]).
 
+mod cfq;
 mod device;
 mod engine;
 mod level;
@@ -74,6 +75,22 @@ pub enum Scheduler {
     /// Circular LOOK: the queued request with the lowest start sector at or after the end of the last served
     /// request; when there is none, the lowest start sector of all (ties: arrival order).
     CLook,
+    /// Linux 2.6.14's CFQ (seed `000_*`'s scheduler): a queue per process served in 100 ms time slices round
+    /// robin, waiting up to 10 ms for the served process's next request (anticipation), C-LOOK-like order with
+    /// short backward seeks within a queue, FIFO deadlines; writes share one asynchronous queue. See
+    /// `docs/time-simulation.md`.
+    Cfq,
+}
+
+impl Scheduler {
+    /// The name reports print.
+    pub fn label(self) -> &'static str {
+        match self {
+            Scheduler::Fifo => "FIFO",
+            Scheduler::CLook => "C-LOOK",
+            Scheduler::Cfq => "CFQ",
+        }
+    }
 }
 
 /// Makes a fresh prefetcher for one cache level.

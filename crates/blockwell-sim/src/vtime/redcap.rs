@@ -168,6 +168,8 @@ pub struct RedcapReport {
 pub(crate) enum ShadowWake {
     Done(u8),
     Release(u8, u32),
+    /// Shadow `k`'s scheduler wants [`RedcapLevel::shadow_kick`] (CFQ's idle timer).
+    Timer(u8),
 }
 
 /// Who a shadow batch is replayed for (closed-loop shadows).
@@ -297,8 +299,15 @@ impl RedcapLevel {
             return;
         }
         let _ = self.shadows[k].submit(r, now);
+        self.shadow_kick(k, now, wake);
+    }
+
+    /// Starts shadow `k`'s next request if it is idle (its completion, or a scheduler timer, goes to `wake`).
+    pub fn shadow_kick(&mut self, k: usize, now: u64, wake: &mut Vec<(u64, ShadowWake)>) {
         if let Some(done) = self.shadows[k].start_next(now) {
             wake.push((done, ShadowWake::Done(k as u8)));
+        } else if let Some(t) = self.shadows[k].take_timer() {
+            wake.push((t, ShadowWake::Timer(k as u8)));
         }
     }
 
@@ -315,8 +324,9 @@ impl RedcapLevel {
     ) {
         // Without closed-loop shadows there are no per-process loops.
         let Some(o) = owner.filter(|o| (o.proc as usize) < self.procs[k].len()) else {
+            // Still the issuing process's requests, for a scheduler with per-process queues.
             for r in reqs {
-                self.shadow_submit(k, r, now, wake);
+                self.shadow_submit(k, DevReq { owner: owner.map(|o| o.proc), ..r }, now, wake);
             }
             return;
         };
@@ -392,9 +402,7 @@ impl RedcapLevel {
         if let Some(r) = self.backlog[k].pop_front() {
             let _ = self.shadows[k].submit(r, now);
         }
-        if let Some(t) = self.shadows[k].start_next(now) {
-            wake.push((t, ShadowWake::Done(k as u8)));
-        }
+        self.shadow_kick(k, now, wake);
         if let Some((r, _)) = &done {
             if let (true, Some(p)) = (r.sync, r.owner) {
                 let p = p as usize;

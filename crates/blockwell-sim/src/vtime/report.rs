@@ -18,6 +18,9 @@ pub struct IoCount {
 pub struct DeviceReport {
     /// The disk model's description.
     pub model: String,
+    /// The queue's scheduler (`FIFO`, `C-LOOK`, `CFQ`).
+    #[serde(default)]
+    pub scheduler: String,
     /// Reads a process waited for (demand misses and synchronous read-ahead).
     pub sync_reads: IoCount,
     /// Reads nobody waited for when issued (asynchronous read-ahead).
@@ -150,7 +153,7 @@ impl Report {
             );
         }
         let d = &self.device;
-        let _ = writeln!(s, "device {}", d.model);
+        let _ = writeln!(s, "device {}; scheduler {}", d.model, d.scheduler);
         let _ = writeln!(s, "{:<12} {:>10} {:>10} {:>10}", "requests", "count", "blocks", "mean size");
         for (name, c) in [("sync reads", d.sync_reads), ("async reads", d.async_reads), ("writes", d.writes)] {
             let _ = writeln!(s, "{:<12} {:>10} {:>10} {:>10.2}", name, c.requests, c.blocks, c.mean_blocks);
