@@ -129,9 +129,9 @@ fn then(a: Workload, b: Workload) -> Workload {
 
 #[test]
 fn the_controller_follows_a_phase_change_within_its_lag() {
-    // 4 KiB strided reads (REDCAP wins 10x) then random reads (it loses). The closed-loop shadow of the time
-    // without the cache runs 10x slower than the real run during the first phase; with no lag limit the
-    // controller learns of the second phase only after the run has ended (measured with `lag=0`: the only
+    // 4 KiB strided reads (REDCAP wins) then random reads (it loses). The closed-loop shadow of the time
+    // without the cache runs slower than the real run during the first phase; with no lag limit the controller
+    // learns of the second phase late (measured under C-LOOK, where REDCAP won 10x, with `lag=0`: the only
     // switch at 141.0 s, REDCAP counted active all the run). The default lag of 8 requests per process
     // switches it off early in the second phase.
     let w = then(workload("strided-4k(procs=8,file_mb=16)"), workload("random(procs=8,requests=1024)"));
