@@ -162,13 +162,13 @@ impl Device {
             Scheduler::CLook => {
                 self.queue.range((self.head, 0)..).next().or_else(|| self.queue.first_key_value()).map(|(k, _)| *k)
             }
-            Scheduler::Cfq => match self.cfq.as_mut().map(|c| c.select(now, self.head)) {
-                Some(Pick::Dispatch(k)) => Some(k),
-                Some(Pick::Arm(t)) => {
+            Scheduler::Cfq => match self.cfq.as_mut()?.select(now, self.head) {
+                Pick::Dispatch(k) => Some(k),
+                Pick::Arm(t) => {
                     self.timer = Some(t);
                     None
                 }
-                _ => None,
+                Pick::Nothing => None,
             },
         };
         let k = next?;
