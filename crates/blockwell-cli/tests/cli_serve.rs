@@ -341,3 +341,72 @@ fn status_without_a_server_and_public_metrics_are_refused() {
     let e = util::fails(&["serve", "--backend", img.to_str().unwrap(), "--metrics", "0.0.0.0:9100"]);
     assert!(e.contains("--metrics") && e.contains("non-loopback"), "{e}");
 }
+
+/// User + system CPU seconds of a process (all its threads), from /proc.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let f: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    ticks as f64 / 100.0 // USER_HZ, 100 on Linux
+}
+
+/// Busy polling (`--busy-poll-us`) is adaptive: a client that sends requests back to back is answered, the
+/// data is right, and once the client goes quiet the server sleeps instead of polling. Polling for 200 ms
+/// after every quiet spell would show up as most of a CPU second in the idle window.
+#[test]
+fn busy_polling_serves_back_to_back_requests_and_sleeps_when_the_client_is_idle() {
+    use std::io::Write;
+    use std::net::TcpStream;
+    use std::time::Duration;
+    let d = tempfile::tempdir().unwrap();
+    let img = disk(d.path(), 1);
+    let mut data = vec![0u8; 1 << 20];
+    for (i, b) in data.iter_mut().enumerate() {
+        *b = (i * 7 / 4096) as u8;
+    }
+    std::fs::write(&img, &data).unwrap();
+    let s = Served::start(&["--backend", img.to_str().unwrap(), "--busy-poll-us", "200000"]);
+    let addr = s.uri.trim_start_matches("nbd://").split('/').next().unwrap().to_string();
+    let mut c = TcpStream::connect(&addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // Fixed newstyle, no zero padding, NBD_OPT_EXPORT_NAME "".
+    let mut greeting = [0u8; 18];
+    c.read_exact(&mut greeting).unwrap();
+    assert_eq!(&greeting[..8], b"NBDMAGIC");
+    c.write_all(&3u32.to_be_bytes()).unwrap();
+    let mut opt = b"IHAVEOPT".to_vec();
+    opt.extend(1u32.to_be_bytes());
+    opt.extend(0u32.to_be_bytes());
+    c.write_all(&opt).unwrap();
+    let mut export = [0u8; 10];
+    c.read_exact(&mut export).unwrap();
+    assert_eq!(u64::from_be_bytes(export[..8].try_into().unwrap()), 1 << 20);
+    // 2,000 reads of 4 KiB back to back (simple replies: structured replies were not asked for).
+    let mut block = vec![0u8; 4096];
+    for i in 0..2000u64 {
+        let off = (i * 37 % 256) * 4096;
+        let mut req = 0x2560_9513u32.to_be_bytes().to_vec();
+        req.extend(0u16.to_be_bytes());
+        req.extend(0u16.to_be_bytes());
+        req.extend(i.to_be_bytes());
+        req.extend(off.to_be_bytes());
+        req.extend(4096u32.to_be_bytes());
+        c.write_all(&req).unwrap();
+        let mut h = [0u8; 16];
+        c.read_exact(&mut h).unwrap();
+        assert_eq!(u32::from_be_bytes(h[..4].try_into().unwrap()), 0x6744_6698);
+        assert_eq!(u32::from_be_bytes(h[4..8].try_into().unwrap()), 0, "no error");
+        assert_eq!(u64::from_be_bytes(h[8..].try_into().unwrap()), i, "cookie");
+        c.read_exact(&mut block).unwrap();
+        assert_eq!(block, data[off as usize..off as usize + 4096], "read {i} at {off}");
+    }
+    // Quiet: the one poll after the last request ends within 200 ms; then the server must sleep.
+    std::thread::sleep(Duration::from_millis(400));
+    let before = cpu_seconds(s.child.id());
+    std::thread::sleep(Duration::from_secs(1));
+    let idle = cpu_seconds(s.child.id()) - before;
+    assert!(idle < 0.2, "the server used {idle:.2} s of CPU in 1 s with an idle client");
+    drop(c);
+    let (ok, out) = s.stop();
+    assert!(ok, "{out}");
+}

@@ -11,7 +11,7 @@ use std::io::{self, BufReader, Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::proto::{self, *};
 use super::{Export, Stream};
@@ -71,6 +71,7 @@ pub(crate) fn serve(
     exports: &[Export],
     infos: &[ExportInfo],
     stop: &AtomicBool,
+    busy_poll: Duration,
     opened: &mut dyn FnMut(usize),
     requests: &mut u64,
 ) -> io::Result<()> {
@@ -105,6 +106,7 @@ pub(crate) fn serve(
     let neg = n.negotiated(export);
     let e = &exports[export];
     opened(export);
+    let rd = Polled { stream: rd, poll: busy_poll, spin: false };
     transmission(rd, wr, e.backend.clone(), e.read_only || e.backend.is_read_only(), neg, stop, requests)
 }
 
@@ -152,9 +154,44 @@ struct Ctx {
     budget: Budget,
 }
 
+/// The read half of a connection in transmission, with adaptive busy polling (see
+/// [`super::ServerConfig::busy_poll`]).
+struct Polled {
+    stream: Stream,
+    /// How long to poll; zero: never.
+    poll: Duration,
+    /// The last wait for data ended within `poll`, so the next one polls first.
+    spin: bool,
+}
+
+impl Read for Polled {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.poll.is_zero() || buf.is_empty() {
+            return self.stream.read(buf);
+        }
+        let start = Instant::now();
+        if self.spin {
+            loop {
+                if let Some(n) = self.stream.read_nowait(buf)? {
+                    return Ok(n);
+                }
+                if start.elapsed() >= self.poll {
+                    break;
+                }
+                // Let a client that shares this CPU run: it is the one that will send the request.
+                thread::yield_now();
+            }
+        }
+        let r = self.stream.read(buf);
+        // Only data counts: a read that timed out (the stop-flag poll) says nothing about the client's pace.
+        self.spin = matches!(r, Ok(n) if n > 0) && start.elapsed() < self.poll;
+        r
+    }
+}
+
 /// The read half of the connection, taken in turn by the workers.
 struct Reader {
-    rd: BufReader<Stream>,
+    rd: BufReader<Polled>,
     /// DISC, EOF, a protocol error or the server stopping: no more requests.
     done: bool,
     /// Why reading ended, when it was an error.
@@ -175,7 +212,7 @@ struct Shared<'a> {
 }
 
 fn transmission(
-    rd: Stream,
+    rd: Polled,
     wr: Stream,
     backend: Arc<dyn Backend>,
     read_only: bool,
@@ -340,7 +377,7 @@ fn serve_inline(ctx: &Ctx, r: &Request, batch: &mut ReplyBuf) -> bool {
 
 /// Reads one request: `Ok(None)` at DISC, EOF or when the server stops; `Err` for a protocol error or a
 /// client that vanished mid-message.
-fn read_request(rd: &mut BufReader<Stream>, ctx: &Ctx, stop: &AtomicBool) -> io::Result<Option<Job>> {
+fn read_request(rd: &mut BufReader<Polled>, ctx: &Ctx, stop: &AtomicBool) -> io::Result<Option<Job>> {
     let mut h = [0; REQUEST_LEN];
     if !read_msg(rd, &mut h, stop)? {
         return Ok(None);
