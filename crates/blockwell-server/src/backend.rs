@@ -72,7 +72,7 @@ pub trait Backend: Send + Sync {
 /// Part of a shared, immutable buffer: `buf[start..end]` (see [`Backend::try_read_shared`]).
 #[derive(Clone, Debug)]
 pub struct SharedBytes {
-    pub buf: std::sync::Arc<Box<[u8]>>,
+    pub buf: std::sync::Arc<[u8]>,
     pub start: usize,
     pub end: usize,
 }

@@ -357,7 +357,22 @@ impl BlockView for MapView<'_> {
 }
 
 /// One block of data.
-type Slot = Arc<Box<[u8]>>;
+/// A block's bytes. `Arc<[u8]>` keeps the length in the pointer and the bytes right after the counts, so a hit
+/// touches one allocation, not a header and then a separate buffer.
+type Slot = Arc<[u8]>;
+
+/// A new zero-filled slot.
+fn new_slot(block_size: usize) -> Slot {
+    Arc::from(vec![0u8; block_size])
+}
+
+/// The slot's bytes to write, copied first if a reader still holds the slot (copy on write).
+fn unique(slot: &mut Slot) -> &mut [u8] {
+    if Arc::get_mut(slot).is_none() {
+        *slot = Arc::from(&slot[..]);
+    }
+    Arc::get_mut(slot).expect("the slot was just made unique")
+}
 
 /// Where a fast read's data goes: copied into the caller's buffer, or shared as references to the slots.
 enum FastSink<'a> {
@@ -417,7 +432,7 @@ impl State {
         let slot = match self.free.pop() {
             Some(s) => s,
             None if self.slots.len() < capacity => {
-                self.slots.push(Arc::new(vec![0u8; block_size].into_boxed_slice()));
+                self.slots.push(new_slot(block_size));
                 (self.slots.len() - 1) as u32
             }
             None => {
@@ -431,7 +446,7 @@ impl State {
         let arc = &mut self.slots[slot as usize];
         if Arc::get_mut(arc).is_none() {
             // A reader still copies the slot's previous block: leave that memory to it.
-            *arc = Arc::new(vec![0u8; block_size].into_boxed_slice());
+            *arc = new_slot(block_size);
         }
         let s = Arc::get_mut(arc).expect("the slot was just made unique");
         s[..data.len()].copy_from_slice(data);
@@ -1106,7 +1121,7 @@ impl<B: Backend> Backend for Inner<B> {
                     let lo = start.max(offset);
                     let hi = (start + blen as u64).min(offset + len);
                     // Copy on write if a reader still holds the slot.
-                    Arc::make_mut(&mut st.slots[s as usize])[(lo - start) as usize..(hi - start) as usize]
+                    unique(&mut st.slots[s as usize])[(lo - start) as usize..(hi - start) as usize]
                         .copy_from_slice(&buf[(lo - offset) as usize..(hi - offset) as usize]);
                 }
                 Some(Entry::Pending(_)) if full(b) => {
