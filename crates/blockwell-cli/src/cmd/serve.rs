@@ -21,7 +21,7 @@ use blockwell_server::content::{ContentBackend, ContentConfig, ContentSnapshot, 
 use blockwell_server::control::{self, Request};
 use blockwell_server::delay::{DelayBackend, DelayConfig, DelayStats};
 use blockwell_server::file::{FileBackend, FileOptions};
-use blockwell_server::nbd::{ConnEvent, Export, Server, ServerConfig};
+use blockwell_server::nbd::{ConnEvent, Export, Server, ServerConfig, DEFAULT_BUSY_POLL};
 use blockwell_server::stats::StatsSnapshot;
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -435,6 +435,8 @@ const EXPORT_KEYS: &[&str] = &[
     "delay",
     "content",
 ];
+/// Largest `--busy-poll-us` / `busy_poll_us` (one second).
+const MAX_BUSY_POLL_US: i64 = 1_000_000;
 const TOP_KEYS: &[&str] = &["listen", "unix", "control", "metrics", "busy_poll_us", "content", "export"];
 const CONTENT_KEYS: &[&str] = &["cache", "block_size", "policy", "preset", "hash_fraction"];
 /// Export keys a content export takes from `[content]` instead.
@@ -465,9 +467,10 @@ impl ServeConfig {
                 "control" => cfg.control = Some(base.join(s()?)),
                 "metrics" => cfg.metrics = Some(s()?),
                 "busy_poll_us" => {
-                    let us = v.as_integer().filter(|&n| (0..=1_000_000).contains(&n));
-                    let us =
-                        us.ok_or_else(|| anyhow!("{file}: 'busy_poll_us' must be an integer from 0 to 1000000"))?;
+                    let us = v.as_integer().filter(|&n| (0..=MAX_BUSY_POLL_US).contains(&n));
+                    let us = us.ok_or_else(|| {
+                        anyhow!("{file}: 'busy_poll_us' must be an integer from 0 to {MAX_BUSY_POLL_US}")
+                    })?;
                     cfg.busy_poll_us = Some(us as u64);
                 }
                 "content" => {
@@ -626,7 +629,7 @@ pub struct Args {
     /// previous request came that quickly (adaptive: a client that pauses longer gets a plain blocking read).
     /// Saves the wake-up of a sleeping CPU at low queue depth (about 2x the IOPS at QD1, docs/performance.md)
     /// for at most N µs of CPU per request; 0 turns it off. Default 50.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=MAX_BUSY_POLL_US as u64))]
     pub busy_poll_us: Option<u64>,
 
     /// Log format on stderr: one line per event (start, stop, summary).
@@ -1075,11 +1078,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let live = Arc::new(live);
 
     let fmt = a.log_format;
-    let mut config = ServerConfig::from(exports);
-    if let Some(us) = cfg.busy_poll_us {
-        config = config.with_busy_poll(Duration::from_micros(us));
-    }
-    let config = config.with_events(Arc::new(move |e: &ConnEvent| {
+    let busy_poll = cfg.busy_poll_us.map_or(DEFAULT_BUSY_POLL, Duration::from_micros);
+    let config = ServerConfig::from(exports).with_busy_poll(busy_poll).with_events(Arc::new(move |e: &ConnEvent| {
         let log = Log(fmt);
         match e {
             ConnEvent::Connected { id, peer } => log.event("connect", json!({"conn": id, "peer": peer})),
