@@ -116,24 +116,39 @@ fn invalid(e: ProtocolError) -> io::Error {
 
 /// Counts payload bytes in flight.
 struct Budget {
-    state: Mutex<(usize, u64)>,
+    state: Mutex<BudgetState>,
     cv: Condvar,
+}
+
+#[derive(Default)]
+struct BudgetState {
+    /// Requests holding a charge.
+    requests: usize,
+    /// Bytes charged.
+    bytes: u64,
+    /// Threads waiting in [`Budget::acquire`].
+    waiters: usize,
 }
 
 impl Budget {
     fn acquire(&self, bytes: u64) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        while s.0 > 0 && s.1 + bytes > MAX_IN_FLIGHT_BYTES {
+        while s.requests > 0 && s.bytes + bytes > MAX_IN_FLIGHT_BYTES {
+            s.waiters += 1;
             s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner());
+            s.waiters -= 1;
         }
-        s.0 += 1;
-        s.1 += bytes;
+        s.requests += 1;
+        s.bytes += bytes;
     }
     fn release(&self, bytes: u64) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        s.0 -= 1;
-        s.1 -= bytes;
-        self.cv.notify_all();
+        s.requests -= 1;
+        s.bytes -= bytes;
+        // A notify is a futex system call even when nobody waits: only wake when someone does.
+        if s.waiters > 0 {
+            self.cv.notify_all();
+        }
     }
 }
 
@@ -227,7 +242,7 @@ fn transmission(
             read_only,
             neg,
             writer: Mutex::new(wr),
-            budget: Budget { state: Mutex::new((0, 0)), cv: Condvar::new() },
+            budget: Budget { state: Mutex::new(BudgetState::default()), cv: Condvar::new() },
         },
         reader: Mutex::new(Reader { rd: BufReader::with_capacity(READ_BUFFER, rd), done: false, result: Ok(()) }),
         stop,
@@ -668,4 +683,49 @@ fn send_block_status(ctx: &Ctx, r: &Request, extents: &[(u64, u32)]) -> io::Resu
     }
     let h = chunk_header(r.cookie, REPLY_FLAG_DONE, REPLY_TYPE_BLOCK_STATUS, d.len() as u32);
     send(ctx, &[&h, &d])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    fn budget() -> Budget {
+        Budget { state: Mutex::new(BudgetState::default()), cv: Condvar::new() }
+    }
+
+    #[test]
+    fn budget_blocks_past_the_limit_until_a_release_wakes_it() {
+        let b = budget();
+        b.acquire(MAX_IN_FLIGHT_BYTES - 4096);
+        // A request that fits goes through at once.
+        b.acquire(4096);
+        let (tx, rx) = mpsc::channel();
+        thread::scope(|s| {
+            s.spawn(|| {
+                b.acquire(1 << 20);
+                tx.send(()).unwrap();
+                b.release(1 << 20);
+            });
+            // Over the limit: the third request waits.
+            assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+            assert_eq!(b.state.lock().unwrap().waiters, 1);
+            b.release(4096);
+            // Still over the limit: keeps waiting.
+            assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
+            b.release(MAX_IN_FLIGHT_BYTES - 4096);
+            rx.recv_timeout(Duration::from_secs(10)).expect("the release woke the waiter");
+        });
+        let s = b.state.lock().unwrap();
+        assert_eq!((s.requests, s.bytes, s.waiters), (0, 0, 0));
+    }
+
+    #[test]
+    fn budget_always_admits_a_lone_request_however_large() {
+        let b = budget();
+        b.acquire(2 * MAX_IN_FLIGHT_BYTES);
+        b.release(2 * MAX_IN_FLIGHT_BYTES);
+        let s = b.state.lock().unwrap();
+        assert_eq!((s.requests, s.bytes, s.waiters), (0, 0, 0));
+    }
 }
