@@ -410,3 +410,51 @@ fn busy_polling_serves_back_to_back_requests_and_sleeps_when_the_client_is_idle(
     let (ok, out) = s.stop();
     assert!(ok, "{out}");
 }
+
+/// The scheduling policy in a /proc `stat` file (field 41: 0 SCHED_OTHER, 3 SCHED_BATCH).
+fn policy(stat: &std::path::Path) -> u32 {
+    let stat = std::fs::read_to_string(stat).unwrap();
+    // The fields after the command name, which is in parentheses and may contain spaces.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    rest.split(' ').nth(41 - 3).unwrap().parse().unwrap()
+}
+
+/// The scheduling policies of a process's NBD connection threads.
+fn connection_policies(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = t.unwrap().path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if !comm.starts_with("nbd-conn") {
+            continue;
+        }
+        out.push(policy(&dir.join("stat")));
+    }
+    out
+}
+
+/// `--sched`: connection threads run under SCHED_BATCH by default and under SCHED_OTHER with `normal`; the
+/// accept thread keeps the normal policy either way.
+#[test]
+fn sched_sets_the_connection_threads_policy() {
+    use std::net::TcpStream;
+    let d = tempfile::tempdir().unwrap();
+    let img = disk(d.path(), 1);
+    for (args, want) in [(&[][..], 3), (&["--sched", "normal"][..], 0), (&["--sched", "batch"][..], 3)] {
+        let mut a = vec!["--backend", img.to_str().unwrap()];
+        a.extend_from_slice(args);
+        let s = Served::start(&a);
+        let addr = s.uri.trim_start_matches("nbd://").split('/').next().unwrap().to_string();
+        let mut c = TcpStream::connect(&addr).unwrap();
+        // The greeting comes from the connection thread, after it has set its policy.
+        let mut greeting = [0u8; 18];
+        c.read_exact(&mut greeting).unwrap();
+        assert_eq!(&greeting[..8], b"NBDMAGIC");
+        assert_eq!(connection_policies(s.child.id()), vec![want], "{args:?}");
+        let main = policy(format!("/proc/{}/stat", s.child.id()).as_ref());
+        assert_eq!(main, 0, "the main thread stays normal");
+        drop(c);
+        let (ok, out) = s.stop();
+        assert!(ok, "{out}");
+    }
+}
