@@ -211,8 +211,8 @@ fn tsim_runs_a_workload_a_file_trace_and_a_block_trace() {
     assert!(t.contains("page cache") && t.contains("block cache") && t.contains("app time"), "{t}");
     assert!(t.contains("scheduler C-LOOK"), "{t}");
     // CFQ (seed 000's scheduler) serves each process in its own time slice: with 2.6.14's read-ahead every 4 KiB
-    // strided read is a disk read, and those of one process follow each other, so the drive's read-ahead buffer serves most of them and the run is much faster
-    // than C-LOOK's, which alternates between the processes.
+    // strided read is a disk read, and those of one process follow each other, so the drive's read-ahead buffer
+    // serves most of them and the run is much faster than C-LOOK's, which alternates between the processes.
     let seed000 = ["--page-prefetch", "linux26", "--json"];
     let cfq = json(&[&["tsim", "--workload", spec, "--scheduler", "cfq"][..], &common[..4], &seed000].concat());
     let clook = json(&[&["tsim", "--workload", spec][..], &common[..4], &seed000].concat());

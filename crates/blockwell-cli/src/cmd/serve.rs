@@ -404,11 +404,23 @@ pub struct ExportConfig {
     pub stack: StackArgs,
 }
 
-/// `--sched` / `sched`: the connection threads' scheduling policy ([`Scheduling`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum SchedArg {
-    Batch,
-    Normal,
+/// The names `--sched` and `sched` take.
+const SCHED_NAMES: [&str; 2] = ["batch", "normal"];
+
+/// `--sched`: one of [`SCHED_NAMES`] (listed in the help and the error), as a [`Scheduling`].
+fn sched_parser() -> impl clap::builder::TypedValueParser<Value = Scheduling> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(SCHED_NAMES)
+        .map(|s| parse_sched(&s).expect("clap admits only SCHED_NAMES"))
+}
+
+/// A connection scheduling policy by name (one of [`SCHED_NAMES`]).
+fn parse_sched(name: &str) -> Option<Scheduling> {
+    match name {
+        "batch" => Some(Scheduling::Batch),
+        "normal" => Some(Scheduling::Normal),
+        _ => None,
+    }
 }
 
 /// Everything `blockwell serve` runs, from the flags or a config file.
@@ -421,7 +433,7 @@ pub struct ServeConfig {
     /// Busy polling for the next request, in microseconds (`busy_poll_us`; None: the server's default).
     pub busy_poll_us: Option<u64>,
     /// The connection threads' scheduling policy (`sched`; None: the server's default).
-    pub sched: Option<SchedArg>,
+    pub sched: Option<Scheduling>,
     /// The content cache shared by the exports with `content = true` (from `[content]`, or from the flags).
     pub content: Option<ContentArgs>,
     pub exports: Vec<ExportConfig>,
@@ -484,8 +496,8 @@ impl ServeConfig {
                 }
                 "sched" => {
                     let p = s()?;
-                    let p = <SchedArg as clap::ValueEnum>::from_str(&p, false)
-                        .map_err(|_| anyhow!("{file}: 'sched' must be \"batch\" or \"normal\", not {p:?}"))?;
+                    let p = parse_sched(&p)
+                        .ok_or_else(|| anyhow!("{file}: 'sched' must be \"batch\" or \"normal\", not {p:?}"))?;
                     cfg.sched = Some(p);
                 }
                 "content" => {
@@ -652,8 +664,8 @@ pub struct Args {
     /// they are answered in one batch (QD32 with fio on the same CPU: 1.16x the IOPS over TCP, 1.04x over a
     /// Unix socket, docs/performance.md); on a CPU kept busy by other work a reply may wait for that task's
     /// time slice. normal: SCHED_OTHER. Default batch.
-    #[arg(long, value_enum, value_name = "POLICY")]
-    pub sched: Option<SchedArg>,
+    #[arg(long, value_name = "POLICY", value_parser = sched_parser())]
+    pub sched: Option<Scheduling>,
 
     /// Log format on stderr: one line per event (start, stop, summary).
     #[arg(long, value_enum, default_value = "text")]
@@ -1105,11 +1117,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
 
     let fmt = a.log_format;
     let busy_poll = cfg.busy_poll_us.map_or(DEFAULT_BUSY_POLL, Duration::from_micros);
-    let scheduling = match cfg.sched {
-        None => Scheduling::default(),
-        Some(SchedArg::Batch) => Scheduling::Batch,
-        Some(SchedArg::Normal) => Scheduling::Normal,
-    };
+    let scheduling = cfg.sched.unwrap_or_default();
     let config = ServerConfig::from(exports).with_busy_poll(busy_poll).with_scheduling(scheduling).with_events(
         Arc::new(move |e: &ConnEvent| {
             let log = Log(fmt);
@@ -1260,8 +1268,8 @@ mod tests {
     #[test]
     fn toml_sched() {
         let export = "[[export]]\nname = \"a\"\nbackend = \"a\"\n";
-        assert_eq!(parse(&format!("sched = \"batch\"\n{export}")).unwrap().sched, Some(SchedArg::Batch));
-        assert_eq!(parse(&format!("sched = \"normal\"\n{export}")).unwrap().sched, Some(SchedArg::Normal));
+        assert_eq!(parse(&format!("sched = \"batch\"\n{export}")).unwrap().sched, Some(Scheduling::Batch));
+        assert_eq!(parse(&format!("sched = \"normal\"\n{export}")).unwrap().sched, Some(Scheduling::Normal));
         let x = format!("{:#}", parse(&format!("sched = \"fifo\"\n{export}")).unwrap_err());
         assert_eq!(x, "exports.toml: 'sched' must be \"batch\" or \"normal\", not \"fifo\"");
         let x = format!("{:#}", parse(&format!("sched = 1\n{export}")).unwrap_err());

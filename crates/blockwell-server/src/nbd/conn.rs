@@ -115,6 +115,7 @@ fn invalid(e: ProtocolError) -> io::Error {
 }
 
 /// Counts payload bytes in flight.
+#[derive(Default)]
 struct Budget {
     state: Mutex<BudgetState>,
     cv: Condvar,
@@ -236,14 +237,7 @@ fn transmission(
     requests: &mut u64,
 ) -> io::Result<()> {
     let shared = Shared {
-        ctx: Ctx {
-            size: backend.size(),
-            backend,
-            read_only,
-            neg,
-            writer: Mutex::new(wr),
-            budget: Budget { state: Mutex::new(BudgetState::default()), cv: Condvar::new() },
-        },
+        ctx: Ctx { size: backend.size(), backend, read_only, neg, writer: Mutex::new(wr), budget: Budget::default() },
         reader: Mutex::new(Reader { rd: BufReader::with_capacity(READ_BUFFER, rd), done: false, result: Ok(()) }),
         stop,
         workers: AtomicUsize::new(1),
@@ -690,13 +684,9 @@ mod tests {
     use super::*;
     use std::sync::mpsc;
 
-    fn budget() -> Budget {
-        Budget { state: Mutex::new(BudgetState::default()), cv: Condvar::new() }
-    }
-
     #[test]
     fn budget_blocks_past_the_limit_until_a_release_wakes_it() {
-        let b = budget();
+        let b = Budget::default();
         b.acquire(MAX_IN_FLIGHT_BYTES - 4096);
         // A request that fits goes through at once.
         b.acquire(4096);
@@ -722,7 +712,7 @@ mod tests {
 
     #[test]
     fn budget_always_admits_a_lone_request_however_large() {
-        let b = budget();
+        let b = Budget::default();
         b.acquire(2 * MAX_IN_FLIGHT_BYTES);
         b.release(2 * MAX_IN_FLIGHT_BYTES);
         let s = b.state.lock().unwrap();

@@ -183,9 +183,7 @@ impl Stream {
             }
         }
     }
-}
 
-impl Stream {
     /// A read that never blocks: `Ok(None)` when no byte is waiting.
     fn read_nowait(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
         use std::os::fd::AsFd;

@@ -55,8 +55,6 @@ pub(crate) struct Device {
     queue: BTreeMap<(u64, u64), DevReq>,
     /// CFQ's per-process queues (CFQ only).
     cfq: Option<Cfq>,
-    /// An idle timer CFQ armed, for the driver to call [`Device::start_next`] at.
-    timer: Option<u64>,
     /// The request being served, its completion time and its service time.
     current: Option<(DevReq, u64, u64)>,
     /// End sector of the last request served (C-LOOK's head position).
@@ -81,7 +79,6 @@ impl Device {
             scheduler,
             queue: BTreeMap::new(),
             cfq: (scheduler == Scheduler::Cfq).then(Cfq::default),
-            timer: None,
             current: None,
             head: 0,
             seq: 0,
@@ -139,20 +136,14 @@ impl Device {
         None
     }
 
-    /// A time at which the scheduler wants [`Device::start_next`] called (CFQ's idle timer), once.
-    pub fn take_timer(&mut self) -> Option<u64> {
-        self.timer.take()
-    }
-
     /// Requests waiting in the queue (not the one in service).
     pub fn queued(&self) -> usize {
         self.queue.len()
     }
 
-    /// When idle with queued work, starts the next request at `now`; returns its completion time. CFQ may
-    /// instead keep the disk idle, waiting for the process it serves: then [`Device::take_timer`] says when to
-    /// call again.
-    pub fn start_next(&mut self, now: u64) -> Option<u64> {
+    /// When idle with queued work, starts the next request at `now` ([`Started::Request`]). CFQ may instead
+    /// keep the disk idle, waiting for the process it serves ([`Started::Timer`]).
+    pub fn start_next(&mut self, now: u64) -> Option<Started> {
         if self.current.is_some() || self.queue.is_empty() {
             return None;
         }
@@ -164,10 +155,7 @@ impl Device {
             }
             Scheduler::Cfq => match self.cfq.as_mut()?.select(now, self.head) {
                 Pick::Dispatch(k) => Some(k),
-                Pick::Arm(t) => {
-                    self.timer = Some(t);
-                    None
-                }
+                Pick::Arm(t) => return Some(Started::Timer(t)),
                 Pick::Nothing => None,
             },
         };
@@ -185,7 +173,7 @@ impl Device {
         self.head = r.sector + r.sectors;
         let done = now + t;
         self.current = Some((r, done, t));
-        Some(done)
+        Some(Started::Request(done))
     }
 
     /// The request in service completes: it and its service time.
@@ -209,6 +197,15 @@ impl Device {
         rep.blocks_read = rep.sync_reads.blocks + rep.async_reads.blocks;
         rep
     }
+}
+
+/// What [`Device::start_next`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Started {
+    /// A request went to the disk; it completes at this time.
+    Request(u64),
+    /// The scheduler keeps the disk idle and wants `start_next` called again at this time (CFQ's idle timer).
+    Timer(u64),
 }
 
 /// CFQ's queue for a request: its process's for a read, the shared asynchronous queue for a write (and for a

@@ -1,6 +1,6 @@
 //! The discrete-event engine.
 
-use super::device::{DevReq, Device};
+use super::device::{DevReq, Device, Started};
 use super::level::{Flight, Level, Oracle, Waiter};
 use super::redcap::{Owner, RedcapLevel, ShadowWake};
 use super::report::{LevelReport, Report};
@@ -829,10 +829,10 @@ impl Sim {
     }
 
     fn kick_device(&mut self) {
-        if let Some(done) = self.dev.start_next(self.now) {
-            self.schedule(done, Ev::DeviceDone);
-        } else if let Some(t) = self.dev.take_timer() {
-            self.schedule(t, Ev::DeviceTimer);
+        match self.dev.start_next(self.now) {
+            Some(Started::Request(done)) => self.schedule(done, Ev::DeviceDone),
+            Some(Started::Timer(t)) => self.schedule(t, Ev::DeviceTimer),
+            None => {}
         }
     }
 

@@ -32,7 +32,7 @@
 //! beyond are not replayed and left out of the controller's sums ([`RedcapReport::shadow_skipped`]), so the
 //! controller's information trails the real run by a few requests per process instead of by the whole run.
 
-use super::device::{DevReq, Device};
+use super::device::{DevReq, Device, Started};
 use super::Scheduler;
 use blockwell_core::redcap::{ReadPlan, Redcap, RedcapConfig, RedcapControl, RedcapControlConfig, RedcapError};
 use blockwell_disk::DiskModel;
@@ -304,10 +304,10 @@ impl RedcapLevel {
 
     /// Starts shadow `k`'s next request if it is idle (its completion, or a scheduler timer, goes to `wake`).
     pub fn shadow_kick(&mut self, k: usize, now: u64, wake: &mut Vec<(u64, ShadowWake)>) {
-        if let Some(done) = self.shadows[k].start_next(now) {
-            wake.push((done, ShadowWake::Done(k as u8)));
-        } else if let Some(t) = self.shadows[k].take_timer() {
-            wake.push((t, ShadowWake::Timer(k as u8)));
+        match self.shadows[k].start_next(now) {
+            Some(Started::Request(done)) => wake.push((done, ShadowWake::Done(k as u8))),
+            Some(Started::Timer(t)) => wake.push((t, ShadowWake::Timer(k as u8))),
+            None => {}
         }
     }
 
