@@ -50,6 +50,13 @@ pub trait Backend: Send + Sync {
         false
     }
 
+    /// Hint that these reads (offset, length) are about to be offered to [`Backend::try_read_fast`], in this
+    /// order: a backend may look up their metadata now, all together, so that the memory misses of independent
+    /// lookups overlap instead of being paid one request at a time. A no-op is correct.
+    fn hint_reads(&self, reads: &[(u64, u32)]) {
+        let _ = reads;
+    }
+
     fn is_read_only(&self) -> bool {
         false
     }
@@ -183,6 +190,9 @@ macro_rules! forward_backend {
             }
             fn try_read_shared(&$this, offset: u64, len: u64, out: &mut Vec<$crate::backend::SharedBytes>) -> bool {
                 $inner.try_read_shared(offset, len, out)
+            }
+            fn hint_reads(&$this, reads: &[(u64, u32)]) {
+                $inner.hint_reads(reads)
             }
             fn is_read_only(&$this) -> bool {
                 $inner.is_read_only()

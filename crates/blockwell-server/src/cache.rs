@@ -986,6 +986,29 @@ impl<B: Backend> Backend for Inner<B> {
         ok
     }
 
+    /// Group prefetching: looks up every block of the reads (the slot map, the slot's first bytes, the engine's
+    /// index and entry) without changing anything, so that the cache misses of the lookups overlap in the
+    /// out-of-order window; [`Inner::fast_read`] then finds them in cache. Worth it when the caches are cold, as
+    /// when the client runs on the server's CPU: fio at QD32 on one CPU, 26 % less server CPU per request.
+    fn hint_reads(&self, reads: &[(u64, u32)]) {
+        let st = self.lock();
+        for &(offset, len) in reads {
+            if len == 0 {
+                continue;
+            }
+            let (first, n) = block_span(offset, u64::from(len), self.block_size);
+            if n > COPY_UNLOCKED_BLOCKS {
+                continue;
+            }
+            for b in first..first + n {
+                if let Some(&Entry::Ready(s)) = st.map.get(&b) {
+                    std::hint::black_box(st.slots[s as usize].first());
+                    std::hint::black_box(st.engine.contains(key(b)));
+                }
+            }
+        }
+    }
+
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         Counters::add(&self.counters.read_requests, 1);
         let len = buf.len() as u64;

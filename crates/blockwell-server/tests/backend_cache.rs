@@ -344,6 +344,28 @@ fn fast_path_serves_only_whole_hits_and_counts_like_read_at() {
     c.validate().unwrap();
 }
 
+/// `hint_reads` only looks: no counter moves and recency is untouched, so a hinted block that is then not read
+/// is still the next victim.
+#[test]
+fn hint_reads_changes_nothing() {
+    let c = cached(64 * BS as usize, 4, |_| {});
+    let data = fill(64 * BS as usize, 9);
+    c.inner().write_at(&data, 0, false).unwrap();
+    for blk in 0..4 {
+        read(&c, blk * BS, 1);
+    }
+    let before = c.snapshot();
+    // Resident blocks (0 oldest), absent ones, a multi-block read, a large read (skipped), empty and tail reads.
+    c.hint_reads(&[(0, 4096), (100, 5000), (10 * BS, 4096), (0, 128 << 10), (3 * BS, 0), (63 * BS, 4096)]);
+    assert_eq!(c.snapshot(), before);
+    read(&c, 4 * BS, 1);
+    let mut b = vec![0u8; 10];
+    assert!(!c.try_read_fast(&mut b, 0), "block 0 was hinted, not used: it stays least recently used");
+    assert!(c.try_read_fast(&mut b, BS));
+    assert_eq!(b, data[BS as usize..BS as usize + 10]);
+    c.validate().unwrap();
+}
+
 #[test]
 fn random_concurrent_workload_matches_model_lru() {
     random_workload("lru", WriteMode::WriteThrough, 4, 40 * BS + 123, 24);

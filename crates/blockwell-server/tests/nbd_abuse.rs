@@ -390,6 +390,85 @@ fn pipelined_reads_mixing_inline_hits_workers_and_errors() {
     cached.validate().unwrap();
 }
 
+/// A MemBackend that serves every read on the fast path and records what it is hinted.
+struct Hinted {
+    mem: MemBackend,
+    hints: std::sync::Mutex<Vec<Vec<(u64, u32)>>>,
+}
+
+impl Backend for Hinted {
+    fn size(&self) -> u64 {
+        self.mem.size()
+    }
+    fn read_at(&self, b: &mut [u8], o: u64) -> io::Result<()> {
+        self.mem.read_at(b, o)
+    }
+    fn write_at(&self, b: &[u8], o: u64, fua: bool) -> io::Result<()> {
+        self.mem.write_at(b, o, fua)
+    }
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+    fn trim(&self, _: u64, _: u64, _: bool) -> io::Result<()> {
+        Ok(())
+    }
+    fn write_zeroes(&self, o: u64, l: u64, t: bool, fua: bool) -> io::Result<()> {
+        self.mem.write_zeroes(o, l, t, fua)
+    }
+    fn try_read_fast(&self, b: &mut [u8], o: u64) -> bool {
+        self.mem.read_at(b, o).is_ok()
+    }
+    fn hint_reads(&self, reads: &[(u64, u32)]) {
+        self.hints.lock().unwrap().push(reads.to_vec());
+    }
+}
+
+/// Pipelined READs arriving together are hinted to the backend as one group, in order, up to the first request
+/// that is not a valid small READ (here a read past the end, then a write); groups too small to pay are not.
+#[test]
+fn buffered_reads_are_hinted_up_to_the_first_other_request() {
+    const SIZE: u64 = 1 << 20;
+    let b = Arc::new(Hinted { mem: MemBackend::new(SIZE as usize), hints: Default::default() });
+    let data: Vec<u8> = (0..SIZE).map(|i| (i * 7 % 251) as u8).collect();
+    b.mem.write_at(&data, 0, false).unwrap();
+    let h = Server::bind_tcp("127.0.0.1:0", vec![Export::new("disk", b.clone())]).unwrap().spawn().unwrap();
+    let s = open(h.local_addr().unwrap().port());
+    let read_at = |i: u64| (i * 40_000 % (SIZE - 8192), 1000 + i as u32 * 300);
+    // All in one write, so that the server finds them in its buffer together: 12 reads, a read past the end,
+    // 3 reads (too few to hint), a write, 9 reads. Cookies are indexes into `reqs`.
+    let mut reqs: Vec<(u16, u64, u32)> = (0..12).map(|i| (CMD_READ, read_at(i).0, read_at(i).1)).collect();
+    reqs.push((CMD_READ, SIZE - 10, 4096));
+    reqs.extend((12..15).map(|i| (CMD_READ, read_at(i).0, read_at(i).1)));
+    reqs.push((CMD_WRITE, 0, 512));
+    reqs.extend((15..24).map(|i| (CMD_READ, read_at(i).0, read_at(i).1)));
+    let mut wire = Vec::new();
+    for (cookie, &(typ, offset, len)) in reqs.iter().enumerate() {
+        wire.extend_from_slice(&encode_request(&Request { flags: 0, typ, cookie: cookie as u64, offset, len }));
+        if typ == CMD_WRITE {
+            wire.extend_from_slice(&vec![9; len as usize]);
+        }
+    }
+    (&s).write_all(&wire).unwrap();
+    for _ in 0..reqs.len() {
+        let (err, cookie) = simple_reply(&s);
+        let (typ, o, l) = reqs[cookie as usize];
+        if o + u64::from(l) > SIZE {
+            assert_eq!(err, EINVAL, "read past the end");
+            continue;
+        }
+        assert_eq!(err, 0, "request {cookie}");
+        if typ == CMD_READ {
+            let mut d = vec![0; l as usize];
+            (&s).read_exact(&mut d).unwrap();
+            assert!(d == data[o as usize..(o + u64::from(l)) as usize], "data of read {cookie}");
+        }
+    }
+    h.shutdown().unwrap();
+    let hints = b.hints.lock().unwrap();
+    let group = |r: std::ops::Range<usize>| reqs[r].iter().map(|&(_, o, l)| (o, l)).collect::<Vec<_>>();
+    assert_eq!(*hints, [group(0..12), group(17..26)], "hinted groups");
+}
+
 /// Connection events: connect, open on an export, and a disconnect that counts requests and names an error
 /// when the client broke the protocol.
 #[test]

@@ -212,6 +212,10 @@ struct Reader {
     done: bool,
     /// Why reading ended, when it was an error.
     result: io::Result<()>,
+    /// Requests at the front of the buffer already passed to [`Backend::hint_reads`].
+    hinted: usize,
+    /// Scratch for [`Backend::hint_reads`].
+    hints: Vec<(u64, u32)>,
 }
 
 /// State shared by the workers of one connection.
@@ -238,7 +242,13 @@ fn transmission(
 ) -> io::Result<()> {
     let shared = Shared {
         ctx: Ctx { size: backend.size(), backend, read_only, neg, writer: Mutex::new(wr), budget: Budget::default() },
-        reader: Mutex::new(Reader { rd: BufReader::with_capacity(READ_BUFFER, rd), done: false, result: Ok(()) }),
+        reader: Mutex::new(Reader {
+            rd: BufReader::with_capacity(READ_BUFFER, rd),
+            done: false,
+            result: Ok(()),
+            hinted: 0,
+            hints: Vec::new(),
+        }),
         stop,
         workers: AtomicUsize::new(1),
         readers: AtomicUsize::new(0),
@@ -296,6 +306,11 @@ fn take_request(r: &mut Reader, sh: &Shared<'_>, batch: &mut ReplyBuf) -> Option
         match read_request(&mut r.rd, &sh.ctx, sh.stop) {
             Ok(Some(job)) => {
                 sh.requests.fetch_add(1, Ordering::Relaxed);
+                if r.hinted == 0 {
+                    hint_buffered(r, &sh.ctx, &job.req);
+                } else {
+                    r.hinted -= 1;
+                }
                 if !serve_inline(&sh.ctx, &job.req, batch) {
                     return Some(job);
                 }
@@ -311,6 +326,44 @@ fn take_request(r: &mut Reader, sh: &Shared<'_>, batch: &mut ReplyBuf) -> Option
                 r.result = Err(e);
             }
         }
+    }
+}
+
+/// The read buffer must hold at least this many READs before they are passed to [`Backend::hint_reads`]. With
+/// fewer, the client is the bottleneck (the server answers each small group as it arrives, its metadata still in
+/// cache) and the extra pass only delays the replies: measured with fio at QD32 with client and server on their
+/// own CPUs, hinting groups of 2 cost 8 % of the IOPS, groups of 8 or more cost nothing measurable.
+const HINT_MIN_READS: usize = 8;
+
+/// Whether `q` is a READ that [`serve_inline`] may answer, and so worth a hint.
+fn hintable(ctx: &Ctx, q: &Request) -> bool {
+    q.typ == CMD_READ && q.len > 0 && q.len <= INLINE_MAX && check(ctx, q).is_ok()
+}
+
+/// Called with the request `cur` just read, when no buffered request has been hinted yet: passes `cur` (if it is
+/// a small valid READ) and the small valid READs whole in the read buffer behind it, up to the first other
+/// request, to [`Backend::hint_reads`], when they are at least [`HINT_MIN_READS`]; `r.hinted` then counts the
+/// buffered ones among them.
+fn hint_buffered(r: &mut Reader, ctx: &Ctx, cur: &Request) {
+    let buf = r.rd.buffer();
+    if buf.len() < (HINT_MIN_READS - 1) * REQUEST_LEN {
+        return;
+    }
+    r.hints.clear();
+    if hintable(ctx, cur) {
+        r.hints.push((cur.offset, cur.len));
+    }
+    let current = r.hints.len();
+    for h in buf.chunks_exact(REQUEST_LEN) {
+        let h: &[u8; REQUEST_LEN] = h.try_into().expect("chunks_exact yields whole headers");
+        match parse_request(h) {
+            Ok(q) if hintable(ctx, &q) => r.hints.push((q.offset, q.len)),
+            _ => break,
+        }
+    }
+    if r.hints.len() >= HINT_MIN_READS {
+        ctx.backend.hint_reads(&r.hints);
+        r.hinted = r.hints.len() - current;
     }
 }
 
