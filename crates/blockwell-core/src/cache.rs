@@ -136,6 +136,14 @@ impl<P: DynPolicy + ?Sized> BlockCache<P> {
         &self.policy
     }
 
+    pub(crate) fn policy_mut(&mut self) -> &mut P {
+        &mut self.policy
+    }
+
+    pub(crate) fn stats_mut(&mut self) -> &mut Stats {
+        &mut self.stats
+    }
+
     /// A byte-range request on `volume`. `plan` is cleared and filled.
     pub fn access(&mut self, op: Op, volume: u32, offset: u64, len: u64, plan: &mut Plan) -> Result<(), CacheError> {
         if volume > MAX_VOLUME {
@@ -201,7 +209,7 @@ impl<P: DynPolicy + ?Sized> BlockCache<P> {
             let clean: Vec<Access> = group.iter().filter(|a| seen.insert(a.key)).take(cap).copied().collect();
             self.policy.prefetch(&clean, &mut plan.victims)
         };
-        self.stats.prefetch_inserted += n as u64;
+        self.stats.prefetch_issued += n as u64;
         self.count_victims(before, plan);
         n
     }
@@ -271,7 +279,7 @@ mod tests {
         assert_eq!(plan.hits, 1);
         c.access_blocks(Op::Read, k(3), 1, &[], &mut plan); // evicts 2, never used
         let s = c.stats();
-        assert_eq!((s.prefetch_inserted, s.prefetch_used, s.prefetch_wasted, s.evictions), (2, 1, 1, 1));
+        assert_eq!((s.prefetch_issued, s.prefetch_used, s.prefetch_wasted, s.evictions), (2, 1, 1, 1));
     }
 
     #[test]

@@ -7,18 +7,26 @@
 //! - [`key`]: block keys (volume, block) and byte-range math.
 //! - [`arena`]: index-linked lists over an arena and a handle-only hash index.
 //! - [`policy`]: the replacement policies, one module each, and their registry.
-//! - [`cache`]: [`cache::BlockCache`], a policy over a byte budget at a block size, producing plans.
+//! - [`level`]: [`CacheLevel`], the whole cache step of one level (policy, prefetcher, blocks in flight,
+//!   admission, sequential cutoff, dirty and pinned blocks, counters): a request in, a plan out. Every driver
+//!   (sim, the live server, the FUSE export) runs this type.
+//! - [`cache`]: [`cache::BlockCache`], a policy over a byte budget at a block size (the replacement part of a
+//!   level).
+//! - [`admission`]: which missed blocks enter a level; [`cutoff`]: the sequential cutoff.
 //! - [`prefetch`]: the prefetchers (observe demand requests, propose block ranges), one module each.
 //! - [`cluster`]: merges block fetches into device requests.
 //! - [`dedup`]: content-based caching (seed 003): one copy per content, shared by addresses, Table 1 counters.
 //! - [`redcap`]: the REDCAP segment cache and its activation controller.
 //! - [`stats`]: block- and request-level counters split by reads and writes.
 
+pub mod admission;
 pub mod arena;
 pub mod cache;
 pub mod cluster;
+pub mod cutoff;
 pub mod dedup;
 pub mod key;
+pub mod level;
 pub mod policy;
 pub mod prefetch;
 pub mod redcap;
@@ -27,5 +35,6 @@ pub mod stats;
 
 pub use cache::{BlockCache, CacheConfig, CacheError, Op, Plan};
 pub use key::BlockKey;
+pub use level::{CacheLevel, Fate, LevelConfig, Request, StepPlan, Victim, WritePolicy};
 pub use policy::{Access, DynPolicy, Evicted, Outcome, Policy, PolicyKind, PolicySpec, Preset};
 pub use stats::Stats;

@@ -1,6 +1,23 @@
-//! Counters: block level and request level, reads and writes apart, plus prefetch and eviction counts.
+//! Counters of a cache level: the one definition used by `sim`, `tsim`, the live server's `status`, its JSON
+//! and its Prometheus text alike.
 //!
-//! A request hits only if every block it touches hits (DESIGN.md, "Semantics that must be right").
+//! - **Block level** (`read` / `write`, [`OpStats`]): every block a demand request touches is one access. A
+//!   block *hits* when its data is in the level when the request arrives. A block whose read is still in
+//!   flight (issued by an earlier request or a prefetch) is a **miss that waits**: it issues no new read and
+//!   is counted once in `delayed_hits` (seed `001_*` §5.2: "a demand access to a block whose prefetch has not
+//!   completed is a miss"). A miss that admission keeps out, or a request that bypasses the level, is a miss.
+//! - **Request level**: a request hits only if every block it touches hits (DESIGN.md, "Semantics that must
+//!   be right").
+//! - **Prefetch**: `prefetch_issued` blocks were read by the prefetcher (or inserted by a driver's prefetch
+//!   call); of those, `prefetch_used` were found resident by their first demand access, `prefetch_late` were
+//!   first demanded while still in flight, and `prefetch_wasted` left the level without any demand access.
+//!   Accuracy is `(used + late) / issued`; coverage is `used / (used + read block misses)`, the share of the
+//!   demand misses the prefetcher removed.
+//! - **Level**: `evictions` (blocks evicted to make room), `admission_rejections` (missed blocks admission kept
+//!   out), `bypassed` (requests that skipped the level: sequential cutoff), `invalidations` (resident blocks
+//!   dropped by a write-around write, TRIM, a partial write over an in-flight block or a failed read),
+//!   `fills_dropped` (completed reads not installed because a write, an eviction or an invalidation overtook
+//!   them).
 
 use serde::{Deserialize, Serialize};
 use std::ops::AddAssign;
@@ -53,14 +70,26 @@ fn ratio(a: u64, b: u64) -> f64 {
 pub struct Stats {
     pub read: OpStats,
     pub write: OpStats,
-    /// Blocks inserted by prefetches.
-    pub prefetch_inserted: u64,
-    /// Prefetched blocks later accessed on demand.
+    /// Demand read blocks found in flight: misses that waited for a read already issued.
+    pub delayed_hits: u64,
+    /// Blocks read (or inserted) by prefetches.
+    pub prefetch_issued: u64,
+    /// Prefetched blocks found resident by their first demand access.
     pub prefetch_used: u64,
+    /// Prefetched blocks first demanded while still in flight (right, but late).
+    pub prefetch_late: u64,
     /// Prefetched blocks evicted (or removed) without a demand access.
     pub prefetch_wasted: u64,
     /// Blocks evicted to make room.
     pub evictions: u64,
+    /// Missed blocks admission kept out.
+    pub admission_rejections: u64,
+    /// Requests that bypassed the level (sequential cutoff).
+    pub bypassed: u64,
+    /// Resident blocks dropped (write-around, TRIM, partial write over an in-flight block, failed read).
+    pub invalidations: u64,
+    /// Completed reads not installed because something overtook them.
+    pub fills_dropped: u64,
 }
 
 impl Stats {
@@ -69,6 +98,16 @@ impl Stats {
         let mut t = self.read;
         t += self.write;
         t
+    }
+
+    /// Share of prefetched blocks that were demanded (in time or late); 0 without prefetches.
+    pub fn prefetch_accuracy(&self) -> f64 {
+        ratio(self.prefetch_used + self.prefetch_late, self.prefetch_issued)
+    }
+
+    /// Share of the demand read misses the prefetcher removed: `used / (used + read block misses)`.
+    pub fn prefetch_coverage(&self) -> f64 {
+        ratio(self.prefetch_used, self.prefetch_used + self.read.block_misses())
     }
 }
 
