@@ -32,6 +32,7 @@ pub mod prefetch;
 pub mod redcap;
 pub mod spec;
 pub mod stats;
+pub mod typed;
 
 pub use cache::{BlockCache, CacheConfig, CacheError, Op, Plan};
 pub use key::BlockKey;

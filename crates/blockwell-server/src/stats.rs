@@ -1,5 +1,6 @@
-//! Counters of the live cache ([`crate::cache::CachedBackend`]): the engine's block-level counters
-//! ([`blockwell_core::Stats`]) plus what only the driver sees (backend traffic, slots, bypasses, admission).
+//! Counters of the live cache ([`crate::cache::CachedBackend`]): the engine's counters
+//! ([`blockwell_core::Stats`], defined once in `blockwell_core::stats` and the same in `sim`) plus what only the
+//! driver sees (NBD requests, backend traffic, slots, the prefetch queue).
 
 use blockwell_core::stats::Stats;
 use serde::Serialize;
@@ -18,21 +19,10 @@ pub struct Counters {
     pub backend_bytes_read: AtomicU64,
     pub backend_writes: AtomicU64,
     pub backend_bytes_written: AtomicU64,
-    /// Requests that bypassed the cache (sequential cutoff).
-    pub bypassed: AtomicU64,
-    /// Missed blocks the admission policy kept out.
-    pub admission_rejections: AtomicU64,
-    /// Blocks the engine counted as hits whose data was still being fetched by another request (read from
-    /// the backend instead).
-    pub pending_hits: AtomicU64,
-    /// Fetched blocks not installed because a write or eviction overtook the fetch.
+    /// The content cache's own: fetched blocks not installed because a write overtook the fetch (the block
+    /// cache counts these in its engine).
     pub fills_dropped: AtomicU64,
-    /// Missed read blocks that never reached the engine (kept out by admission).
-    pub read_uncounted_misses: AtomicU64,
-    /// Written blocks that missed and never reached the engine (partial blocks are not allocated; whole ones
-    /// kept out by admission).
-    pub write_uncounted_misses: AtomicU64,
-    /// Blocks dropped by write-around writes, TRIM, WRITE_ZEROES and bypassed writes.
+    /// The content cache's own: blocks dropped by TRIM, WRITE_ZEROES and failed writes.
     pub invalidations: AtomicU64,
     pub prefetch_blocks_read: AtomicU64,
     pub prefetch_dropped: AtomicU64,
@@ -61,15 +51,17 @@ pub struct StatsSnapshot {
     pub backend_writes: u64,
     pub backend_bytes_written: u64,
     pub evictions: u64,
+    /// Demand read blocks found in flight (misses that waited; see `blockwell_core::stats`).
+    pub delayed_hits: u64,
     pub prefetch_issued: u64,
     pub prefetch_used: u64,
+    pub prefetch_late: u64,
     pub prefetch_wasted: u64,
     pub slots_allocated: u64,
     pub capacity_blocks: u64,
     pub resident_blocks: u64,
     pub bypassed: u64,
     pub admission_rejections: u64,
-    pub pending_hits: u64,
     pub fills_dropped: u64,
     pub invalidations: u64,
     /// Blocks read from the backend by prefetches (synchronous segment or read-ahead groups and asynchronous
@@ -81,6 +73,8 @@ pub struct StatsSnapshot {
     pub redcap_active: Option<bool>,
     /// With the `redcap` prefetcher: how many times the activation algorithm switched it on or off.
     pub redcap_switches: u64,
+    /// The engine's counters as `blockwell sim` reports them (`blockwell_core::Stats`).
+    pub engine: Stats,
 }
 
 impl StatsSnapshot {
@@ -92,45 +86,54 @@ impl StatsSnapshot {
             read_request_hits: g(&c.read_request_hits),
             cache_requests: g(&c.cache_requests),
             read_block_hits: engine.read.block_hits,
-            // Blocks kept out of the engine are misses all the same.
-            read_block_misses: engine.read.block_misses() + g(&c.read_uncounted_misses),
+            read_block_misses: engine.read.block_misses(),
             write_block_hits: engine.write.block_hits,
-            write_block_misses: engine.write.block_misses() + g(&c.write_uncounted_misses),
+            write_block_misses: engine.write.block_misses(),
             backend_reads: g(&c.backend_reads),
             backend_bytes_read: g(&c.backend_bytes_read),
             backend_writes: g(&c.backend_writes),
             backend_bytes_written: g(&c.backend_bytes_written),
             evictions: engine.evictions,
-            prefetch_issued: engine.prefetch_inserted,
+            delayed_hits: engine.delayed_hits,
+            prefetch_issued: engine.prefetch_issued,
             prefetch_used: engine.prefetch_used,
+            prefetch_late: engine.prefetch_late,
             prefetch_wasted: engine.prefetch_wasted,
             slots_allocated: slots,
             capacity_blocks: capacity,
             resident_blocks: resident,
-            bypassed: g(&c.bypassed),
-            admission_rejections: g(&c.admission_rejections),
-            pending_hits: g(&c.pending_hits),
-            fills_dropped: g(&c.fills_dropped),
-            invalidations: g(&c.invalidations),
+            bypassed: engine.bypassed,
+            admission_rejections: engine.admission_rejections,
+            fills_dropped: engine.fills_dropped,
+            invalidations: engine.invalidations,
             prefetch_blocks_read: g(&c.prefetch_blocks_read),
             prefetch_dropped: g(&c.prefetch_dropped),
             redcap_active: None,
             redcap_switches: g(&c.redcap_switches),
+            engine: *engine,
         }
     }
 
-    /// One line of `key value` pairs, like `dmsetup status`.
+    /// One line of `key value` pairs, like `dmsetup status` (the engine's nested counters as `engine.read.blocks`).
     pub fn to_status_line(&self) -> String {
-        let v = serde_json::to_value(self).expect("snapshot serializes");
-        let mut s = String::new();
-        if let serde_json::Value::Object(m) = v {
-            for (k, x) in m {
-                if !s.is_empty() {
-                    s.push(' ');
+        fn walk(prefix: &str, v: &serde_json::Value, s: &mut String) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    for (k, x) in m {
+                        let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                        walk(&key, x, s);
+                    }
                 }
-                let _ = write!(s, "{k} {x}");
+                x => {
+                    if !s.is_empty() {
+                        s.push(' ');
+                    }
+                    let _ = write!(s, "{prefix} {x}");
+                }
             }
         }
+        let mut s = String::new();
+        walk("", &serde_json::to_value(self).expect("snapshot serializes"), &mut s);
         s
     }
 }
@@ -142,12 +145,16 @@ mod tests {
     #[test]
     fn status_line_has_every_counter() {
         let c = Counters::default();
-        Counters::add(&c.bypassed, 3);
-        let s = StatsSnapshot::build(&c, &Stats::default(), 2, 8, 1);
+        Counters::add(&c.backend_reads, 3);
+        let engine = Stats { bypassed: 4, ..Default::default() };
+        let s = StatsSnapshot::build(&c, &engine, 2, 8, 1);
         let line = s.to_status_line();
-        assert!(line.contains("bypassed 3"), "{line}");
+        assert!(line.contains("backend_reads 3"), "{line}");
+        assert!(line.contains("bypassed 4"), "{line}");
+        assert!(line.contains("engine.bypassed 4"), "{line}");
+        assert!(line.contains("engine.read.block_hits 0"), "{line}");
         assert!(line.contains("slots_allocated 2"), "{line}");
-        assert_eq!(line.split(' ').count(), 2 * 28, "{line}");
+        assert_eq!(line.split(' ').count(), 2 * (28 + 19), "{line}");
         assert!(!line.contains('\n'));
     }
 }

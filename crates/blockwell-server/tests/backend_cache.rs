@@ -1,9 +1,10 @@
 //! CachedBackend over a MemBackend, against a reference model.
 
+use blockwell_core::admission::AdmissionSpec as Admission;
 use blockwell_core::prefetch::PrefetcherSpec;
 use blockwell_core::{PolicySpec, Preset};
 use blockwell_server::backend::{Backend, MemBackend};
-use blockwell_server::cache::{Admission, CachedBackend, CachedConfig, CachedError, WriteMode};
+use blockwell_server::cache::{CachedBackend, CachedConfig, CachedError, WriteMode};
 use blockwell_server::delay::{DelayBackend, DelayConfig, LinearServiceTime};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -8,9 +8,12 @@
 //! counts distinct blocks and, for OPT, computes each block access's next-use time with a reverse pass (the
 //! reader is opened a second time for the replay).
 
-use blockwell_core::cache::{BlockCache, CacheConfig, CacheError, Plan};
+use blockwell_core::admission::AdmissionSpec;
+use blockwell_core::cache::{CacheConfig, CacheError, Plan};
 use blockwell_core::key::{block_span, BlockKey};
+use blockwell_core::level::{self, CacheLevel, LevelConfig, StepPlan};
 use blockwell_core::policy::{Policy, PolicyError, PolicySpec, PolicyVisitor, Preset, NEVER};
+use blockwell_core::prefetch::{PrefetchError, PrefetcherKind, PrefetcherSpec};
 use blockwell_core::{Op, Stats};
 use blockwell_trace::{Request, TraceError, TraceReader};
 use serde::Serialize;
@@ -31,6 +34,13 @@ pub struct ReplayConfig {
     pub warmup: u64,
     /// Worker threads (0 = one per core).
     pub threads: usize,
+    /// The prefetcher of every cache (prefetched blocks enter through the policy's prefetch path; reads complete
+    /// at once, so a prefetch is never late).
+    pub prefetch: PrefetcherSpec,
+    /// Which missed blocks enter the caches.
+    pub admission: AdmissionSpec,
+    /// Back-to-back runs of at least this many bytes bypass the caches; 0 turns it off.
+    pub sequential_cutoff: u64,
 }
 
 impl Default for ReplayConfig {
@@ -42,6 +52,9 @@ impl Default for ReplayConfig {
             volumes: None,
             warmup: 0,
             threads: 0,
+            prefetch: PrefetcherSpec::new(PrefetcherKind::NoPrefetch),
+            admission: AdmissionSpec::Always,
+            sequential_cutoff: 0,
         }
     }
 }
@@ -79,6 +92,8 @@ pub enum ReplayError {
     Cache { policy: String, blocks: u64, source: CacheError },
     #[error(transparent)]
     Policy(#[from] PolicyError),
+    #[error(transparent)]
+    Prefetch(#[from] PrefetchError),
     #[error("the trace has no requests{0}")]
     Empty(&'static str),
     #[error("request {index}: {message}")]
@@ -261,8 +276,11 @@ trait Runner: Send {
 }
 
 struct SimCache<P: Policy> {
-    cache: BlockCache<P>,
+    level: CacheLevel<P>,
+    /// No prefetcher, admission or cutoff: each request is a plain policy step.
+    plain: bool,
     plan: Plan,
+    step: StepPlan,
     validate: bool,
 }
 
@@ -270,16 +288,24 @@ impl<P: Policy> Runner for SimCache<P> {
     fn run(&mut self, batch: &Batch, warmup: u64) {
         let mut at = 0usize;
         let with_next = !batch.next_use.is_empty();
+        let bs = self.level.config().cache.block_size;
         for (i, r) in batch.reqs.iter().enumerate() {
             if warmup > 0 && batch.start + i as u64 == warmup {
-                self.cache.reset_stats();
+                self.level.reset_stats();
             }
             let n = r.n as usize;
             let nu = if with_next { &batch.next_use[at..at + n] } else { &[][..] };
-            self.cache.access_blocks(r.op, r.first, n as u64, nu, &mut self.plan);
+            if self.plain {
+                self.level.access_plain(r.op, r.first, n as u64, nu, &mut self.plan);
+            } else {
+                let req = level::Request { next_use: nu, ..level::Request::blocks(r.op, r.first, n as u64, bs) };
+                self.level.access(&req, &mut self.step);
+                // Reads complete at once: nothing is in flight at the next request.
+                self.level.complete_all();
+            }
             at += n;
             if self.validate {
-                if let Err(e) = self.cache.policy().validate() {
+                if let Err(e) = self.level.validate() {
                     panic!("invariant broken after request {}: {e}", batch.start + i as u64);
                 }
             }
@@ -287,24 +313,32 @@ impl<P: Policy> Runner for SimCache<P> {
     }
 
     fn finish(self: Box<Self>) -> (Stats, usize) {
-        (*self.cache.stats(), self.cache.policy().len())
+        (*self.level.stats(), self.level.policy().len())
     }
 }
 
-struct MakeRunner {
-    config: CacheConfig,
+struct MakeRunner<'a> {
+    config: LevelConfig,
+    prefetch: &'a PrefetcherSpec,
     validate: bool,
 }
 
-impl PolicyVisitor for MakeRunner {
-    type Output = Box<dyn Runner>;
-    fn visit<P: Policy>(self, config: P::Config) -> Box<dyn Runner> {
-        let policy = P::new(self.config.capacity_blocks(), &config);
-        Box::new(SimCache {
-            cache: BlockCache::new(self.config, Box::new(policy)),
+impl PolicyVisitor for MakeRunner<'_> {
+    type Output = Result<Box<dyn Runner>, PrefetchError>;
+    fn visit<P: Policy>(self, config: P::Config) -> Self::Output {
+        let policy = P::new(self.config.cache.capacity_blocks(), &config);
+        let prefetcher = match self.prefetch.kind {
+            PrefetcherKind::NoPrefetch => None,
+            _ => Some(self.prefetch.build(self.config.cache.block_size)?),
+        };
+        let level = CacheLevel::new(self.config, Box::new(policy), prefetcher);
+        Ok(Box::new(SimCache {
+            plain: level.is_plain(),
+            level,
             plan: Plan::default(),
+            step: StepPlan::default(),
             validate: self.validate,
-        })
+        }))
     }
 }
 
@@ -357,7 +391,13 @@ pub fn replay(
         let label = c.policy.label().to_string();
         let config = CacheConfig::new(cfg.block_size, blocks.saturating_mul(cfg.block_size))
             .map_err(|source| ReplayError::Cache { policy: label.clone(), blocks, source })?;
-        runners.push(c.policy.visit(cfg.preset, MakeRunner { config, validate: hooks.validate })?);
+        let mut level = LevelConfig::new(config);
+        level.admission = cfg.admission;
+        level.sequential_cutoff = cfg.sequential_cutoff;
+        runners.push(
+            c.policy
+                .visit(cfg.preset, MakeRunner { config: level, prefetch: &cfg.prefetch, validate: hooks.validate })??,
+        );
         meta.push(CacheResult {
             policy: label,
             config: c.policy.config(cfg.preset)?,

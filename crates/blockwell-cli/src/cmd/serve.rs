@@ -12,11 +12,12 @@
 
 use super::common::parse_bytes;
 use anyhow::{anyhow, bail, Context};
+use blockwell_core::admission::AdmissionSpec;
 use blockwell_core::dedup::Category;
 use blockwell_core::policy::{PolicySpec, Preset};
 use blockwell_core::prefetch::PrefetcherSpec;
 use blockwell_server::backend::Backend;
-use blockwell_server::cache::{Admission, CachedBackend, CachedConfig, WriteMode};
+use blockwell_server::cache::{CachedBackend, CachedConfig, WriteMode};
 use blockwell_server::content::{ContentBackend, ContentConfig, ContentSnapshot, ContentStore};
 use blockwell_server::control::{self, Request};
 use blockwell_server::delay::{DelayBackend, DelayConfig, DelayStats};
@@ -234,7 +235,7 @@ impl StackArgs {
             format!("{}: unknown preset '{}' (known: default, seed001)", self.key("preset"), self.preset)
         })?;
         let policy = PolicySpec::parse(&self.policy).with_context(|| self.key("policy"))?;
-        let admission: Admission = self.admission.parse().with_context(|| self.key("admission"))?;
+        let admission: AdmissionSpec = self.admission.parse().with_context(|| self.key("admission"))?;
         let cutoff = parse_bytes(&self.sequential_cutoff).with_context(|| self.key("sequential_cutoff"))?;
         let prefetch = PrefetcherSpec::parse(&self.prefetch).with_context(|| self.key("prefetch"))?;
         Ok(Some(CachedConfig {
@@ -865,6 +866,18 @@ fn metrics_text(live: &[Live]) -> String {
         ("blockwell_evictions_total", "counter", "Blocks evicted.", &[("", |s| s.evictions)]),
         ("blockwell_prefetch_issued_total", "counter", "Blocks prefetched.", &[("", |s| s.prefetch_issued)]),
         ("blockwell_prefetch_used_total", "counter", "Prefetched blocks later hit.", &[("", |s| s.prefetch_used)]),
+        (
+            "blockwell_prefetch_late_total",
+            "counter",
+            "Prefetched blocks first demanded while still in flight.",
+            &[("", |s| s.prefetch_late)],
+        ),
+        (
+            "blockwell_delayed_hits_total",
+            "counter",
+            "Demand read blocks found in flight (misses that waited for a read already issued).",
+            &[("", |s| s.delayed_hits)],
+        ),
         (
             "blockwell_prefetch_wasted_total",
             "counter",

@@ -49,6 +49,9 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub threads: usize,
 
+    #[command(flatten)]
+    pub step: super::common::StepArgs,
+
     /// Print CSV instead of a table.
     #[arg(long, conflicts_with = "json")]
     pub csv: bool,
@@ -120,6 +123,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         volumes: a.volumes.as_ref().map(|v| v.split(',').map(|s| s.trim().to_string()).collect()),
         warmup: a.warmup,
         threads: a.threads,
+        prefetch: a.step.prefetch.clone(),
+        admission: a.step.admission,
+        sequential_cutoff: a.step.sequential_cutoff,
     };
     // Check the trace opens (and its format is known) before anything else.
     a.trace.open()?;
@@ -153,13 +159,21 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let text = if a.json {
         let mut v = serde_json::to_value(&report)?;
         v["trace"] = serde_json::Value::String(a.trace.trace.display().to_string());
+        v["prefetch"] = serde_json::Value::String(a.step.prefetch.label().to_string());
+        v["admission"] = serde_json::Value::String(a.step.admission.to_string());
+        v["sequential_cutoff"] = a.step.sequential_cutoff.into();
+        if let Some(results) = v["results"].as_array_mut() {
+            for (j, c) in results.iter_mut().zip(&report.results) {
+                j["ratios"] = ratios(&c.stats);
+            }
+        }
         let mut s = serde_json::to_string_pretty(&v)?;
         s.push('\n');
         s
     } else if a.csv {
         csv(&report)
     } else {
-        table(&report, &a.trace.trace.display().to_string())
+        table(&report, &a.trace.trace.display().to_string(), a.step.prefetching())
     };
     match &a.output {
         Some(p) => std::fs::write(p, text).with_context(|| format!("--output {}", p.display()))?,
@@ -183,8 +197,24 @@ fn progress_bar(path: &std::path::Path) -> Option<indicatif::ProgressBar> {
     Some(b)
 }
 
-/// The terminal table.
-pub fn table(r: &ReplayReport, trace: &str) -> String {
+/// Miss ratios (block and request level; read, write, total) and the prefetcher's accuracy and coverage,
+/// for `--json`.
+fn ratios(st: &blockwell_core::Stats) -> serde_json::Value {
+    let t = st.total();
+    serde_json::json!({
+        "block_miss_ratio": t.block_miss_ratio(),
+        "read_block_miss_ratio": st.read.block_miss_ratio(),
+        "write_block_miss_ratio": st.write.block_miss_ratio(),
+        "request_miss_ratio": t.request_miss_ratio(),
+        "read_request_miss_ratio": st.read.request_miss_ratio(),
+        "write_request_miss_ratio": st.write.request_miss_ratio(),
+        "prefetch_accuracy": st.prefetch_accuracy(),
+        "prefetch_coverage": st.prefetch_coverage(),
+    })
+}
+
+/// The terminal table; with a prefetcher, its accuracy and coverage too.
+pub fn table(r: &ReplayReport, trace: &str, prefetching: bool) -> String {
     let mut s = String::new();
     s.push_str(&format!(
         "trace {trace}: {} requests, {} block accesses{}, block size {}, preset {}{}\n",
@@ -202,10 +232,15 @@ pub fn table(r: &ReplayReport, trace: &str) -> String {
         },
     ));
     s.push_str(&format!(
-        "{:<22} {:>10} {:>10} | {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9}\n",
+        "{:<22} {:>10} {:>10} | {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9}",
         "policy", "cache", "blocks", "miss blk", "read", "write", "miss req", "read", "write"
     ));
-    s.push_str(&format!("{}\n", "-".repeat(22 + 1 + 10 + 1 + 10 + 3 + 9 * 3 + 2 + 3 + 9 * 3 + 2)));
+    if prefetching {
+        s.push_str(&format!(" | {:>9} {:>9}", "pf accur", "pf cover"));
+    }
+    s.push('\n');
+    let width = 22 + 1 + 10 + 1 + 10 + 3 + 9 * 3 + 2 + 3 + 9 * 3 + 2 + if prefetching { 3 + 9 * 2 + 1 } else { 0 };
+    s.push_str(&format!("{}\n", "-".repeat(width)));
     let ratio = |m: u64, n: u64| if n == 0 { "-".to_string() } else { format!("{:.6}", m as f64 / n as f64) };
     for c in &r.results {
         let t = c.stats.total();
@@ -222,8 +257,20 @@ pub fn table(r: &ReplayReport, trace: &str) -> String {
             ratio(rd.request_misses(), rd.requests),
             ratio(wr.request_misses(), wr.requests),
         ));
+        if prefetching {
+            let st = &c.stats;
+            s.push_str(&format!(
+                " | {:>9} {:>9}",
+                ratio(st.prefetch_used + st.prefetch_late, st.prefetch_issued),
+                ratio(st.prefetch_used, st.prefetch_used + rd.block_misses()),
+            ));
+        }
+        s.push('\n');
     }
     s.push_str("miss ratios: block level (each block a lookup) and request level (a request hits only if all its blocks hit)\n");
+    if prefetching {
+        s.push_str("prefetch accuracy: demanded / prefetched blocks; coverage: prefetch hits / (prefetch hits + read block misses)\n");
+    }
     s
 }
 
@@ -233,7 +280,8 @@ pub fn csv(r: &ReplayReport) -> String {
         "policy,cache_blocks,cache_bytes,block_size,requests,blocks,block_misses,block_miss_ratio,\
 read_blocks,read_block_misses,read_block_miss_ratio,write_blocks,write_block_misses,write_block_miss_ratio,\
 request_misses,request_miss_ratio,read_requests,read_request_misses,write_requests,write_request_misses,\
-prefetch_inserted,prefetch_used,prefetch_wasted,evictions\n",
+prefetch_issued,prefetch_used,prefetch_late,prefetch_wasted,prefetch_accuracy,prefetch_coverage,\
+admission_rejections,bypassed,evictions\n",
     );
     for c in &r.results {
         let t = c.stats.total();
@@ -241,7 +289,7 @@ prefetch_inserted,prefetch_used,prefetch_wasted,evictions\n",
         let q =
             |x: &str| if x.contains([',', '"']) { format!("\"{}\"", x.replace('"', "\"\"")) } else { x.to_string() };
         s.push_str(&format!(
-            "{},{},{},{},{},{},{},{:.6},{},{},{:.6},{},{},{:.6},{},{:.6},{},{},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{:.6},{},{},{:.6},{},{},{:.6},{},{:.6},{},{},{},{},{},{},{},{},{:.6},{:.6},{},{},{}\n",
             q(&c.policy),
             c.cache_blocks,
             c.cache_bytes,
@@ -262,9 +310,14 @@ prefetch_inserted,prefetch_used,prefetch_wasted,evictions\n",
             rd.request_misses(),
             wr.requests,
             wr.request_misses(),
-            c.stats.prefetch_inserted,
+            c.stats.prefetch_issued,
             c.stats.prefetch_used,
+            c.stats.prefetch_late,
             c.stats.prefetch_wasted,
+            c.stats.prefetch_accuracy(),
+            c.stats.prefetch_coverage(),
+            c.stats.admission_rejections,
+            c.stats.bypassed,
             c.stats.evictions,
         ));
     }
