@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need (idempotently) and runs the whole suite.
-#   - Debian: qemu-utils, libnbd-bin, nbdkit, fio (real NBD clients for the server tests), fuse3 and
+#   - Debian: qemu-utils, libnbd-bin, python3-libnbd (nbdsh), nbdkit, fio (real NBD clients for the server tests), fuse3 and
 #     xfsprogs (the FUSE export with ext4/xfs on top).
 #   - Rust: rustfmt and clippy components (the toolchain itself comes with the machine).
 #   - Python: libcachesim 0.3.5 (the peer for the miss-ratio cross-check) and numpy.
@@ -20,6 +20,8 @@ command -v qemu-io >/dev/null 2>&1 || need_apt+=(qemu-utils)
 command -v nbdinfo >/dev/null 2>&1 && command -v nbdcopy >/dev/null 2>&1 || need_apt+=(libnbd-bin)
 command -v nbdkit >/dev/null 2>&1 || need_apt+=(nbdkit)
 command -v fio >/dev/null 2>&1 || need_apt+=(fio)
+# nbdsh (libnbd's Python binding, for the Debian python3) drives the sim-vs-serve differential test.
+{ command -v nbdsh >/dev/null 2>&1 && /usr/bin/python3 -c 'import nbd' 2>/dev/null; } || need_apt+=(python3-libnbd)
 # FUSE mounting for `blockwell mount` (fusermount3) and xfs for its filesystem test.
 command -v fusermount3 >/dev/null 2>&1 || need_apt+=(fuse3)
 command -v mkfs.xfs >/dev/null 2>&1 || need_apt+=(xfsprogs)

@@ -244,3 +244,49 @@ fn list_names_every_policy_format_and_preset_parameters() {
     // Presets differ where the papers say so: 2Q's ghost is the cache size under seed001.
     assert!(out.contains(r#"seed001      {"a_in_ratio":0.25,"a_out_ratio":1.0,"libcachesim_quirks":false}"#), "{out}");
 }
+
+/// A sequential scan in requests of one block: `obl` (one-block lookahead) turns most misses into prefetch hits.
+#[test]
+fn prefetch_admission_and_cutoff_change_the_counts_and_are_reported() {
+    let d = tempfile::tempdir().unwrap();
+    let mut body = String::from("version,time,op,size,lbn\n");
+    for i in 0..200u64 {
+        body.push_str(&format!("1,{},28,4096,{}\n", i * 10, (i % 100) * 8));
+    }
+    let t = vscsi(d.path(), "scan.csv", &body);
+    let base = ["sim", "--trace", &t, "--policy", "lru", "--cache", "1000blocks", "--json"];
+    let run = |extra: &[&str]| -> serde_json::Value {
+        serde_json::from_str(&util::ok(&[&base[..], extra].concat())).unwrap()
+    };
+    let plain = run(&[]);
+    assert_eq!(plain["results"][0]["stats"]["read"]["block_hits"], 100, "the second pass hits");
+    assert_eq!(plain["results"][0]["ratios"]["read_block_miss_ratio"], 0.5);
+    assert_eq!(plain["prefetch"], "none");
+
+    let pf = run(&["--prefetch", "obl(every_access=true)"]);
+    let s = &pf["results"][0]["stats"];
+    assert_eq!(s["read"]["block_hits"], 199, "every block after the first was prefetched in time: {s}");
+    assert_eq!(s["prefetch_used"], 99);
+    let r = &pf["results"][0]["ratios"];
+    assert!((r["prefetch_coverage"].as_f64().unwrap() - 99.0 / 100.0).abs() < 1e-9, "{r}");
+    assert!(r["prefetch_accuracy"].as_f64().unwrap() > 0.95, "{r}");
+    let table = util::ok(&["sim", "--trace", &t, "--policy", "lru", "--cache", "1000blocks", "--prefetch", "obl"]);
+    assert!(table.contains("pf accur") && table.contains("prefetch accuracy:"), "{table}");
+
+    let adm = run(&["--admission", "n-hit:2"]);
+    let s = &adm["results"][0]["stats"];
+    assert_eq!((s["admission_rejections"].as_u64(), s["read"]["block_hits"].as_u64()), (Some(100), Some(0)), "{s}");
+    assert_eq!(adm["admission"], "n-hit:2");
+
+    let cut = run(&["--sequential-cutoff", "16KiB"]);
+    let s = &cut["results"][0]["stats"];
+    assert!(s["bypassed"].as_u64().unwrap() > 150, "{s}");
+
+    // Typed flags are checked by clap: exit 2, the flag and the value named.
+    for (flag, bad) in [("--admission", "sometimes"), ("--prefetch", "nope"), ("--sequential-cutoff", "lots")] {
+        let o = util::run(&["sim", "--trace", &t, flag, bad]);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert!(e.contains(flag) && e.contains(bad), "{e}");
+    }
+}

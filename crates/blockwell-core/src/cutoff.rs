@@ -99,6 +99,6 @@ mod tests {
         }
         c.observe(0, 1 << 40, 4096); // replaces stream 0
         assert!(!c.observe(0, 4096, 8192), "stream 0 was forgotten");
-        assert!(c.observe(0, (1 << 30) + 4096, 8192), "stream 1 is still tracked");
+        assert!(c.observe(0, (15 << 30) + 4096, 8192), "the most recent stream is still tracked");
     }
 }
