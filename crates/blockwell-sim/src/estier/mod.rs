@@ -55,8 +55,10 @@ pub mod search;
 pub mod workloads;
 
 use crate::mrc::KeyMap;
-use blockwell_core::policy::{Access, DynPolicy, Evicted, Outcome, PolicyError, Preset};
-use blockwell_core::{BlockKey, PolicySpec};
+use blockwell_core::cache::CacheConfig;
+use blockwell_core::level::{CacheLevel, Fate, LevelConfig, Request, StepPlan};
+use blockwell_core::policy::{PolicyError, Preset};
+use blockwell_core::{BlockKey, Op, PolicySpec};
 use blockwell_disk::{DiskModel, DiskRequest, DiskSpec, MemoryModel, MemoryParams};
 use serde::Serialize;
 
@@ -262,60 +264,69 @@ pub enum EsOp {
     Mark,
 }
 
+/// One level of the hierarchy: the engine's cache step ([`CacheLevel`]) over pages, whose per-block dirty bit
+/// and victims carry what write-back needs. Reads complete at once (the hierarchy is replayed sequentially).
 struct Level {
-    policy: Box<dyn DynPolicy>,
-    /// Resident pages → dirty.
-    pages: KeyMap<bool>,
-    out: Vec<Evicted>,
+    step: CacheLevel,
+    plan: StepPlan,
+    /// Resident pages (for [`Hierarchy::validate`]'s inclusion check: a policy does not list its keys).
+    pages: KeyMap<()>,
 }
+
+/// Pages are keyed as blocks of this size (the level's byte budget is counted in them).
+const PAGE: u64 = 4096;
 
 impl Level {
     fn new(spec: &PolicySpec, blocks: usize) -> Result<Option<Level>, EsError> {
         if blocks == 0 {
             return Ok(None);
         }
-        Ok(Some(Level { policy: spec.build(Preset::Default, blocks)?, pages: KeyMap::default(), out: Vec::new() }))
+        let cc = CacheConfig::new(PAGE, blocks as u64 * PAGE).map_err(|e| EsError::Invalid(e.to_string()))?;
+        let step = CacheLevel::new(LevelConfig::new(cc), spec.build(Preset::Default, blocks)?, None);
+        Ok(Some(Level { step, plan: StepPlan::default(), pages: KeyMap::default() }))
     }
 
     fn contains(&self, k: BlockKey) -> bool {
-        self.pages.contains_key(&k.raw())
+        self.step.has_data(k)
+    }
+
+    /// One demand access of `k`; victims (key, dirty) go to `victims`. Returns whether `k` is resident after.
+    fn access(&mut self, k: BlockKey, victims: &mut Vec<(BlockKey, bool)>) -> bool {
+        self.step.access(&Request::blocks(Op::Read, k, 1, PAGE), &mut self.plan);
+        self.step.complete_all();
+        for v in &self.plan.victims {
+            self.pages.remove(&v.key.raw());
+            victims.push((v.key, v.dirty));
+        }
+        let resident = self.step.has_data(k);
+        if resident {
+            self.pages.insert(k.raw(), ());
+        }
+        resident
     }
 
     /// A hit: updates the policy's state.
     fn touch(&mut self, k: BlockKey) {
-        self.out.clear();
-        let o = self.policy.access(Access::new(k), &mut self.out);
-        debug_assert!(o.is_hit());
-        self.drain(&mut Vec::new());
+        let resident = self.access(k, &mut Vec::new());
+        debug_assert!(resident && self.plan.fates == [Fate::Hit]);
     }
 
     /// Inserts `k` (not resident) with its dirty flag; victims (key, dirty) go to `victims`.
     fn insert(&mut self, k: BlockKey, dirty: bool, victims: &mut Vec<(BlockKey, bool)>) {
-        self.out.clear();
-        let o = self.policy.access(Access::new(k), &mut self.out);
-        self.drain(victims);
-        if o == Outcome::Miss && self.policy.contains(k) {
-            self.pages.insert(k.raw(), dirty);
-        }
-    }
-
-    fn drain(&mut self, victims: &mut Vec<(BlockKey, bool)>) {
-        for e in self.out.drain(..) {
-            if let Some(d) = self.pages.remove(&e.key.raw()) {
-                victims.push((e.key, d));
-            }
+        if self.access(k, victims) && dirty {
+            self.step.set_dirty(k, true);
         }
     }
 
     fn set_dirty(&mut self, k: BlockKey) {
-        if let Some(d) = self.pages.get_mut(&k.raw()) {
-            *d = true;
-        }
+        self.step.set_dirty(k, true);
     }
 
+    /// Drops `k`; `Some(dirty)` when it was resident.
     fn remove(&mut self, k: BlockKey) -> Option<bool> {
-        self.policy.remove(k);
-        self.pages.remove(&k.raw())
+        let dirty = self.step.is_dirty(k);
+        self.pages.remove(&k.raw());
+        (self.step.invalidate(k, 1) > 0).then_some(dirty)
     }
 }
 
@@ -371,9 +382,10 @@ impl Hierarchy {
     pub fn validate(&self) -> Result<(), String> {
         for (name, l) in [("dram", &self.dram), ("es", &self.es)] {
             if let Some(l) = l {
-                l.policy.validate()?;
-                if l.pages.len() != l.policy.len() || l.pages.len() > l.policy.capacity() {
-                    return Err(format!("{name}: {} pages tracked, policy holds {}", l.pages.len(), l.policy.len()));
+                l.step.validate()?;
+                let p = l.step.policy();
+                if l.pages.len() != p.len() || l.pages.len() > p.capacity() {
+                    return Err(format!("{name}: {} pages tracked, policy holds {}", l.pages.len(), p.len()));
                 }
             }
         }
