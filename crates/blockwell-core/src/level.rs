@@ -20,6 +20,11 @@
 //! [`CacheLevel::complete_all`] after each request, and then the level behaves exactly as a bare policy: the
 //! libcachesim cross-check holds through it.
 //!
+//! With [`Insert::OnCompletion`] (the time-aware simulator) a missed or prefetched block enters the policy only
+//! when its read completes ([`CacheLevel::arrive`]): demand accesses made while it was in flight, reads and
+//! writes alike, are applied then, in order; blocks that arrived only prefetched enter as one prefetch group
+//! ([`CacheLevel::insert_arrived`]). Counting is the same in both modes.
+//!
 //! ## Writes
 //! - [`WritePolicy::Allocate`] (write-through, and the simulator): a written block that is resident is updated
 //!   ([`Fate::Update`]); an absent block wholly covered by the write is admitted and allocated
@@ -28,6 +33,7 @@
 //!   libCacheSim). A write over a block in flight overtakes the read: whole, it allocates; partial, the block
 //!   is dropped ([`Fate::Dropped`]).
 //! - [`WritePolicy::Around`]: every written block is dropped from the level.
+//! - [`WritePolicy::Ignore`]: writes are counted and change nothing (the time simulator's block level).
 //!
 //! Writes count as block hits only when the level held the block's data ([`Fate::Update`]).
 //!
@@ -51,6 +57,22 @@ pub enum WritePolicy {
     Allocate,
     /// Drop every written block (write-around).
     Around,
+    /// Writes pass the level: counted, nothing changes (the time simulator's block level, whose model of seed
+    /// `001_*` caches reads only).
+    Ignore,
+}
+
+/// When a missed block enters the policy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Insert {
+    /// When its read is issued: it is resident (and in flight) at once, as a locked page in the Linux page
+    /// cache. The one-pass simulator and the live server.
+    #[default]
+    OnIssue,
+    /// When its read completes ([`CacheLevel::arrive`]): demand accesses made while it was in flight are
+    /// applied then, in order, and a block only prefetched enters as part of a prefetch group. The time-aware
+    /// simulator, whose levels see reads take time.
+    OnCompletion,
 }
 
 /// Everything that configures a level apart from its policy and prefetcher.
@@ -68,6 +90,7 @@ pub struct LevelConfig {
     /// Bytes of each volume, when known: a write reaching the end of the volume covers its short last block
     /// whole.
     pub volume_bytes: u64,
+    pub insert: Insert,
 }
 
 impl LevelConfig {
@@ -81,6 +104,7 @@ impl LevelConfig {
             partial_write_allocate: true,
             cluster_max_blocks: (crate::cluster::DEFAULT_MAX_KIB * 1024 / cache.block_size).max(1),
             volume_bytes: u64::MAX,
+            insert: Insert::OnIssue,
         }
     }
 }
@@ -207,11 +231,19 @@ impl StepPlan {
 }
 
 /// A block in flight.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Flight {
     token: u64,
     /// Read by a prefetch and not demanded yet.
     prefetched: bool,
+    /// [`Insert::OnCompletion`]: the next-use times of the demand accesses made while in flight, in order.
+    demands: Vec<u64>,
+}
+
+impl Flight {
+    fn new(token: u64, prefetched: bool, demands: Vec<u64>) -> Self {
+        Flight { token, prefetched, demands }
+    }
 }
 
 const DIRTY: u8 = 1;
@@ -236,6 +268,8 @@ pub struct CacheLevel<P: DynPolicy + ?Sized = dyn DynPolicy> {
     evicted: Vec<Evicted>,
     fetches: Vec<Fetch>,
     group: Vec<Access>,
+    /// [`Insert::OnCompletion`]: blocks that arrived only prefetched, waiting for [`CacheLevel::insert_arrived`].
+    arrived: Vec<Access>,
     sync_keys: Vec<Fetch>,
     async_keys: Vec<Fetch>,
 }
@@ -257,6 +291,7 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
             evicted: Vec::new(),
             fetches: Vec::new(),
             group: Vec::new(),
+            arrived: Vec::new(),
             sync_keys: Vec::new(),
             async_keys: Vec::new(),
             config,
@@ -304,7 +339,8 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
     /// Neither prefetching, admission, cutoff nor reads in flight: a request is a plain policy step.
     #[inline]
     pub fn is_plain(&self) -> bool {
-        self.prefetcher.is_none()
+        self.config.insert == Insert::OnIssue
+            && self.prefetcher.is_none()
             && self.admission.is_always()
             && self.cutoff.is_off()
             && self.inflight.is_empty()
@@ -366,6 +402,10 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
         match (req.op, self.config.write) {
             (Op::Read, _) => self.read(req, plan),
             (Op::Write, WritePolicy::Allocate) => self.write(req, plan),
+            (Op::Write, WritePolicy::Ignore) => {
+                plan.fates.extend((0..req.n).map(|_| Fate::Pass));
+                self.count(Op::Write, req.n, 0);
+            }
             (Op::Write, WritePolicy::Around) => {
                 for i in 0..req.n {
                     let key = BlockKey::from_raw(req.first.raw() + i);
@@ -426,7 +466,11 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
             let nu = req.next_use.get(i).copied().unwrap_or(NEVER);
             let fate = if let Some(f) = self.inflight.get_mut(&key.raw()) {
                 let late = std::mem::replace(&mut f.prefetched, false);
-                self.touch(key, nu, plan);
+                if self.config.insert == Insert::OnCompletion {
+                    f.demands.push(nu);
+                } else {
+                    self.touch(key, nu, plan);
+                }
                 let s = self.cache.stats_mut();
                 s.delayed_hits += 1;
                 if late {
@@ -456,8 +500,8 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
         plan.hits = hits;
         self.count(Op::Read, req.n, hits);
         let fetches = std::mem::take(&mut self.fetches);
-        for f in &fetches {
-            self.prefetch_fetch(f, token, plan);
+        for f in fetches.iter().filter(|f| f.first.volume() == req.first.volume()) {
+            self.prefetch_fetch(f, token, req.stream_end, plan);
         }
         self.fetches = fetches;
         self.clusterer.cluster(&self.sync_keys, &mut plan.reads);
@@ -470,9 +514,13 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
             self.cache.stats_mut().admission_rejections += 1;
             return Fate::Pass;
         }
+        if self.config.insert == Insert::OnCompletion {
+            self.inflight.insert(key.raw(), Flight::new(token, false, vec![nu]));
+            return Fate::Fetch;
+        }
         self.touch(key, nu, plan);
         if self.cache.contains(key) {
-            self.inflight.insert(key.raw(), Flight { token, prefetched: false });
+            self.inflight.insert(key.raw(), Flight::new(token, false, Vec::new()));
             Fate::Fetch
         } else {
             // The policy declined it (OPT: never used again).
@@ -490,9 +538,22 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
 
     /// Inserts the absent blocks of one prefetcher range as prefetch groups; they go in flight and are read
     /// with the request (`sync`) or in the background.
-    fn prefetch_fetch(&mut self, f: &Fetch, token: u64, plan: &mut StepPlan) {
+    fn prefetch_fetch(&mut self, f: &Fetch, token: u64, end: u64, plan: &mut StepPlan) {
         let lo = f.first.raw();
-        let hi = lo.saturating_add(f.n).min(lo - f.first.block() + MAX_BLOCK + 1);
+        let base = lo - f.first.block();
+        let hi = lo.saturating_add(f.n).min(base + MAX_BLOCK + 1).min(base.saturating_add(end));
+        if self.config.insert == Insert::OnCompletion {
+            for b in lo..hi {
+                let key = BlockKey::from_raw(b);
+                if !self.inflight.contains_key(&b) && !self.cache.contains(key) {
+                    self.inflight.insert(b, Flight::new(token, true, Vec::new()));
+                    self.cache.stats_mut().prefetch_issued += 1;
+                    let to = if f.sync { &mut self.sync_keys } else { &mut self.async_keys };
+                    to.push(Fetch { first: key, n: 1, sync: f.sync });
+                }
+            }
+            return;
+        }
         let mut b = lo;
         while b < hi {
             self.group.clear();
@@ -513,7 +574,7 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
             self.take_victims(plan);
             for a in &group {
                 if self.cache.contains(a.key) && !self.inflight.contains_key(&a.key.raw()) {
-                    self.inflight.insert(a.key.raw(), Flight { token, prefetched: true });
+                    self.inflight.insert(a.key.raw(), Flight::new(token, true, Vec::new()));
                     let to = if f.sync { &mut self.sync_keys } else { &mut self.async_keys };
                     to.push(Fetch { first: a.key, n: 1, sync: f.sync });
                 }
@@ -532,7 +593,13 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
             let start = key.block().saturating_mul(bs);
             let stop = start.saturating_add(bs).min(self.config.volume_bytes.max(start + 1));
             let whole = self.config.partial_write_allocate || (start >= req.offset && stop <= end);
-            let fate = if self.inflight.remove(&key.raw()).is_some() {
+            let fate = if let Some(f) =
+                self.inflight.get_mut(&key.raw()).filter(|_| self.config.insert == Insert::OnCompletion)
+            {
+                // Applied when the read completes.
+                f.demands.push(nu);
+                Fate::Allocate
+            } else if self.inflight.remove(&key.raw()).is_some() {
                 self.cache.stats_mut().fills_dropped += 1;
                 if whole {
                     self.touch(key, nu, plan);
@@ -630,10 +697,44 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
         }
     }
 
-    /// Every read in flight completed (a driver without time, after each request).
+    /// Every read in flight completed (a driver without time, after each request). [`Insert::OnIssue`] only.
     #[inline]
     pub fn complete_all(&mut self) {
+        debug_assert_eq!(self.config.insert, Insert::OnIssue);
         self.inflight.clear();
+    }
+
+    /// [`Insert::OnCompletion`]: the read of `key` completed. The demand accesses made while it was in flight
+    /// enter the policy now, in order (victims go to `plan.victims`, which is not cleared); a block only
+    /// prefetched joins the prefetch group inserted by [`CacheLevel::insert_arrived`], with `next_use` (OPT).
+    /// False when the block was not in flight.
+    pub fn arrive(&mut self, key: BlockKey, next_use: u64, plan: &mut StepPlan) -> bool {
+        let Some(f) = self.inflight.remove(&key.raw()) else { return false };
+        if f.demands.is_empty() {
+            self.arrived.push(Access::with_next_use(key, next_use));
+        } else {
+            for nu in f.demands {
+                self.touch(key, nu, plan);
+            }
+        }
+        true
+    }
+
+    /// [`Insert::OnCompletion`]: inserts the blocks that arrived only prefetched since the last call, as prefetch
+    /// groups of at most the capacity (victims to `plan.victims`).
+    pub fn insert_arrived(&mut self, plan: &mut StepPlan) {
+        if self.arrived.is_empty() {
+            return;
+        }
+        let mut arrived = std::mem::take(&mut self.arrived);
+        let cap = self.cache.policy().capacity().max(1);
+        for chunk in arrived.chunks(cap) {
+            self.evicted.clear();
+            self.cache.policy_mut().prefetch(chunk, &mut self.evicted);
+            self.take_victims(plan);
+        }
+        arrived.clear();
+        self.arrived = arrived;
     }
 
     /// Prefetches blocks `first..first+n` now (the NBD CACHE command): their absent blocks enter as prefetch
@@ -644,7 +745,7 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
         self.sync_keys.clear();
         self.async_keys.clear();
         let token = plan.token;
-        self.prefetch_fetch(&Fetch { first, n, sync: true }, token, plan);
+        self.prefetch_fetch(&Fetch { first, n, sync: true }, token, u64::MAX, plan);
         self.clusterer.cluster(&self.sync_keys, &mut plan.reads);
     }
 
@@ -708,10 +809,12 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
         p.is_active() != was
     }
 
-    /// Checks the policy's invariants and that every block in flight or with state is resident.
+    /// Checks the policy's invariants and that every block with state (and, inserting on issue, every block in
+    /// flight) is resident.
     pub fn validate(&self) -> Result<(), String> {
         self.cache.policy().validate()?;
-        for &k in self.inflight.keys().chain(self.flags.keys()) {
+        let flights = self.inflight.keys().filter(|_| self.config.insert == Insert::OnIssue);
+        for &k in flights.chain(self.flags.keys()) {
             if !self.cache.contains(BlockKey::from_raw(k)) {
                 return Err(format!("block {:#x} in flight or flagged but not resident", k));
             }

@@ -1,7 +1,7 @@
 //! The discrete-event engine.
 
 use super::device::{DevReq, Device, Started};
-use super::level::{Flight, Level, Oracle, Waiter};
+use super::level::{Level, LevelRead, Merge, MergeFlight, Oracle, Waiter};
 use super::redcap::{Owner, RedcapLevel, ShadowWake};
 use super::report::{LevelReport, Report};
 use super::{BlockRequest, Config, Error, IssueMode, LevelConfig};
@@ -10,8 +10,8 @@ use crate::workload::Workload;
 use blockwell_core::cache::CacheConfig;
 use blockwell_core::cluster::{Clusterer, DeviceRead};
 use blockwell_core::key::{block_span, MAX_BLOCK, MAX_VOLUME};
-use blockwell_core::policy::Access;
-use blockwell_core::prefetch::{BlockState, Demand, Fetch};
+use blockwell_core::level::WritePolicy;
+use blockwell_core::prefetch::Fetch;
 use blockwell_core::{BlockKey, Op};
 use blockwell_disk::{DiskModel, DiskOp, SECTOR};
 use blockwell_trace::TraceReader;
@@ -107,7 +107,10 @@ struct Sim {
     free_jobs: Vec<u32>,
     input: Input,
     page: Option<Level>,
-    block: Level,
+    /// The block cache, if any.
+    block: Option<Level>,
+    /// The block layer's read merging (no block cache, or REDCAP).
+    merge: Merge,
     redcap: Option<RedcapLevel>,
     clusterer: Clusterer,
     dev: Device,
@@ -119,15 +122,14 @@ struct Sim {
     /// The process request being issued, for REDCAP's closed-loop shadows.
     owner: Option<Owner>,
     // scratch
-    fetches: Vec<Fetch>,
     runs: Vec<(u64, u64)>,
 }
 
-fn build_level(lc: &LevelConfig, cfg: &Config, name: &'static str) -> Result<Level, Error> {
+fn build_level(lc: &LevelConfig, cfg: &Config, name: &'static str, writes: WritePolicy) -> Result<Level, Error> {
     let cc =
         CacheConfig::new(cfg.block_size, lc.capacity_bytes).map_err(|source| Error::Cache { level: name, source })?;
     let policy = lc.policy.build(cfg.preset, cc.capacity_blocks())?;
-    Ok(Level::new(Some(policy), lc.prefetch.build(cfg.block_size)?))
+    Ok(Level::new(cc, policy, lc.prefetch.build(cfg.block_size)?, writes))
 }
 
 fn check_config(cfg: &Config) -> Result<(), Error> {
@@ -157,12 +159,13 @@ impl Sim {
         record: bool,
     ) -> Result<Sim, Error> {
         let page = match (&input, &cfg.page_cache) {
-            (Input::Files { .. }, Some(lc)) => Some(build_level(lc, cfg, "page cache")?),
+            (Input::Files { .. }, Some(lc)) => Some(build_level(lc, cfg, "page cache", WritePolicy::Allocate)?),
             _ => None,
         };
+        // The block level caches reads only (writes go to the device, counted).
         let block = match &cfg.block_cache {
-            Some(lc) => build_level(lc, cfg, "block cache")?,
-            None => Level::new(None, Box::new(blockwell_core::prefetch::NoPrefetch)),
+            Some(lc) => Some(build_level(lc, cfg, "block cache", WritePolicy::Ignore)?),
+            None => None,
         };
         let spb = cfg.block_size / SECTOR;
         let redcap = match cfg.redcap {
@@ -203,6 +206,7 @@ impl Sim {
             input,
             page,
             block,
+            merge: Merge::default(),
             redcap,
             clusterer: Clusterer::new(max_blocks).map_err(|e| Error::Config(e.to_string()))?,
             dev: Device::new(disk.boxed_clone(), cfg.scheduler, if cfg.merge_queued { max_blocks } else { 0 }),
@@ -211,20 +215,23 @@ impl Sim {
             app_end: 0,
             last_device: 0,
             owner: None,
-            fetches: Vec::new(),
             runs: Vec::new(),
         };
         if let Some((po, bo)) = oracles {
             if let Some(p) = &mut sim.page {
                 p.oracle = Some(po);
             }
-            sim.block.oracle = Some(bo);
+            if let Some(b) = &mut sim.block {
+                b.oracle = Some(bo);
+            }
         }
         if record {
             if let Some(p) = &mut sim.page {
                 p.record = Some(Vec::new());
             }
-            sim.block.record = Some(Vec::new());
+            if let Some(b) = &mut sim.block {
+                b.record = Some(Vec::new());
+            }
         }
         Ok(sim)
     }
@@ -316,65 +323,11 @@ impl Sim {
         let f = r.target;
         let stream = (u64::from(p) << 32) | u64::from(f);
         let Some(first) = BlockKey::new(f, r.first) else { return };
-        let demand = Demand { stream, op: Op::Read, first, n: r.n, end: pages[f as usize] };
-        self.fetches.clear();
-        page.propose(&demand, &mut self.fetches);
-        page.c.read_requests += 1;
-        page.c.read_blocks += r.n;
-        let mut hits = 0;
-        let mut sync_pages: Vec<u64> = Vec::new();
-        let mut async_pages: Vec<u64> = Vec::new();
-        let mut pending = 0;
-        for i in 0..r.n {
-            let key = BlockKey::from_raw(first.raw() + i);
-            match page.state(key) {
-                BlockState::Resident => {
-                    page.access_resident(key, stream);
-                    hits += 1;
-                }
-                BlockState::InFlight => {
-                    page.join_flight(key, Waiter::Job(j));
-                    pending += 1;
-                }
-                BlockState::Absent => {
-                    let nu = page.demand_next_use(key);
-                    page.inflight.insert(
-                        key.raw(),
-                        Flight { waiters: vec![Waiter::Job(j)], demands: vec![nu], prefetched: false },
-                    );
-                    page.c.read_misses_issued += 1;
-                    pending += 1;
-                    sync_pages.push(key.block());
-                }
-            }
-        }
-        page.c.read_hits += hits;
-        if hits == r.n {
-            page.c.read_request_hits += 1;
-        }
-        // Read-ahead: only blocks of this file, inside it, absent.
-        let end = pages[f as usize];
-        for fe in &self.fetches {
-            if fe.first.volume() != f {
-                continue;
-            }
-            let lo = fe.first.block();
-            let hi = lo.saturating_add(fe.n).min(end);
-            for b in lo..hi {
-                let key = BlockKey::from_raw(fe.first.raw() - lo + b);
-                if page.state(key) == BlockState::Absent {
-                    page.inflight
-                        .insert(key.raw(), Flight { waiters: Vec::new(), demands: Vec::new(), prefetched: true });
-                    page.c.prefetch_issued += 1;
-                    if fe.sync {
-                        sync_pages.push(b);
-                    } else {
-                        async_pages.push(b);
-                    }
-                }
-            }
-        }
-        self.jobs[j as usize].pending += pending;
+        let mut out = LevelRead::default();
+        page.read(first, r.n, stream, pages[f as usize], |_| Waiter::Job(j), &mut out);
+        self.jobs[j as usize].pending += out.pending;
+        let mut sync_pages: Vec<u64> = out.sync.iter().map(|k| k.block()).collect();
+        let mut async_pages: Vec<u64> = out.asyn.iter().map(|k| k.block()).collect();
         self.pages_down(f, &mut sync_pages, true);
         self.pages_down(f, &mut async_pages, false);
     }
@@ -446,8 +399,6 @@ impl Sim {
             self.redcap_read(items, sync, ready);
             return;
         }
-        let lvl = &mut self.block;
-        let cached = lvl.policy.is_some();
         let mut reads: Vec<BlockKey> = Vec::new();
         let mut async_reads: Vec<BlockKey> = Vec::new();
         let mut i = 0;
@@ -456,55 +407,37 @@ impl Sim {
             while k < items.len() && items[k].0.raw() == items[k - 1].0.raw() + 1 {
                 k += 1;
             }
-            let first = items[i].0;
-            let n = (k - i) as u64;
-            self.fetches.clear();
-            if cached {
-                let demand = Demand { stream: u64::from(first.volume()), op: Op::Read, first, n, end: u64::MAX };
-                lvl.propose(&demand, &mut self.fetches);
-            }
-            lvl.c.read_requests += 1;
-            lvl.c.read_blocks += n;
-            let mut hits = 0;
-            for &(key, w) in &items[i..k] {
-                match lvl.state(key) {
-                    BlockState::Resident => {
-                        lvl.access_resident(key, u64::from(key.volume()));
-                        hits += 1;
-                        ready.push(w);
+            let run = &items[i..k];
+            i = k;
+            let first = run[0].0;
+            let n = run.len() as u64;
+            match self.block.as_mut() {
+                Some(lvl) => {
+                    let mut out = LevelRead::default();
+                    lvl.read(first, n, u64::from(first.volume()), u64::MAX, |b| run[b as usize].1, &mut out);
+                    for (f, &(_, w)) in lvl.plan.fates.iter().zip(run) {
+                        if *f == blockwell_core::level::Fate::Hit {
+                            ready.push(w);
+                        }
                     }
-                    BlockState::InFlight => lvl.join_flight(key, w),
-                    BlockState::Absent => {
-                        let nu = lvl.demand_next_use(key);
-                        lvl.inflight
-                            .insert(key.raw(), Flight { waiters: vec![w], demands: vec![nu], prefetched: false });
-                        lvl.c.read_misses_issued += 1;
-                        reads.push(key);
-                    }
+                    reads.append(&mut out.sync);
+                    async_reads.append(&mut out.asyn);
                 }
-            }
-            lvl.c.read_hits += hits;
-            if hits == n {
-                lvl.c.read_request_hits += 1;
-            }
-            for fe in &self.fetches {
-                let lo = fe.first.block();
-                let hi = lo.saturating_add(fe.n).min(MAX_BLOCK + 1);
-                for b in lo..hi {
-                    let key = BlockKey::from_raw(fe.first.raw() - lo + b);
-                    if lvl.state(key) == BlockState::Absent {
-                        lvl.inflight
-                            .insert(key.raw(), Flight { waiters: Vec::new(), demands: Vec::new(), prefetched: true });
-                        lvl.c.prefetch_issued += 1;
-                        if fe.sync && sync {
+                None => {
+                    let m = &mut self.merge;
+                    m.c.read_requests += 1;
+                    m.c.read_blocks += n;
+                    for &(key, w) in run {
+                        if let std::collections::hash_map::Entry::Vacant(e) = m.inflight.entry(key.raw()) {
+                            e.insert(MergeFlight { waiters: vec![w], prefetched: false });
+                            m.c.read_misses_issued += 1;
                             reads.push(key);
                         } else {
-                            async_reads.push(key);
+                            m.join_flight(key, w);
                         }
                     }
                 }
             }
-            i = k;
         }
         if sync {
             self.submit_reads(&mut reads, true);
@@ -560,7 +493,7 @@ impl Sim {
             } else {
                 Vec::new()
             };
-            let (Some(rc), lvl) = (self.redcap.as_mut(), &mut self.block) else { return };
+            let (Some(rc), lvl) = (self.redcap.as_mut(), &mut self.merge) else { return };
             let id = rc.open();
             lvl.c.read_requests += 1;
             lvl.c.read_blocks += n;
@@ -581,7 +514,7 @@ impl Sim {
                     for b in 0..fe.n {
                         let key = BlockKey::from_raw(fe.first.raw() + b);
                         if let std::collections::hash_map::Entry::Vacant(e) = lvl.inflight.entry(key.raw()) {
-                            e.insert(Flight { waiters: Vec::new(), demands: Vec::new(), prefetched: true });
+                            e.insert(MergeFlight { waiters: Vec::new(), prefetched: true });
                             fresh.push(key.raw());
                         }
                     }
@@ -611,7 +544,7 @@ impl Sim {
             } else {
                 for &(key, w) in run {
                     if let std::collections::hash_map::Entry::Vacant(e) = lvl.inflight.entry(key.raw()) {
-                        e.insert(Flight { waiters: vec![w], demands: Vec::new(), prefetched: false });
+                        e.insert(MergeFlight { waiters: vec![w], prefetched: false });
                         lvl.c.read_misses_issued += 1;
                         plain.push((key, id));
                     } else {
@@ -716,12 +649,8 @@ impl Sim {
     /// to the device; the request waits for the device writes.
     fn page_write(&mut self, j: u32, _p: u32, r: &Req) {
         let Some(page) = self.page.as_mut() else { return };
-        page.c.write_requests += 1;
-        page.c.write_blocks += r.n;
-        for i in 0..r.n {
-            if let Some(key) = BlockKey::new(r.target, r.first + i) {
-                page.write(key);
-            }
+        if let Some(first) = BlockKey::new(r.target, r.first) {
+            page.write(first, r.n);
         }
         self.direct_file(j, r);
     }
@@ -757,10 +686,16 @@ impl Sim {
             }
             Op::Write => {
                 let mut keys: Vec<BlockKey> = items.iter().map(|x| x.0).collect();
-                self.block.c.write_requests += 1;
-                self.block.c.write_blocks += keys.len() as u64;
                 keys.sort_unstable();
                 keys.dedup();
+                match (self.block.as_mut(), keys.first()) {
+                    // The block level counts the write and passes it (WritePolicy::Ignore).
+                    (Some(b), Some(&k0)) => b.write(k0, keys.len() as u64),
+                    _ => {
+                        self.merge.c.write_requests += 1;
+                        self.merge.c.write_blocks += items.len() as u64;
+                    }
+                }
                 let mut i = 0;
                 while i < keys.len() {
                     let mut k = i + 1;
@@ -780,15 +715,14 @@ impl Sim {
     }
 
     fn notify_all(&mut self, ws: Vec<Waiter>) {
-        let mut group = Vec::new();
         let mut jobs = Vec::new();
         for w in ws {
             match w {
                 Waiter::Job(j) => jobs.push(j),
                 Waiter::Page(pk) => {
                     if let Some(page) = self.page.as_mut() {
-                        if let Some(fl) = page.arrive(BlockKey::from_raw(pk), &mut group) {
-                            jobs.extend(fl.waiters.iter().filter_map(|w| match w {
+                        if let Some(waiters) = page.arrive(BlockKey::from_raw(pk)) {
+                            jobs.extend(waiters.iter().filter_map(|w| match w {
                                 Waiter::Job(j) => Some(*j),
                                 Waiter::Page(_) => None,
                             }));
@@ -798,7 +732,7 @@ impl Sim {
             }
         }
         if let Some(page) = self.page.as_mut() {
-            page.insert_prefetched(&mut group);
+            page.insert_arrived();
         }
         for j in jobs {
             self.release(j);
@@ -849,14 +783,19 @@ impl Sim {
                 }
             }
             DiskOp::Read => {
-                let mut group: Vec<Access> = Vec::new();
                 let mut ws = Vec::new();
                 for i in 0..r.n {
-                    if let Some(fl) = self.block.arrive(BlockKey::from_raw(r.first_key + i), &mut group) {
-                        ws.extend(fl.waiters);
+                    let key = BlockKey::from_raw(r.first_key + i);
+                    match self.block.as_mut() {
+                        Some(b) => ws.extend(b.arrive(key).unwrap_or_default()),
+                        None => {
+                            ws.extend(self.merge.inflight.remove(&key.raw()).map(|f| f.waiters).unwrap_or_default())
+                        }
                     }
                 }
-                self.block.insert_prefetched(&mut group);
+                if let Some(b) = self.block.as_mut() {
+                    b.insert_arrived();
+                }
                 self.notify_all(ws);
             }
         }
@@ -870,13 +809,13 @@ impl Sim {
                     lc.policy.label().to_string(),
                     lc.prefetch.label().to_string(),
                     lc.capacity_bytes / cfg.block_size,
-                    l.c,
+                    l.counters(),
                 )
             })
         };
         let page_cache = self.page.as_ref().and_then(|p| level_report(p, &cfg.page_cache));
-        let block_cache = level_report(&self.block, &cfg.block_cache);
-        let rec = (self.page.as_mut().and_then(|p| p.record.take()), self.block.record.take());
+        let block_cache = self.block.as_ref().and_then(|b| level_report(b, &cfg.block_cache));
+        let rec = (self.page.as_mut().and_then(|p| p.record.take()), self.block.as_mut().and_then(|b| b.record.take()));
         let device = self.dev.finish_report(self.app_end);
         let redcap = self.redcap.as_ref().map(|r| r.report(self.app_end.max(self.last_device)));
         let block_cache = match (&self.redcap, block_cache) {
@@ -884,7 +823,7 @@ impl Sim {
                 "redcap".into(),
                 "segment".into(),
                 r.cache.config().segments as u64 * r.cache.config().segment_blocks,
-                self.block.c,
+                self.merge.c,
             )),
             (_, b) => b,
         };
@@ -902,37 +841,6 @@ impl Sim {
             events: self.n_events,
         };
         (report, rec)
-    }
-}
-
-impl Level {
-    /// Asks the prefetcher what to read for `demand`.
-    fn propose(&mut self, demand: &Demand, out: &mut Vec<Fetch>) {
-        let view = super::level::View { inflight: &self.inflight, policy: self.policy.as_deref() };
-        self.prefetcher.on_demand(demand, &view, out);
-    }
-
-    /// A demand access to an in-flight block: it waits, counts as a miss, issues no read.
-    fn join_flight(&mut self, key: BlockKey, w: Waiter) {
-        let nu = self.demand_next_use(key);
-        self.c.inflight_waits += 1;
-        if let Some(fl) = self.inflight.get_mut(&key.raw()) {
-            if fl.prefetched && fl.demands.is_empty() {
-                self.c.prefetch_late += 1;
-            }
-            fl.demands.push(nu);
-            fl.waiters.push(w);
-        }
-    }
-
-    /// A write to a page: a demand reference (write-allocate); on an in-flight page, applied when it arrives.
-    fn write(&mut self, key: BlockKey) {
-        let nu = self.demand_next_use(key);
-        if let Some(fl) = self.inflight.get_mut(&key.raw()) {
-            fl.demands.push(nu);
-            return;
-        }
-        self.policy_access(key, nu);
     }
 }
 
@@ -973,7 +881,9 @@ fn simulate(
     if sim.completed != total as u64 {
         return Err(Error::Stalled { completed: sim.completed, total: total as u64 });
     }
-    let in_flight = sim.block.inflight.len() + sim.page.as_ref().map_or(0, |p| p.inflight.len());
+    let in_flight = sim.merge.inflight.len()
+        + sim.block.as_ref().map_or(0, |b| b.step.in_flight())
+        + sim.page.as_ref().map_or(0, |p| p.step.in_flight());
     if in_flight > 0 {
         return Err(Error::InFlightAtEnd(in_flight));
     }

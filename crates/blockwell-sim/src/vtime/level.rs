@@ -1,13 +1,13 @@
-//! One cache level on the virtual clock: a policy, a prefetcher, the blocks in flight and the counters.
-//!
-//! A block is *resident* when the policy holds it, *in flight* when a read for it has been issued and has not
-//! completed, *absent* otherwise. Blocks enter the policy when their read completes: demand-accessed ones
-//! through [`DynPolicy::access`] (one call per demand access made while in flight, in order), blocks only
-//! prefetched through one [`DynPolicy::prefetch`] group per device request.
+//! The time-aware simulator's cache levels: the engine's cache step ([`CacheLevel`], inserting blocks when their
+//! reads complete, [`Insert::OnCompletion`]) plus what only this driver knows — who waits for each block in
+//! flight, and the recorded demand sequence and next-use oracle of OPT. Below the page cache without a block
+//! cache (and under REDCAP), [`Merge`] is the block layer's merging of reads of a block already being read; it
+//! caches nothing.
 
-use blockwell_core::policy::{Access, DynPolicy, Evicted, Outcome, NEVER};
-use blockwell_core::prefetch::{BlockState, BlockView, Prefetcher};
-use blockwell_core::BlockKey;
+use blockwell_core::level::{CacheLevel, Fate, Insert, LevelConfig, Request, StepPlan, WritePolicy};
+use blockwell_core::policy::{DynPolicy, NEVER};
+use blockwell_core::prefetch::Prefetcher;
+use blockwell_core::{BlockKey, CacheConfig, Op, Stats};
 use std::collections::HashMap;
 
 /// Who waits for an in-flight block.
@@ -17,17 +17,6 @@ pub(crate) enum Waiter {
     Job(u32),
     /// A page of the level above (its page-cache key, raw).
     Page(u64),
-}
-
-/// A block in flight.
-#[derive(Debug, Default)]
-pub(crate) struct Flight {
-    /// Who is notified when the block arrives.
-    pub waiters: Vec<Waiter>,
-    /// Demand accesses made while in flight: their next-use times (OPT), in order.
-    pub demands: Vec<u64>,
-    /// The read was a prefetch.
-    pub prefetched: bool,
 }
 
 /// Counters of one level.
@@ -56,6 +45,27 @@ pub struct LevelCounters {
     /// Prefetched blocks evicted before any demand access.
     pub prefetch_wasted: u64,
     pub evictions: u64,
+}
+
+impl From<&Stats> for LevelCounters {
+    /// The engine's counters (`blockwell_core::stats`, the one definition) in this report's names.
+    fn from(s: &Stats) -> Self {
+        LevelCounters {
+            read_requests: s.read.requests,
+            read_request_hits: s.read.request_hits,
+            read_blocks: s.read.blocks,
+            read_hits: s.read.block_hits,
+            inflight_waits: s.delayed_hits,
+            read_misses_issued: s.read.block_misses() - s.delayed_hits,
+            write_requests: s.write.requests,
+            write_blocks: s.write.blocks,
+            prefetch_issued: s.prefetch_issued,
+            prefetch_hits: s.prefetch_used,
+            prefetch_late: s.prefetch_late,
+            prefetch_wasted: s.prefetch_wasted,
+            evictions: s.evictions,
+        }
+    }
 }
 
 /// Next-use times from a recorded run (for OPT): per key, the logical times of its demand accesses.
@@ -93,136 +103,164 @@ impl Oracle {
     }
 }
 
-/// A cache level.
+/// A cache level (see the module docs).
 pub(crate) struct Level {
-    pub policy: Option<Box<dyn DynPolicy>>,
-    pub prefetcher: Box<dyn Prefetcher>,
-    pub inflight: HashMap<u64, Flight>,
-    pub c: LevelCounters,
+    pub step: CacheLevel,
+    /// Who waits for each block in flight.
+    waiters: HashMap<u64, Vec<Waiter>>,
     /// Record the demand access sequence (first pass for OPT).
     pub record: Option<Vec<u64>>,
     pub oracle: Option<Oracle>,
-    victims: Vec<Evicted>,
+    pub plan: StepPlan,
+    block_size: u64,
+    next_use: Vec<u64>,
+}
+
+/// What a read request at a level needs from the driver.
+#[derive(Debug, Default)]
+pub(crate) struct LevelRead {
+    /// Waiters whose block was resident.
+    pub hits: usize,
+    /// Blocks the request waits for (in flight or now read).
+    pub pending: u32,
+    /// Blocks to read now (demand misses and synchronous prefetches) and in the background.
+    pub sync: Vec<BlockKey>,
+    pub asyn: Vec<BlockKey>,
 }
 
 impl Level {
-    pub fn new(policy: Option<Box<dyn DynPolicy>>, prefetcher: Box<dyn Prefetcher>) -> Level {
+    /// A level of `capacity_bytes` over `policy` (built for it) with `prefetcher`; `writes` says whether writes
+    /// allocate (the page cache) or pass (the block level).
+    pub fn new(
+        cc: CacheConfig,
+        policy: Box<dyn DynPolicy>,
+        prefetcher: Box<dyn Prefetcher>,
+        writes: WritePolicy,
+    ) -> Level {
+        let mut lc = LevelConfig::new(cc);
+        lc.insert = Insert::OnCompletion;
+        lc.write = writes;
         Level {
-            policy,
-            prefetcher,
-            inflight: HashMap::new(),
-            c: LevelCounters::default(),
+            step: CacheLevel::new(lc, policy, Some(prefetcher)),
+            waiters: HashMap::new(),
             record: None,
             oracle: None,
-            victims: Vec::new(),
+            plan: StepPlan::default(),
+            block_size: cc.block_size,
+            next_use: Vec::new(),
         }
     }
 
-    pub fn state(&self, key: BlockKey) -> BlockState {
-        if self.inflight.contains_key(&key.raw()) {
-            BlockState::InFlight
-        } else if self.policy.as_ref().is_some_and(|p| p.contains(key)) {
-            BlockState::Resident
-        } else {
-            BlockState::Absent
+    /// The next-use times of demand accesses to blocks `first..first+n` made now (advancing the oracle,
+    /// recording the accesses).
+    fn demand_next_use(&mut self, first: BlockKey, n: u64) {
+        self.next_use.clear();
+        for i in 0..n {
+            let key = first.raw() + i;
+            if let Some(r) = &mut self.record {
+                r.push(key);
+            }
+            self.next_use.push(match &mut self.oracle {
+                Some(o) => o.advance(key),
+                None => NEVER,
+            });
         }
     }
 
-    /// The next-use time for a demand access made now (advancing the oracle, recording the access).
-    pub fn demand_next_use(&mut self, key: BlockKey) -> u64 {
-        if let Some(r) = &mut self.record {
-            r.push(key.raw());
-        }
-        match &mut self.oracle {
-            Some(o) => o.advance(key.raw()),
-            None => NEVER,
-        }
-    }
-
-    /// A demand access to a resident block. Returns the outcome (a hit, or a prefetch hit).
-    pub fn access_resident(&mut self, key: BlockKey, stream: u64) -> Outcome {
-        let nu = self.demand_next_use(key);
-        let Some(p) = self.policy.as_mut() else { return Outcome::Miss };
-        self.victims.clear();
-        let o = p.access(Access::with_next_use(key, nu), &mut self.victims);
-        if o == Outcome::PrefetchHit {
-            self.c.prefetch_hits += 1;
-            self.prefetcher.on_prefetch_hit(stream, key);
-        }
-        self.flush_victims();
-        o
-    }
-
-    /// A demand access applied to the policy now (write-allocate for writes).
-    pub fn policy_access(&mut self, key: BlockKey, next_use: u64) -> Option<Outcome> {
-        let p = self.policy.as_mut()?;
-        self.victims.clear();
-        let o = p.access(Access::with_next_use(key, next_use), &mut self.victims);
-        self.flush_victims();
-        Some(o)
-    }
-
-    /// A block's read completed: its flight ends and it enters the policy (demand accesses made while it was
-    /// in flight are applied in order; a block only prefetched goes to `prefetch_group`). Returns the flight.
-    pub fn arrive(&mut self, key: BlockKey, prefetch_group: &mut Vec<Access>) -> Option<Flight> {
-        let f = self.inflight.remove(&key.raw())?;
-        if let Some(p) = self.policy.as_mut() {
-            if f.demands.is_empty() {
-                let nu = self.oracle.as_ref().map_or(NEVER, |o| o.peek(key.raw()));
-                prefetch_group.push(Access::with_next_use(key, nu));
-            } else {
-                self.victims.clear();
-                for &nu in &f.demands {
-                    p.access(Access::with_next_use(key, nu), &mut self.victims);
+    /// A demand read of blocks `first..first+n` of `stream` (which ends at block `end`) by `waiter(i)` for block
+    /// `i`: resident blocks are hits, the others are waited for; the reads to issue are returned.
+    pub fn read(
+        &mut self,
+        first: BlockKey,
+        n: u64,
+        stream: u64,
+        end: u64,
+        waiter: impl Fn(u64) -> Waiter,
+        out: &mut LevelRead,
+    ) {
+        self.demand_next_use(first, n);
+        let req = Request {
+            stream,
+            stream_end: end,
+            next_use: &self.next_use,
+            ..Request::blocks(Op::Read, first, n, self.block_size)
+        };
+        self.step.access(&req, &mut self.plan);
+        for (i, f) in self.plan.fates.iter().enumerate() {
+            let key = first.raw() + i as u64;
+            match f {
+                Fate::Hit => out.hits += 1,
+                Fate::Fetch | Fate::Wait => {
+                    self.waiters.entry(key).or_default().push(waiter(i as u64));
+                    out.pending += 1;
                 }
-                self.flush_victims();
+                _ => unreachable!("a read at a level without admission or cutoff hits, waits or fetches"),
             }
         }
-        Some(f)
+        let keys = |reads: &[blockwell_core::cluster::DeviceRead], to: &mut Vec<BlockKey>| {
+            for r in reads {
+                to.extend((0..r.n).map(|i| BlockKey::from_raw(r.first.raw() + i)));
+            }
+        };
+        keys(&self.plan.reads, &mut out.sync);
+        keys(&self.plan.async_reads, &mut out.asyn);
     }
 
-    /// Inserts blocks that were only prefetched, as one group.
-    pub fn insert_prefetched(&mut self, group: &mut Vec<Access>) {
-        if group.is_empty() {
-            return;
-        }
-        if let Some(p) = self.policy.as_mut() {
-            self.victims.clear();
-            let cap = p.capacity();
-            for chunk in group.chunks(cap.max(1)) {
-                p.prefetch(chunk, &mut self.victims);
-            }
-            self.flush_victims();
-        }
-        group.clear();
+    /// A write of blocks `first..first+n` (write-allocate at the page cache; counted only at the block level).
+    pub fn write(&mut self, first: BlockKey, n: u64) {
+        self.demand_next_use(first, n);
+        let req = Request { next_use: &self.next_use, ..Request::blocks(Op::Write, first, n, self.block_size) };
+        self.step.access(&req, &mut self.plan);
     }
 
-    fn flush_victims(&mut self) {
-        for v in &self.victims {
-            self.c.evictions += 1;
-            if v.unused_prefetch {
-                self.c.prefetch_wasted += 1;
-            }
-            self.prefetcher.on_evict(v);
+    /// A block's read completed: it enters the policy (see [`CacheLevel::arrive`]); returns who waited for it,
+    /// or `None` when it was not in flight here.
+    pub fn arrive(&mut self, key: BlockKey) -> Option<Vec<Waiter>> {
+        let nu = self.oracle.as_ref().map_or(NEVER, |o| o.peek(key.raw()));
+        self.plan.victims.clear();
+        if !self.step.arrive(key, nu, &mut self.plan) {
+            return None;
         }
-        self.victims.clear();
+        Some(self.waiters.remove(&key.raw()).unwrap_or_default())
+    }
+
+    /// Inserts the blocks that arrived only prefetched, as prefetch groups.
+    pub fn insert_arrived(&mut self) {
+        self.plan.victims.clear();
+        self.step.insert_arrived(&mut self.plan);
+    }
+
+    /// The counters in this simulator's report form.
+    pub fn counters(&self) -> LevelCounters {
+        LevelCounters::from(self.step.stats())
     }
 }
 
-/// [`BlockView`] over a level, optionally translating the prefetcher's keys.
-pub(crate) struct View<'a> {
-    pub inflight: &'a HashMap<u64, Flight>,
-    pub policy: Option<&'a dyn DynPolicy>,
+/// The block layer below the page cache without a block cache (or under REDCAP): a read of a block already
+/// being read waits for it instead of reading it again. No policy; the counters feed REDCAP's report.
+#[derive(Default)]
+pub(crate) struct Merge {
+    pub inflight: HashMap<u64, MergeFlight>,
+    pub c: LevelCounters,
 }
 
-impl BlockView for View<'_> {
-    fn state(&self, key: BlockKey) -> BlockState {
-        if self.inflight.contains_key(&key.raw()) {
-            BlockState::InFlight
-        } else if self.policy.is_some_and(|p| p.contains(key)) {
-            BlockState::Resident
-        } else {
-            BlockState::Absent
+/// A block being read at the block layer.
+#[derive(Debug, Default)]
+pub(crate) struct MergeFlight {
+    pub waiters: Vec<Waiter>,
+    /// Read for REDCAP's segment and not demanded yet.
+    pub prefetched: bool,
+}
+
+impl Merge {
+    /// A demand access to an in-flight block: it waits, counts as a miss, issues no read.
+    pub fn join_flight(&mut self, key: BlockKey, w: Waiter) {
+        self.c.inflight_waits += 1;
+        if let Some(fl) = self.inflight.get_mut(&key.raw()) {
+            if std::mem::replace(&mut fl.prefetched, false) {
+                self.c.prefetch_late += 1;
+            }
+            fl.waiters.push(w);
         }
     }
 }

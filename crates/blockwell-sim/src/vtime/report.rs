@@ -53,7 +53,8 @@ pub struct LevelReport {
     pub hit_ratio: f64,
     /// Prefetched blocks that were demanded (resident or still in flight) / prefetched blocks.
     pub prefetch_accuracy: f64,
-    /// Prefetch hits / demand read blocks.
+    /// Prefetch hits / (prefetch hits + demand read misses): the share of the misses the prefetcher removed
+    /// (`blockwell_core::stats`, the same definition as `blockwell sim`).
     pub prefetch_coverage: f64,
 }
 
@@ -66,7 +67,7 @@ impl LevelReport {
             capacity_blocks,
             hit_ratio: r(c.read_hits, c.read_blocks),
             prefetch_accuracy: r(c.prefetch_hits + c.prefetch_late, c.prefetch_issued),
-            prefetch_coverage: r(c.prefetch_hits, c.read_blocks),
+            prefetch_coverage: r(c.prefetch_hits, c.prefetch_hits + (c.read_blocks - c.read_hits)),
             counters: c,
         }
     }
