@@ -82,47 +82,19 @@ fn compare(policy: &str, prefetch: &str, admission: &str, cutoff: &str) {
     let reqs = stream();
     let trace = d.path().join("stream.csv");
     std::fs::write(&trace, msr(&reqs)).unwrap();
-    let cache = "256blocks";
-    let sim = util::ok(&[
-        "sim",
-        "--trace",
-        trace.to_str().unwrap(),
-        "--format",
-        "msr",
-        "--policy",
-        policy,
-        "--cache",
-        cache,
-        "--prefetch",
-        prefetch,
-        "--admission",
-        admission,
-        "--sequential-cutoff",
-        cutoff,
-        "--json",
-    ]);
+    // The cache-step options, the same for both.
+    let step = ["--policy", policy, "--prefetch", prefetch, "--admission", admission, "--sequential-cutoff", cutoff];
+    let trace_args = ["sim", "--trace", trace.to_str().unwrap(), "--format", "msr", "--cache", "256blocks", "--json"];
+    let sim = util::ok(&[&trace_args[..], &step[..]].concat());
     let sim: Value = serde_json::from_str(&sim).unwrap();
     let sim_stats = &sim["results"][0]["stats"];
 
     let backend = d.path().join("disk.img");
     std::fs::File::create(&backend).unwrap().set_len(DEVICE_BLOCKS * BS).unwrap();
     let sock = d.path().join("ctl.sock");
-    let s = Served::start(&[
-        "--backend",
-        backend.to_str().unwrap(),
-        "--cache",
-        &(256 * BS).to_string(),
-        "--policy",
-        policy,
-        "--prefetch",
-        prefetch,
-        "--admission",
-        admission,
-        "--sequential-cutoff",
-        cutoff,
-        "--control",
-        sock.to_str().unwrap(),
-    ]);
+    let cache = (256 * BS).to_string();
+    let serve = ["--backend", backend.to_str().unwrap(), "--cache", &cache, "--control", sock.to_str().unwrap()];
+    let s = Served::start(&[&serve[..], &step[..]].concat());
     let script = d.path().join("drive.py");
     std::fs::write(&script, driver(&reqs)).unwrap();
     // nbdsh runs `python3 -m nbd`; the python3 first on PATH may not be the one the Debian package serves.

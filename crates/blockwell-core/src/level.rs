@@ -350,13 +350,7 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
 
     /// Where a block is.
     pub fn state(&self, key: BlockKey) -> BlockState {
-        if self.inflight.contains_key(&key.raw()) {
-            BlockState::InFlight
-        } else if self.cache.contains(key) {
-            BlockState::Resident
-        } else {
-            BlockState::Absent
-        }
+        LevelView { inflight: &self.inflight, cache: &self.cache }.state(key)
     }
 
     /// Is the block resident with its data (not in flight)?
