@@ -32,27 +32,23 @@ pub trait Backend: Send + Sync {
         Ok(())
     }
 
-    /// Writes are refused.
-    /// Serves a read only if it can be done at once from memory, without I/O or waiting (a cache hit on every
-    /// block): `true` when `buf` was filled and the read counted as served; `false` when nothing was done and the
-    /// read must go through [`Backend::read_at`]. The NBD server answers such reads on the thread that read the
-    /// request, without a hand-off. The default never takes the fast path.
-    fn try_read_fast(&self, buf: &mut [u8], offset: u64) -> bool {
-        let _ = (buf, offset);
-        false
+    /// The one read call of a server: serves the read at once from memory when every byte is there (a cache
+    /// hit on every block), into `into`; otherwise, with [`OnMiss::Fetch`] and [`ReadInto::Copy`], performs the
+    /// read with its I/O (a cache plans it under the same lock acquisition that found the miss); with
+    /// [`OnMiss::Decline`], or a [`ReadInto::Share`] it cannot make, does nothing (`out` unchanged) and answers
+    /// [`ReadOutcome::NeedsIo`]. The NBD server offers small reads with `Decline` on the thread that read the
+    /// request (answered inline, no hand-off) and hands the others to a worker with `Fetch`. The default serves
+    /// a `Copy` through [`Backend::read_at`] when asked to fetch, and declines everything else.
+    fn read(&self, offset: u64, into: ReadInto<'_>, on_miss: OnMiss) -> io::Result<ReadOutcome> {
+        match (into, on_miss) {
+            (ReadInto::Copy(buf), OnMiss::Fetch) => self.read_at(buf, offset).map(|()| ReadOutcome::Served),
+            _ => Ok(ReadOutcome::NeedsIo),
+        }
     }
 
-    /// Like [`Backend::try_read_fast`], but instead of copying, appends to `out` shared references to the
-    /// backend's own memory holding the range, in order (so a server can hand them to `writev` and save a
-    /// copy). `true` when served; `false` (and `out` unchanged) when not possible. The default never is.
-    fn try_read_shared(&self, offset: u64, len: u64, out: &mut Vec<SharedBytes>) -> bool {
-        let _ = (offset, len, out);
-        false
-    }
-
-    /// Hint that these reads (offset, length) are about to be offered to [`Backend::try_read_fast`], in this
-    /// order: a backend may look up their metadata now, all together, so that the memory misses of independent
-    /// lookups overlap instead of being paid one request at a time. A no-op is correct.
+    /// Hint that these reads (offset, length) are about to be offered to [`Backend::read`], in this order: a
+    /// backend may look up their metadata now, all together, so that the memory misses of independent lookups
+    /// overlap instead of being paid one request at a time. A no-op is correct.
     fn hint_reads(&self, reads: &[(u64, u32)]) {
         let _ = reads;
     }
@@ -76,7 +72,48 @@ pub trait Backend: Send + Sync {
     }
 }
 
-/// Part of a shared, immutable buffer: `buf[start..end]` (see [`Backend::try_read_shared`]).
+/// Where a read's data goes ([`Backend::read`]).
+pub enum ReadInto<'a> {
+    /// Copied into this buffer; the read is `buf.len()` bytes.
+    Copy(&'a mut [u8]),
+    /// Shared references to the backend's memory holding `len` bytes, appended to `out` in order (for `writev`,
+    /// saving a copy).
+    Share { len: u64, out: &'a mut Vec<SharedBytes> },
+}
+
+impl ReadInto<'_> {
+    /// Bytes read.
+    pub fn len(&self) -> u64 {
+        match self {
+            ReadInto::Copy(b) => b.len() as u64,
+            ReadInto::Share { len, .. } => *len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What [`Backend::read`] does when the data is not all in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnMiss {
+    /// Read it (I/O, waiting).
+    Fetch,
+    /// Do nothing; answer [`ReadOutcome::NeedsIo`].
+    Decline,
+}
+
+/// What [`Backend::read`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadOutcome {
+    /// The read was served and counted.
+    Served,
+    /// Nothing was done: the read needs I/O (call again with [`OnMiss::Fetch`]).
+    NeedsIo,
+}
+
+/// Part of a shared, immutable buffer: `buf[start..end]` (see [`ReadInto::Share`]).
 #[derive(Clone, Debug)]
 pub struct SharedBytes {
     pub buf: std::sync::Arc<[u8]>,
@@ -124,8 +161,12 @@ impl Backend for MemBackend {
         Ok(())
     }
 
-    fn try_read_fast(&self, buf: &mut [u8], offset: u64) -> bool {
-        self.read_at(buf, offset).is_ok()
+    /// Memory: every read is served at once.
+    fn read(&self, offset: u64, into: ReadInto<'_>, _on_miss: OnMiss) -> io::Result<ReadOutcome> {
+        match into {
+            ReadInto::Copy(buf) => self.read_at(buf, offset).map(|()| ReadOutcome::Served),
+            ReadInto::Share { .. } => Ok(ReadOutcome::NeedsIo),
+        }
     }
 
     fn write_at(&self, buf: &[u8], offset: u64, _fua: bool) -> io::Result<()> {
@@ -185,11 +226,13 @@ macro_rules! forward_backend {
             fn cache(&$this, offset: u64, len: u64) -> io::Result<()> {
                 $inner.cache(offset, len)
             }
-            fn try_read_fast(&$this, buf: &mut [u8], offset: u64) -> bool {
-                $inner.try_read_fast(buf, offset)
-            }
-            fn try_read_shared(&$this, offset: u64, len: u64, out: &mut Vec<$crate::backend::SharedBytes>) -> bool {
-                $inner.try_read_shared(offset, len, out)
+            fn read(
+                &$this,
+                offset: u64,
+                into: $crate::backend::ReadInto<'_>,
+                on_miss: $crate::backend::OnMiss,
+            ) -> io::Result<$crate::backend::ReadOutcome> {
+                $inner.read(offset, into, on_miss)
             }
             fn hint_reads(&$this, reads: &[(u64, u32)]) {
                 $inner.hint_reads(reads)

@@ -47,7 +47,7 @@
 //! Per cached block: its slot (one block of bytes; freed slots are kept for reuse, never more than the cache
 //! has blocks) and 8 B of slot pointer, plus the engine's metadata (see [`blockwell_core::dedup`]).
 
-use crate::backend::Backend;
+use crate::backend::{Backend, OnMiss, ReadInto, ReadOutcome};
 use crate::cache::runs;
 use crate::stats::{Counters, StatsSnapshot};
 use blockwell_core::dedup::{BlockId, Category, ContentCache, DedupConfig, DedupError, DedupPlan, DedupStats};
@@ -636,8 +636,15 @@ impl<B: Backend> Backend for ContentBackend<B> {
         self.size
     }
 
-    fn try_read_fast(&self, buf: &mut [u8], offset: u64) -> bool {
-        self.fast_read(buf, offset)
+    fn read(&self, offset: u64, into: ReadInto<'_>, on_miss: OnMiss) -> io::Result<ReadOutcome> {
+        let ReadInto::Copy(buf) = into else { return Ok(ReadOutcome::NeedsIo) };
+        if self.fast_read(buf, offset) {
+            return Ok(ReadOutcome::Served);
+        }
+        match on_miss {
+            OnMiss::Fetch => self.read_at(buf, offset).map(|()| ReadOutcome::Served),
+            OnMiss::Decline => Ok(ReadOutcome::NeedsIo),
+        }
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
@@ -1102,7 +1109,7 @@ mod tests {
         assert!(e.trim(0, 4096, false).is_err() && e.write_zeroes(0, 4096, true, false).is_err());
         assert_eq!(read(&e, 0, BS), pattern(5));
         let mut buf = vec![0u8; BS];
-        assert!(e.try_read_fast(&mut buf, 0));
+        assert_eq!(e.read(0, ReadInto::Copy(&mut buf), OnMiss::Decline).unwrap(), ReadOutcome::Served);
         assert_eq!(buf, pattern(5));
         assert_eq!(dev.writes(), 0);
         s.validate().unwrap();

@@ -3,11 +3,21 @@
 use blockwell_core::admission::AdmissionSpec as Admission;
 use blockwell_core::prefetch::PrefetcherSpec;
 use blockwell_core::{PolicySpec, Preset};
-use blockwell_server::backend::{Backend, MemBackend};
+use blockwell_server::backend::{Backend, MemBackend, OnMiss, ReadInto, ReadOutcome, SharedBytes};
 use blockwell_server::cache::{CachedBackend, CachedConfig, CachedError, WriteMode};
 use blockwell_server::delay::{DelayBackend, DelayConfig, LinearServiceTime};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// A read served at once from memory, or nothing done (`Backend::read` with `OnMiss::Decline`).
+fn read_now<B: Backend + ?Sized>(c: &B, buf: &mut [u8], off: u64) -> bool {
+    c.read(off, ReadInto::Copy(buf), OnMiss::Decline).unwrap() == ReadOutcome::Served
+}
+
+/// Like [`read_now`], sharing the cache's memory.
+fn shared<B: Backend + ?Sized>(c: &B, off: u64, len: u64, out: &mut Vec<SharedBytes>) -> bool {
+    c.read(off, ReadInto::Share { len, out }, OnMiss::Decline).unwrap() == ReadOutcome::Served
+}
 
 const BS: u64 = 4096;
 
@@ -45,7 +55,7 @@ fn read(c: &impl Backend, off: u64, len: usize) -> Vec<u8> {
 /// A read the way the NBD server does it: the fast path first, `read_at` when it declines.
 fn read_fast_first(c: &impl Backend, off: u64, len: usize) -> Vec<u8> {
     let mut b = vec![0xEE; len];
-    if !c.try_read_fast(&mut b, off) {
+    if !read_now(c, &mut b, off) {
         b.fill(0xEE);
         c.read_at(&mut b, off).unwrap();
     }
@@ -187,7 +197,7 @@ fn read_ahead_runs_in_the_background_and_turns_a_scan_into_hits() {
     for b in 0..256u64 {
         c.quiesce();
         let mut buf = vec![0u8; 4096];
-        if c.try_read_fast(&mut buf, b * BS) {
+        if read_now(&c, &mut buf, b * BS) {
             fast += 1;
         } else {
             c.read_at(&mut buf, b * BS).unwrap();
@@ -229,7 +239,7 @@ fn redcap_switches_off_on_random_reads_and_back_on_for_strided_reads() {
     let before = s.prefetch_blocks_read;
     for i in 0..128u64 {
         let off = (1 << 20) + i * 2 * BS;
-        if !c.try_read_fast(&mut buf, off) {
+        if !read_now(&c, &mut buf, off) {
             c.read_at(&mut buf, off).unwrap();
         }
     }
@@ -275,7 +285,7 @@ fn large_reads_copying_unlocked_never_see_another_blocks_data() {
                     let first = r.below(BLOCKS - 40);
                     let n = 17 + r.below(24);
                     let got = read_fast_first(&*c, first * BS, (n * BS) as usize);
-                    fast += u64::from(c.try_read_fast(&mut vec![0; (n * BS) as usize], first * BS));
+                    fast += u64::from(read_now(&c, &mut vec![0; (n * BS) as usize], first * BS));
                     for (i, blk) in got.chunks(BS as usize).enumerate() {
                         let w0 = u64::from_le_bytes(blk[..8].try_into().unwrap());
                         assert_eq!(w0 >> 32, first + i as u64, "block {} holds another block's data", first + i as u64);
@@ -299,10 +309,10 @@ fn shared_reads_hand_out_the_cached_bytes_in_order() {
     let data = fill(64 * BS as usize, 3);
     c.inner().write_at(&data, 0, false).unwrap();
     let mut parts = Vec::new();
-    assert!(!c.try_read_shared(100, 10 * BS, &mut parts), "cold: declined");
+    assert!(!shared(&c, 100, 10 * BS, &mut parts), "cold: declined");
     assert!(parts.is_empty());
     assert_eq!(read(&c, 0, 12 * BS as usize), data[..12 * BS as usize]);
-    assert!(c.try_read_shared(100, 10 * BS, &mut parts));
+    assert!(shared(&c, 100, 10 * BS, &mut parts));
     let joined: Vec<u8> = parts.iter().flat_map(|p| p.bytes().iter().copied()).collect();
     assert_eq!(joined, data[100..100 + 10 * BS as usize]);
     assert_eq!(parts.len(), 11, "one piece per block touched");
@@ -321,27 +331,27 @@ fn fast_path_serves_only_whole_hits_and_counts_like_read_at() {
     c.inner().write_at(&data, 0, false).unwrap();
     let mut b = vec![0u8; 2 * BS as usize];
     // Cold: declined, and nothing changes (no request counted, nothing admitted).
-    assert!(!c.try_read_fast(&mut b, 100));
+    assert!(!read_now(&c, &mut b, 100));
     let s0 = c.snapshot();
     assert_eq!((s0.read_requests, s0.resident_blocks, s0.read_block_misses), (0, 0, 0));
     // Blocks 0 and 1 become resident through read_at; then an unaligned read inside them takes the fast path.
     assert_eq!(read(&c, 0, 2 * BS as usize), data[..2 * BS as usize]);
-    assert!(c.try_read_fast(&mut b[..5000], 100));
+    assert!(read_now(&c, &mut b[..5000], 100));
     assert_eq!(b[..5000], data[100..5100]);
     // A read reaching block 2 (not resident) is declined and leaves the counters alone.
     let before = c.snapshot();
-    assert!(!c.try_read_fast(&mut b, BS + 1));
+    assert!(!read_now(&c, &mut b, BS + 1));
     assert_eq!(c.snapshot(), before);
     let s = c.snapshot();
     assert_eq!((s.read_requests, s.read_request_hits), (2, 1));
     assert_eq!((s.read_block_hits, s.read_block_misses), (2, 2));
     // The fast path updates recency like a hit: after touching block 0, filling the cache evicts block 1 first.
-    assert!(c.try_read_fast(&mut b[..10], 0));
+    assert!(read_now(&c, &mut b[..10], 0));
     for blk in 2..9 {
         read(&c, blk * BS, 1);
     }
-    assert!(c.try_read_fast(&mut b[..10], 0), "block 0 was used recently and must stay");
-    assert!(!c.try_read_fast(&mut b[..10], BS), "block 1 was least recently used and must be gone");
+    assert!(read_now(&c, &mut b[..10], 0), "block 0 was used recently and must stay");
+    assert!(!read_now(&c, &mut b[..10], BS), "block 1 was least recently used and must be gone");
     c.validate().unwrap();
 }
 
@@ -361,8 +371,8 @@ fn hint_reads_changes_nothing() {
     assert_eq!(c.snapshot(), before);
     read(&c, 4 * BS, 1);
     let mut b = vec![0u8; 10];
-    assert!(!c.try_read_fast(&mut b, 0), "block 0 was hinted, not used: it stays least recently used");
-    assert!(c.try_read_fast(&mut b, BS));
+    assert!(!read_now(&c, &mut b, 0), "block 0 was hinted, not used: it stays least recently used");
+    assert!(read_now(&c, &mut b, BS));
     assert_eq!(b, data[BS as usize..BS as usize + 10]);
     c.validate().unwrap();
 }
@@ -672,5 +682,26 @@ fn many_readers_of_hot_blocks_stay_consistent() {
         h.join().unwrap();
     }
     assert_eq!(*errors.lock().unwrap(), 0);
+    c.validate().unwrap();
+}
+
+/// The one read call: declining a miss does nothing (not counted, nothing cached); fetching it serves it and
+/// caches it, counted once; the next read is served at once.
+#[test]
+fn one_read_call_declines_or_fetches_a_miss() {
+    let c = cached(16 * BS as usize, 8, |_| {});
+    c.write_at(&fill(BS as usize, 7), 0, false).unwrap();
+    c.inner().write_at(&fill(BS as usize, 9), BS, false).unwrap();
+    let mut b = vec![0; BS as usize];
+    assert_eq!(c.read(BS, ReadInto::Copy(&mut b), OnMiss::Decline).unwrap(), ReadOutcome::NeedsIo);
+    let s = c.snapshot();
+    assert_eq!((s.read_requests, s.backend_reads, s.resident_blocks), (0, 0, 1), "{s:?}");
+    assert_eq!(c.read(BS, ReadInto::Copy(&mut b), OnMiss::Fetch).unwrap(), ReadOutcome::Served);
+    assert_eq!(b, fill(BS as usize, 9));
+    let s = c.snapshot();
+    assert_eq!((s.read_requests, s.backend_reads, s.read_block_misses, s.resident_blocks), (1, 1, 1, 2), "{s:?}");
+    let mut parts = Vec::new();
+    assert_eq!(c.read(BS, ReadInto::Share { len: BS, out: &mut parts }, OnMiss::Decline).unwrap(), ReadOutcome::Served);
+    assert_eq!(parts.iter().flat_map(|p| p.bytes().to_vec()).collect::<Vec<u8>>(), fill(BS as usize, 9));
     c.validate().unwrap();
 }

@@ -415,8 +415,13 @@ impl Backend for Hinted {
     fn write_zeroes(&self, o: u64, l: u64, t: bool, fua: bool) -> io::Result<()> {
         self.mem.write_zeroes(o, l, t, fua)
     }
-    fn try_read_fast(&self, b: &mut [u8], o: u64) -> bool {
-        self.mem.read_at(b, o).is_ok()
+    fn read(
+        &self,
+        o: u64,
+        into: blockwell_server::backend::ReadInto<'_>,
+        _: blockwell_server::backend::OnMiss,
+    ) -> std::io::Result<blockwell_server::backend::ReadOutcome> {
+        self.mem.read(o, into, blockwell_server::backend::OnMiss::Fetch)
     }
     fn hint_reads(&self, reads: &[(u64, u32)]) {
         self.hints.lock().unwrap().push(reads.to_vec());

@@ -23,7 +23,7 @@
 mod slots;
 mod worker;
 
-use crate::backend::{forward_backend, Backend, SharedBytes};
+use crate::backend::{forward_backend, Backend, OnMiss, ReadInto, ReadOutcome, SharedBytes};
 use crate::stats::{Counters, StatsSnapshot};
 use blockwell_core::admission::AdmissionSpec;
 use blockwell_core::cluster::DeviceRead;
@@ -155,12 +155,6 @@ pub(crate) fn runs(mask: &[bool]) -> impl Iterator<Item = (usize, usize)> + '_ {
 /// Requests of more blocks than this copy their data after releasing the cache's lock (so that large reads by
 /// several workers copy in parallel); smaller ones copy under it (cheaper than taking references).
 const COPY_UNLOCKED_BLOCKS: u64 = 16;
-
-/// Where a fast read's data goes: copied into the caller's buffer, or shared as references to the slots.
-enum FastSink<'a> {
-    Copy(&'a mut [u8]),
-    Share(&'a mut Vec<SharedBytes>),
-}
 
 fn key(block: u64) -> BlockKey {
     BlockKey::new(0, block).expect("block numbers are checked against the device size at construction")
@@ -478,28 +472,39 @@ impl<B: Backend> Inner<B> {
         }
     }
 
-    /// A read served at once from blocks the cache holds, or nothing at all (`false`): see
-    /// [`Backend::try_read_fast`] and [`Backend::try_read_shared`].
-    fn fast_read(&self, offset: u64, len: u64, mut sink: FastSink<'_>) -> bool {
-        if len == 0 {
-            return false;
+    /// A read served at once from blocks the cache holds (`Ok`, the lock released), or nothing done at all
+    /// (`Err`, the lock handed back): see [`Backend::read`].
+    fn fast_read<'g>(
+        &'g self,
+        mut st: MutexGuard<'g, State>,
+        offset: u64,
+        into: &mut ReadInto<'_>,
+    ) -> Result<(), MutexGuard<'g, State>> {
+        let len = into.len();
+        if len == 0 || st.level.would_bypass(0, offset, len) {
+            return Err(st);
         }
         let (first, n) = block_span(offset, len, self.block_size);
-        let mut st = self.lock();
-        if st.level.would_bypass(0, offset, len) {
-            return false;
-        }
+        let shared_before = match into {
+            ReadInto::Share { out, .. } => out.len(),
+            ReadInto::Copy(_) => 0,
+        };
         // Take the data while checking that every block is there (large copies take references and copy
         // later); on the first block that is not, give up (what was copied is overwritten by the slow path).
         let mut later: Vec<(u64, Slot)> = Vec::new();
         for b in first..first + n {
-            let Some(slot) = st.slots.get(b) else { return false };
-            match &mut sink {
-                FastSink::Copy(buf) if n <= COPY_UNLOCKED_BLOCKS => {
+            let Some(slot) = st.slots.get(b) else {
+                if let ReadInto::Share { out, .. } = into {
+                    out.truncate(shared_before);
+                }
+                return Err(st);
+            };
+            match into {
+                ReadInto::Copy(buf) if n <= COPY_UNLOCKED_BLOCKS => {
                     self.copy_out(b, &slot[..self.block_len(b)], buf, offset)
                 }
-                FastSink::Copy(_) => later.push((b, slot.clone())),
-                FastSink::Share(out) => {
+                ReadInto::Copy(_) => later.push((b, slot.clone())),
+                ReadInto::Share { out, .. } => {
                     let start = b * self.block_size;
                     let lo = start.max(offset);
                     let hi = (start + self.block_len(b) as u64).min(offset + len);
@@ -527,66 +532,18 @@ impl<B: Backend> Inner<B> {
             Counters::add(&self.counters.redcap_switches, 1);
         }
         drop(st);
-        if let FastSink::Copy(buf) = sink {
+        if let ReadInto::Copy(buf) = into {
             for (b, slot) in &later {
                 self.copy_out(*b, &slot[..self.block_len(*b)], buf, offset);
             }
         }
         Counters::add(&self.counters.read_requests, 1);
         Counters::add(&self.counters.read_request_hits, 1);
-        true
+        Ok(())
     }
-}
-
-/// Copies the part of `data` (bytes from device offset `at`) that lies in `[offset, offset + buf.len())`.
-fn copy_range(at: u64, data: &[u8], buf: &mut [u8], offset: u64) {
-    let lo = at.max(offset);
-    let hi = (at + data.len() as u64).min(offset + buf.len() as u64);
-    if lo < hi {
-        buf[(lo - offset) as usize..(hi - offset) as usize]
-            .copy_from_slice(&data[(lo - at) as usize..(hi - at) as usize]);
-    }
-}
-
-impl<B: Backend> Backend for Inner<B> {
-    fn size(&self) -> u64 {
-        self.size
-    }
-
-    fn try_read_fast(&self, buf: &mut [u8], offset: u64) -> bool {
-        self.fast_read(offset, buf.len() as u64, FastSink::Copy(buf))
-    }
-
-    fn try_read_shared(&self, offset: u64, len: u64, out: &mut Vec<SharedBytes>) -> bool {
-        let before = out.len();
-        let ok = self.fast_read(offset, len, FastSink::Share(out));
-        if !ok {
-            out.truncate(before);
-        }
-        ok
-    }
-
-    /// Group prefetching: looks up every block of the reads (the slot map and the slot's first bytes) without
-    /// changing anything, so that the cache misses of the lookups overlap in the out-of-order window;
-    /// [`Inner::fast_read`] then finds them in cache. Worth it when the caches are cold, as when the client runs
-    /// on the server's CPU (docs/performance.md).
-    fn hint_reads(&self, reads: &[(u64, u32)]) {
-        let st = self.lock();
-        for &(offset, len) in reads {
-            let (first, n) = block_span(offset, u64::from(len), self.block_size);
-            if n > COPY_UNLOCKED_BLOCKS {
-                continue;
-            }
-            for b in first..first + n {
-                if let Some(slot) = st.slots.get(b) {
-                    std::hint::black_box(slot.first());
-                    std::hint::black_box(st.level.has_data(key(b)));
-                }
-            }
-        }
-    }
-
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    /// A read through the cache, with the lock already held: the engine's step, hits copied, the plan's reads
+    /// performed without the lock, completions installed.
+    fn read_locked(&self, mut st: MutexGuard<'_, State>, buf: &mut [u8], offset: u64) -> io::Result<()> {
         Counters::add(&self.counters.read_requests, 1);
         let len = buf.len() as u64;
         if len == 0 {
@@ -594,8 +551,8 @@ impl<B: Backend> Backend for Inner<B> {
         }
         let req = self.request(Op::Read, offset, len);
         let first = req.first.block();
-        let mut st = self.lock();
         let State { level, plan, .. } = &mut *st;
+
         level.access(&req, plan);
         st.forget_victims();
         let mut plan = std::mem::take(&mut st.plan);
@@ -639,6 +596,59 @@ impl<B: Backend> Backend for Inner<B> {
         }
         st.plan = plan;
         result.map(|_| ())
+    }
+}
+
+/// Copies the part of `data` (bytes from device offset `at`) that lies in `[offset, offset + buf.len())`.
+fn copy_range(at: u64, data: &[u8], buf: &mut [u8], offset: u64) {
+    let lo = at.max(offset);
+    let hi = (at + data.len() as u64).min(offset + buf.len() as u64);
+    if lo < hi {
+        buf[(lo - offset) as usize..(hi - offset) as usize]
+            .copy_from_slice(&data[(lo - at) as usize..(hi - at) as usize]);
+    }
+}
+
+impl<B: Backend> Backend for Inner<B> {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Hits are served at once; a miss asked to fetch continues as [`Inner::read_locked`] under the lock that
+    /// found it.
+    fn read(&self, offset: u64, mut into: ReadInto<'_>, on_miss: OnMiss) -> io::Result<ReadOutcome> {
+        let st = match self.fast_read(self.lock(), offset, &mut into) {
+            Ok(()) => return Ok(ReadOutcome::Served),
+            Err(st) => st,
+        };
+        match (into, on_miss) {
+            (ReadInto::Copy(buf), OnMiss::Fetch) => self.read_locked(st, buf, offset).map(|()| ReadOutcome::Served),
+            _ => Ok(ReadOutcome::NeedsIo),
+        }
+    }
+
+    /// Group prefetching: looks up every block of the reads (the slot map and the slot's first bytes) without
+    /// changing anything, so that the cache misses of the lookups overlap in the out-of-order window;
+    /// [`Backend::read`] then finds them in cache. Worth it when the caches are cold, as when the client runs
+    /// on the server's CPU (docs/performance.md).
+    fn hint_reads(&self, reads: &[(u64, u32)]) {
+        let st = self.lock();
+        for &(offset, len) in reads {
+            let (first, n) = block_span(offset, u64::from(len), self.block_size);
+            if n > COPY_UNLOCKED_BLOCKS {
+                continue;
+            }
+            for b in first..first + n {
+                if let Some(slot) = st.slots.get(b) {
+                    std::hint::black_box(slot.first());
+                    std::hint::black_box(st.level.has_data(key(b)));
+                }
+            }
+        }
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.read_locked(self.lock(), buf, offset)
     }
 
     fn write_at(&self, buf: &[u8], offset: u64, fua: bool) -> io::Result<()> {

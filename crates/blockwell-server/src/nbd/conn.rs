@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::proto::{self, *};
 use super::{Export, Stream};
-use crate::backend::Backend;
+use crate::backend::{Backend, OnMiss, ReadInto, ReadOutcome};
 
 /// Worker threads (and so requests being served) per connection, as nbdkit's default `--threads`.
 const MAX_WORKERS: usize = 16;
@@ -294,7 +294,7 @@ fn worker<'scope>(s: &'scope thread::Scope<'scope, '_>, sh: &'scope Shared<'_>) 
 }
 
 /// Reads requests while holding the reader, answering those the backend can serve from memory at once
-/// ([`Backend::try_read_fast`]) inline into `batch`; returns the first request that needs a worker, or `None`
+/// ([`Backend::read`] with [`OnMiss::Decline`]) inline into `batch`; returns the first request that needs a worker, or `None`
 /// when reading has ended. `batch` is written out whenever no whole request header is already buffered (so a reply
 /// never waits for the client's next request) and when it grows past [`BATCH_BYTES`]: at high queue depth one
 /// `read` brings many requests and one `write` answers them.
@@ -429,7 +429,9 @@ fn serve_inline(ctx: &Ctx, r: &Request, batch: &mut ReplyBuf) -> bool {
     } else {
         batch.push(&simple_header(r.cookie, 0));
     }
-    if ctx.backend.try_read_fast(batch.tail(r.len as usize), r.offset) {
+    if ctx.backend.read(r.offset, ReadInto::Copy(batch.tail(r.len as usize)), OnMiss::Decline).ok()
+        == Some(ReadOutcome::Served)
+    {
         true
     } else {
         batch.truncate(mark);
@@ -623,24 +625,23 @@ fn serve_read(ctx: &Ctx, r: &Request, out: &mut ReplyBuf) -> io::Result<()> {
         out.push(&simple_header(r.cookie, 0));
     }
     let buf = out.tail(r.len as usize);
-    if !ctx.backend.try_read_fast(buf, r.offset) {
-        if let Err(e) = ctx.backend.read_at(buf, r.offset) {
-            return send_error(ctx, r, errno(&e), &e.to_string());
-        }
+    if let Err(e) = ctx.backend.read(r.offset, ReadInto::Copy(buf), OnMiss::Fetch) {
+        return send_error(ctx, r, errno(&e), &e.to_string());
     }
     let res = ctx.writer.lock().unwrap_or_else(|p| p.into_inner()).write_all(out.bytes());
     out.clear();
     res
 }
 
-/// READs of at least this many bytes are first offered to [`Backend::try_read_shared`].
+/// READs of at least this many bytes are first offered to [`Backend::read`] as a [`ReadInto::Share`].
 const SHARE_MIN: u32 = 64 << 10;
 
 /// Sends a READ's reply straight from the backend's memory (`writev` of the header and the backend's blocks,
 /// no copy in user space) when the backend can share it; `Ok(false)` when it cannot.
 fn serve_read_shared(ctx: &Ctx, r: &Request) -> io::Result<bool> {
     let mut parts = Vec::new();
-    if !ctx.backend.try_read_shared(r.offset, u64::from(r.len), &mut parts) {
+    let into = ReadInto::Share { len: u64::from(r.len), out: &mut parts };
+    if ctx.backend.read(r.offset, into, OnMiss::Decline)? != ReadOutcome::Served {
         return Ok(false);
     }
     let mut head = Vec::with_capacity(28);
