@@ -357,6 +357,7 @@ fn experiment_es_equivalence_ratio_grows_with_slowdown() {
         "--dram-ns",
         "210000",
         "--json",
+        "-o",
         out.to_str().unwrap(),
     ]);
     let j: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
