@@ -14,7 +14,7 @@ pub struct Args {
     #[command(flatten)]
     pub trace: TraceArgs,
 
-    /// Policies and cache sizes (lists: every combination runs), block size, preset, prefetcher.
+    // Policies and cache sizes (lists: every combination runs), block size, preset, prefetcher.
     #[command(flatten)]
     pub cache: CacheArgs<Many>,
 
