@@ -47,8 +47,26 @@ enum Command {
     List,
 }
 
+/// Parses the command line. A value that its type refuses is one error line, like every other error of a run;
+/// other usage errors (an unknown flag, a missing one) keep clap's report with its usage and tips.
+fn parse() -> Cli {
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e)
+            if matches!(e.kind(), clap::error::ErrorKind::ValueValidation | clap::error::ErrorKind::InvalidValue) =>
+        {
+            // The message, and the possible values if clap lists them, up to the first blank line.
+            let text = e.to_string();
+            let lines: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
+            eprintln!("blockwell: {}", lines.join(" "));
+            std::process::exit(2)
+        }
+        Err(e) => e.exit(),
+    }
+}
+
 fn run() -> anyhow::Result<ExitCode> {
-    let cli = Cli::parse();
+    let cli = parse();
     match cli.command {
         Command::Sim(a) => cmd::sim::run(a),
         Command::Mrc(a) => cmd::mrc::run(a),

@@ -241,7 +241,7 @@ fn bad_content_options_are_one_clear_error() {
     assert!(fails(&["--content", "--mode", "write-around"]).contains("--mode write-around"));
     assert!(fails(&["--content", "--cache", "0"]).contains("--cache"));
     let e = fails(&["--content", "--hash-fraction", "3"]);
-    assert!(e.contains("--hash-fraction: '3' is not a fraction"), "{e}");
+    assert!(e.contains("'--hash-fraction <FRACTION>': '3' is not a fraction"), "{e}");
     assert!(fails(&["--hash-fraction", "1/32"]).contains("--hash-fraction needs --content"));
     assert!(fails(&["--content", "--policy", "lirs", "--preset", "libcachesim"]).contains("quirks"));
     let cfg = d.path().join("exports.toml");

@@ -268,8 +268,10 @@ fn errors_name_the_option() {
             "--redcap-shadow",
         ),
         (&["tsim", "--workload", "strided-4k", "--start-jitter-ms", "nan"][..], "--start-jitter-ms"),
-        (&["experiment", "prefetch-policies", "--sizes", "1XB"][..], "--sizes"),
-        (&["experiment", "prefetch-policies", "--policies", "lru,nope"][..], "--policies"),
+        // --sizes and --policies are aliases of --cache and --policy, the names errors give.
+        (&["experiment", "prefetch-policies", "--sizes", "1XB"][..], "--cache"),
+        (&["experiment", "prefetch-policies", "--policies", "lru,nope"][..], "--policy"),
+        (&["experiment", "prefetch-policies", "--cache", "0blocks"][..], "--cache: 0 blocks"),
         (&["experiment", "prefetch-policies", "--workload", "loop(files=0)"][..], "--workload"),
         (&["experiment", "prefetch-policies", "--prefetch", "none,psychic"][..], "--prefetch"),
         (&["experiment", "prefetch-policies", "--block-size", "1000"][..], "--block-size"),
@@ -355,6 +357,7 @@ fn experiment_es_equivalence_ratio_grows_with_slowdown() {
         "--dram-ns",
         "210000",
         "--json",
+        "-o",
         out.to_str().unwrap(),
     ]);
     let j: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();

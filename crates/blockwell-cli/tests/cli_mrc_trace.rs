@@ -87,7 +87,7 @@ fn gen_stats_mrc_and_plots() {
 
     let csv = dir.path().join("mrc.csv");
     let png = dir.path().join("mrc.png");
-    let out = ok(&["mrc", "--trace", s(&trace), "--sizes", "1%,10%,50%,100%", "--csv", s(&csv), "--plot", s(&png)]);
+    let out = ok(&["mrc", "--trace", s(&trace), "--sizes", "1%,10%,50%,100%", "--plot", s(&png)]);
     assert!(out.contains(&format!("footprint {footprint} blocks")), "{out}");
     let rows = table(&out);
     assert_eq!(rows.len(), 4, "{out}");
@@ -95,6 +95,13 @@ fn gen_stats_mrc_and_plots() {
     let cold = footprint as f64 / 30_000.0;
     assert!((rows[3].1 - cold).abs() < 1e-6, "at the footprint only cold misses remain: {rows:?}");
 
+    // --csv and --json print the same points instead of the table (-o: into a file), as everywhere.
+    let sizes = ["mrc", "--trace", s(&trace), "--cache", "1%,10%,50%,100%"];
+    assert_eq!(ok(&[&sizes[..], &["--csv", "-o", s(&csv)]].concat()), "");
+    let json: serde_json::Value = serde_json::from_str(&ok(&[&sizes[..], &["--json"]].concat())).unwrap();
+    assert_eq!(json["footprint_blocks"], footprint);
+    assert_eq!(json["points"].as_array().unwrap().len(), 4);
+    assert_eq!(json["points"][0]["cache_blocks"], rows[0].0);
     let csv_text = std::fs::read_to_string(&csv).unwrap();
     let mut lines = csv_text.lines();
     assert_eq!(lines.next(), Some("cache_blocks,cache_bytes,miss_ratio"));

@@ -176,8 +176,20 @@ fn bad_config_files_are_one_error_line_naming_file_and_key() {
         std::fs::write(&cfg, text).unwrap();
         util::fails(&["serve", "--config", c])
     };
+    // An unknown key and a bad value: the file, the line and column, the export and the key.
     let e = fails("[[export]]\nname = \"a\"\nbackend = \"disk.img\"\npolcy = \"lru\"\n");
-    assert!(e.contains("exports.toml: export \"a\": unknown key 'polcy'"), "{e}");
+    assert!(e.contains("exports.toml:4:1: export \"a\": unknown key 'polcy' (known: name, "), "{e}");
+    let e = fails("[[export]]\nname = \"a\"\nbackend = \"disk.img\"\ncache = \"12XB\"\n");
+    assert!(e.contains("exports.toml:4:9: export \"a\": cache: '12XB': unknown unit 'XB'"), "{e}");
+    let e = fails("[[export]]\nname = \"a\"\nbackend = \"disk.img\"\n[[export]]\nname = \"b\"\nbackend = \"disk.img\"\npreset = \"x\"\n");
+    assert!(
+        e.ends_with(
+            "exports.toml:7:10: export \"b\": preset: unknown preset 'x' (known: default, libcachesim, seed001)"
+        ),
+        "{e}"
+    );
+    let e = fails("listen = \"127.0.0.1:0\"\nsched = \"fifo\"\n[[export]]\nname = \"a\"\nbackend = \"disk.img\"\n");
+    assert!(e.ends_with("exports.toml:2:9: sched: must be \"batch\" or \"normal\", not \"fifo\""), "{e}");
     let e =
         fails("[[export]]\nname = \"a\"\nbackend = \"disk.img\"\n[[export]]\nname = \"a\"\nbackend = \"disk.img\"\n");
     assert!(e.contains("exports.toml: duplicate export name \"a\""), "{e}");
@@ -186,7 +198,7 @@ fn bad_config_files_are_one_error_line_naming_file_and_key() {
     let e = fails("[[export]]\nname = \"a\"\nbackend = \"nope.img\"\n");
     assert!(e.contains("exports.toml: export \"a\": backend") && e.contains("nope.img"), "{e}");
     let e = fails("[[export]\nname = 1\n");
-    assert!(e.contains("exports.toml:1: "), "{e}");
+    assert!(e.contains("exports.toml:1:"), "{e}");
     let e = util::fails(&["serve", "--config", c, "--backend", "disk.img"]);
     assert!(e.contains("cannot be combined with a config file"), "{e}");
     let e = util::fails(&["serve", "--config", d.path().join("missing.toml").to_str().unwrap()]);

@@ -290,3 +290,80 @@ fn prefetch_admission_and_cutoff_change_the_counts_and_are_reported() {
         assert!(e.contains(flag) && e.contains(bad), "{e}");
     }
 }
+
+/// Every command that takes the cache options takes the same preset names (those `blockwell list` names) and
+/// gives the same one-line error for a bad one, as for a bad policy or cache size: the options are defined once.
+#[test]
+fn every_cache_command_takes_the_same_options_with_the_same_errors() {
+    let d = tempfile::tempdir().unwrap();
+    let missing = d.path().join("missing");
+    let m = missing.to_str().unwrap();
+    // Each command, with arguments that make it fail after parsing (so that a value it accepts leads to
+    // another error, never a run).
+    let commands: [&[&str]; 6] = [
+        &["sim", "--trace", m],
+        &["serve", "--backend", m],
+        &["mount", "--backend", m, "--mountpoint", m],
+        &["tsim", "--trace", m],
+        &["experiment", "prefetch-policies", "--trace", m],
+        &["experiment", "prefetch-policies", "--workload", "loop(files=0)"],
+    ];
+    let list = util::ok(&["list"]);
+    let presets = list.lines().find_map(|l| l.strip_prefix("presets: ")).expect("list names the presets");
+    let presets: Vec<&str> = presets.split(", ").collect();
+    assert_eq!(presets, ["default", "libcachesim", "seed001"]);
+    for cmd in commands {
+        for p in &presets {
+            let e = util::fails(&[cmd, &["--preset", p]].concat());
+            assert!(!e.contains("--preset"), "blockwell {cmd:?} --preset {p}: {e}");
+        }
+    }
+    let same = |flag: &str, value: &str, want: &str| {
+        for cmd in commands {
+            let e = util::fails(&[cmd, &[flag, value]].concat());
+            assert_eq!(e, want, "blockwell {cmd:?} {flag} {value}");
+        }
+    };
+    same(
+        "--preset",
+        "libcachesim2",
+        "blockwell: error: invalid value 'libcachesim2' for '--preset <PRESET>': unknown preset 'libcachesim2' \
+         (known: default, libcachesim, seed001)",
+    );
+    // The single-cache commands (sim takes lists: `<POLICY,...>`).
+    let known = blockwell_core::PolicyKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ");
+    for cmd in &commands[1..4] {
+        let e = util::fails(&[cmd, &["--policy", "nosuch"][..]].concat());
+        assert_eq!(
+            e,
+            format!(
+                "blockwell: error: invalid value 'nosuch' for '--policy <POLICY>': unknown policy 'nosuch' (known: {known})"
+            )
+        );
+        let e = util::fails(&[cmd, &["--block-size", "3000"][..]].concat());
+        assert_eq!(
+            e,
+            "blockwell: error: invalid value '3000' for '--block-size <SIZE>': 3000 is not a power of two between \
+             512 B and 1 MiB"
+        );
+        let e = util::fails(&[cmd, &["--cache", "12XB"][..]].concat());
+        assert!(
+            e.starts_with("blockwell: error: invalid value '12XB' for '--cache <SIZE>': '12XB': unknown unit"),
+            "{e}"
+        );
+    }
+    let e = util::fails(&["sim", "--trace", m, "--policy", "lru,nosuch"]);
+    assert!(
+        e.starts_with(
+            "blockwell: error: invalid value 'lru,nosuch' for '--policy <POLICY,...>': unknown policy 'nosuch'"
+        ),
+        "{e}"
+    );
+    let e = util::fails(&["experiment", "prefetch-policies", "--policy", "lru,nosuch"]);
+    assert!(
+        e.starts_with(
+            "blockwell: error: invalid value 'lru,nosuch' for '--policy <POLICY,...>': unknown policy 'nosuch'"
+        ),
+        "{e}"
+    );
+}

@@ -130,6 +130,13 @@ impl SizeSpec {
     }
 }
 
+impl std::str::FromStr for SizeSpec {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> anyhow::Result<Self> {
+        SizeSpec::parse(s)
+    }
+}
+
 /// Parses a comma-separated list of sizes.
 pub fn parse_sizes(s: &str) -> anyhow::Result<Vec<SizeSpec>> {
     s.split(',').filter(|x| !x.trim().is_empty()).map(SizeSpec::parse).collect()
@@ -168,36 +175,4 @@ mod tests {
         assert_eq!(SizeSpec::Percent(5.0).blocks(4096, 269_210), 13460, "rounded down, as the reference");
         assert_eq!(SizeSpec::Percent(0.0001).blocks(4096, 10), 1, "at least one block");
     }
-}
-
-/// The cache-step options beyond policy and size, shared by `sim`, `serve` and `mount`: prefetcher, admission
-/// and the sequential cutoff, parsed once into the engine's types.
-#[derive(clap::Args, Debug, Clone)]
-pub struct StepArgs {
-    /// Prefetcher: none, obl, linux24, linux26, ondemand, bsd, stride, redcap, each with optional parameters
-    /// (`linux24(max=32)`). Prefetched blocks enter the policy through its prefetch path. See `blockwell list`.
-    #[arg(long, value_name = "SPEC", default_value = "none")]
-    pub prefetch: blockwell_core::prefetch::PrefetcherSpec,
-
-    /// Which missed blocks enter the cache: `always`, or `n-hit:N` (on the N-th miss within a recent-miss
-    /// history as long as the cache).
-    #[arg(long, value_name = "SPEC", default_value = "always")]
-    pub admission: blockwell_core::admission::AdmissionSpec,
-
-    /// A back-to-back run of requests reaching this many bytes bypasses the cache (bcache's
-    /// sequential_cutoff); 0 turns it off.
-    #[arg(long, value_name = "SIZE", default_value = "0", value_parser = size_arg)]
-    pub sequential_cutoff: u64,
-}
-
-impl StepArgs {
-    /// A prefetcher other than `none` was given.
-    pub fn prefetching(&self) -> bool {
-        self.prefetch.kind != blockwell_core::prefetch::PrefetcherKind::NoPrefetch
-    }
-}
-
-/// clap value parser for sizes with units.
-pub fn size_arg(s: &str) -> Result<u64, String> {
-    parse_bytes(s).map_err(|e| e.to_string())
 }

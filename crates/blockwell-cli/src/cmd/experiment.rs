@@ -2,11 +2,12 @@
 //! simulator, as tables, CSV, JSON and SVG plots. The grids live in `blockwell_sim::experiments`; this module
 //! parses options, prints and plots.
 
-use crate::cmd::common::{parse_sizes, register_font, SizeSpec, TraceArgs};
+use crate::cmd::common::{register_font, SizeSpec, TraceArgs};
 use crate::cmd::mrc::PlotKind;
+use crate::cmd::options::{parse_arg, BlockSize, Format, List, OutputArgs, PolicyList};
 use crate::cmd::tsim::parse_scheduler;
 use anyhow::{bail, Context};
-use blockwell_core::policy::{parse_policy_list, PolicySpec, Preset};
+use blockwell_core::policy::{PolicySpec, Preset};
 use blockwell_disk::DiskSpec;
 use blockwell_sim::experiments::policies::{Metric, PolicyGrid, PolicyResults, Source};
 use blockwell_sim::experiments::redcap::{RedcapGrid, RedcapResults};
@@ -14,7 +15,6 @@ use blockwell_sim::layout::LayoutSpec;
 use blockwell_sim::replay::CacheSize;
 use blockwell_sim::vtime::{LevelConfig, PrefetchChoice};
 use blockwell_sim::workloads::WorkloadSpec;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -46,16 +46,12 @@ docs/experiments/prefetch-policies.md.")]
     EsEquivalence(super::experiment_es::EsArgs),
 }
 
-/// Output options shared by both experiments.
+/// Output options shared by both experiments: the tables, CSV or JSON (the options of every command that
+/// prints them), plots, threads.
 #[derive(clap::Args, Debug)]
-pub struct OutputArgs {
-    /// Print CSV instead of the tables.
-    #[arg(long, conflicts_with = "json")]
-    pub csv: bool,
-
-    /// Print JSON instead of the tables.
-    #[arg(long)]
-    pub json: bool,
+pub struct RunArgs {
+    #[command(flatten)]
+    pub print: OutputArgs,
 
     /// Also write plots into DIR (created if missing).
     #[arg(long, value_name = "DIR")]
@@ -145,7 +141,7 @@ pub struct RedcapArgs {
     pub think_jitter_us: u64,
 
     #[command(flatten)]
-    pub output: OutputArgs,
+    pub output: RunArgs,
 }
 
 /// Options of `blockwell experiment prefetch-policies`.
@@ -169,21 +165,23 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "FORMAT", requires = "trace")]
     pub format: Option<String>,
 
-    /// Policies [default: opt,lru,lru-k(k=2),2q,lirs,lrfu,mq,arc].
-    #[arg(long, value_name = "LIST")]
-    pub policies: Option<String>,
+    /// Policies, comma separated, with optional parameters (as `sim --policy`) [default:
+    /// opt,lru,lru-k(k=2),2q,lirs,lrfu,mq,arc].
+    #[arg(long, visible_alias = "policies", value_name = "POLICY,...", value_parser = parse_arg::<PolicyList>)]
+    pub policy: Option<PolicyList>,
 
-    /// Policy parameter preset.
-    #[arg(long, value_name = "PRESET", default_value = "seed001")]
-    pub preset: String,
+    /// Policy parameter preset (as `sim --preset`; here the paper's, seed001, by default).
+    #[arg(long, value_name = "PRESET", default_value = "seed001", value_parser = parse_arg::<Preset>)]
+    pub preset: Preset,
 
     /// Prefetchers to compare.
     #[arg(long, value_name = "LIST", default_value = "none,linux24")]
     pub prefetch: String,
 
-    /// Cache sizes: `25%` (of the footprint), `64MiB`, `16384blocks` [default: 10%,25%,50%,75%,100%].
-    #[arg(long, value_name = "LIST")]
-    pub sizes: Option<String>,
+    /// Cache sizes, comma separated: `25%` (of the footprint), `64MiB`, `16384blocks` [default:
+    /// 10%,25%,50%,75%,100%].
+    #[arg(long, visible_alias = "sizes", value_name = "SIZE,...", value_parser = parse_arg::<List<SizeSpec>>)]
+    pub cache: Option<List<SizeSpec>>,
 
     /// Disk model.
     #[arg(long, value_name = "SPEC", default_value = "cheetah9lp")]
@@ -201,12 +199,13 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "US")]
     pub think_us: Option<u64>,
 
-    /// Page and block size (512 for traces of 512-byte pages, such as ARC's `.lis`).
-    #[arg(long, value_name = "BYTES", default_value = "4096")]
-    pub block_size: String,
+    /// Page and block size, a power of two from 512 B to 1 MiB (512 for traces of 512-byte pages, such as ARC's
+    /// `.lis`).
+    #[arg(long, value_name = "SIZE", default_value = "4KiB", value_parser = parse_arg::<BlockSize>)]
+    pub block_size: BlockSize,
 
     #[command(flatten)]
-    pub output: OutputArgs,
+    pub output: RunArgs,
 }
 
 pub fn run(c: Command) -> anyhow::Result<ExitCode> {
@@ -223,7 +222,7 @@ fn split_list(s: &str) -> Vec<String> {
     blockwell_core::spec::split_list(s).into_iter().map(str::to_string).collect()
 }
 
-impl OutputArgs {
+impl RunArgs {
     fn plot_kind(&self) -> anyhow::Result<PlotKind> {
         match self.plot_format.to_ascii_lowercase().as_str() {
             "svg" => Ok(PlotKind::Svg),
@@ -246,40 +245,27 @@ impl Ext for PlotKind {
     }
 }
 
-fn threads(o: &OutputArgs) -> anyhow::Result<Option<usize>> {
+fn threads(o: &RunArgs) -> anyhow::Result<Option<usize>> {
     match o.threads {
         Some(0) => bail!("--threads: must be at least 1"),
         t => Ok(t),
     }
 }
 
-fn print(text: &str) -> anyhow::Result<()> {
-    std::io::stdout().lock().write_all(text.as_bytes())?;
-    Ok(())
-}
-
 /// Prints a grid's results as `--json`, `--csv` or (default) its tables.
 fn emit<R: serde::Serialize>(
-    o: &OutputArgs,
+    o: &RunArgs,
     r: &R,
     csv: impl FnOnce(&R) -> String,
     table: impl FnOnce(&R) -> String,
 ) -> anyhow::Result<ExitCode> {
-    let text = if o.json {
-        json(r)?
-    } else if o.csv {
-        csv(r)
-    } else {
-        table(r)
+    let text = match o.print.format() {
+        Format::Json => OutputArgs::json(r)?,
+        Format::Csv => csv(r),
+        Format::Table => table(r),
     };
-    print(&text)?;
+    o.print.write(&text)?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn json<T: serde::Serialize>(v: &T) -> anyhow::Result<String> {
-    let mut s = serde_json::to_string_pretty(v)?;
-    s.push('\n');
-    Ok(s)
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -390,38 +376,28 @@ fn policies(a: PolicyArgs) -> anyhow::Result<ExitCode> {
         Source::Workload(WorkloadSpec::parse(&spec).and_then(|s| s.build()).context("--workload")?)
     };
     let mut g = PolicyGrid::paper(source)?;
-    g.block_size = crate::cmd::common::parse_bytes(&a.block_size).context("--block-size")?;
-    if !(512..=(1 << 20)).contains(&g.block_size) || !g.block_size.is_power_of_two() {
-        bail!("--block-size: {} is not a power of two from 512 B to 1 MiB", g.block_size);
-    }
+    g.block_size = a.block_size.get();
     if a.quick {
         g.sizes = [25.0, 50.0, 100.0].into_iter().map(CacheSize::PercentOfFootprint).collect();
     }
-    if let Some(p) = &a.policies {
-        g.policies = parse_policy_list(p).context("--policies")?;
+    if let Some(p) = &a.policy {
+        g.policies = p.0.clone();
     }
-    g.preset = Preset::from_name(&a.preset).ok_or_else(|| {
-        anyhow::anyhow!(
-            "--preset: unknown preset '{}' (known: {})",
-            a.preset,
-            Preset::ALL.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
-        )
-    })?;
+    g.preset = a.preset;
     g.prefetchers = split_list(&a.prefetch)
         .iter()
         .map(|p| PrefetchChoice::parse(p))
         .collect::<Result<_, _>>()
         .context("--prefetch")?;
-    if let Some(s) = &a.sizes {
-        g.sizes = parse_sizes(s)
-            .context("--sizes")?
-            .into_iter()
-            .map(|s| match s {
+    if let Some(s) = &a.cache {
+        g.sizes = s
+            .iter()
+            .map(|&s| match s {
                 SizeSpec::Percent(p) => Ok(CacheSize::PercentOfFootprint(p)),
-                SizeSpec::Blocks(0) => bail!("--sizes: 0 blocks"),
+                SizeSpec::Blocks(0) => bail!("--cache: 0 blocks"),
                 SizeSpec::Blocks(b) => Ok(CacheSize::Blocks(b)),
                 SizeSpec::Bytes(b) if b < g.block_size => {
-                    bail!("--sizes: {b} B holds no {} B block", g.block_size)
+                    bail!("--cache: {b} B holds no {} B block", g.block_size)
                 }
                 SizeSpec::Bytes(b) => Ok(CacheSize::Blocks(b / g.block_size)),
             })

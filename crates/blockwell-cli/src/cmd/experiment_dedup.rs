@@ -52,7 +52,12 @@ pub struct DedupArgs {
     pub block_size: String,
 
     /// Cache sizes (comma-separated byte counts: 4MiB, 64MiB, ...).
-    #[arg(long, value_name = "LIST", default_value = "2MiB,4MiB,8MiB,16MiB,32MiB,64MiB,128MiB")]
+    #[arg(
+        long = "cache",
+        visible_alias = "sizes",
+        value_name = "SIZE,...",
+        default_value = "2MiB,4MiB,8MiB,16MiB,32MiB,64MiB,128MiB"
+    )]
     pub sizes: String,
 
     /// Replacement policy of both caches.
@@ -251,7 +256,7 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
 /// Measures every table.
 pub fn measure(a: &DedupArgs) -> anyhow::Result<DedupReport> {
     let block_size = parse_bytes(&a.block_size).context("--block-size")?;
-    let sizes = list(&a.sizes, parse_bytes).context("--sizes")?;
+    let sizes = list(&a.sizes, parse_bytes).context("--cache")?;
     let fractions = list(&a.fractions, parse_fraction).context("--fractions")?;
     let policies = parse_policy_list(&a.policies).context("--policies")?;
     let policy_size = parse_bytes(&a.policy_size).context("--policy-size")?;
@@ -551,7 +556,7 @@ mod tests {
     }
 
     fn args(extra: &[&str]) -> DedupArgs {
-        let mut v = vec!["x", "--requests", "20000", "--blocks", "5000", "--sizes", "256KiB,2MiB,8MiB"];
+        let mut v = vec!["x", "--requests", "20000", "--blocks", "5000", "--cache", "256KiB,2MiB,8MiB"];
         v.extend_from_slice(extra);
         Cli::parse_from(v).a
     }

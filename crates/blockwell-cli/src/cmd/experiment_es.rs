@@ -5,6 +5,7 @@
 //! Model and parameters: `docs/extended-storage.md`; measured tables: `docs/experiments/es-equivalence.md`.
 
 use crate::cmd::common::{parse_bytes, parse_sizes};
+use crate::cmd::options::{Format, OutputArgs};
 use anyhow::{bail, Context};
 use blockwell_core::PolicySpec;
 use blockwell_disk::DiskSpec;
@@ -12,13 +13,12 @@ use blockwell_sim::estier::{
     equivalence_table, simulate, EsConfig, EsMode, EsReport, EsTable, EsWorkload, SearchConfig,
 };
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Options of `blockwell experiment es-equivalence`.
 #[derive(clap::Args, Debug, Clone)]
 #[command(after_help = "\
-The reference is a tier of DRAM (slowdown 1) of each --sizes capacity; for each --slowdowns factor the search \
+The reference is a tier of DRAM (slowdown 1) of each --cache capacity; for each --slowdowns factor the search \
 finds the smallest tier capacity whose total time (DRAM copies + tier transfers + disk) is at most the \
 reference's, to within --tolerance of the reference capacity. Table II of seed 002 is the mean ratio over the \
 sizes; the break-even price is 1/ratio (file memory must cost at most that fraction of DRAM per bit).")]
@@ -37,7 +37,12 @@ pub struct EsArgs {
 
     /// Reference DRAM tier sizes: comma-separated `25%` (of the workload's working set), `256MiB` or
     /// `65536blocks` (4 KiB pages).
-    #[arg(long, value_name = "LIST", default_value = "12.5%,25%,37.5%,50%,62.5%,75%")]
+    #[arg(
+        long = "cache",
+        visible_alias = "sizes",
+        value_name = "SIZE,...",
+        default_value = "12.5%,25%,37.5%,50%,62.5%,75%"
+    )]
     pub sizes: String,
 
     /// Slowdown factors of file memory relative to DRAM.
@@ -81,13 +86,10 @@ pub struct EsArgs {
     #[arg(long)]
     pub levels: bool,
 
-    /// Also write every search result as CSV.
-    #[arg(long, value_name = "FILE")]
-    pub csv: Option<PathBuf>,
-
-    /// Also write the tables as JSON (with --levels: an object with "tables" and "levels").
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    /// The tables, `--csv` (every search result) or `--json` (the tables; with --levels, an object with
+    /// "tables" and "levels").
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 fn parse_list_f64(s: &str) -> anyhow::Result<Vec<f64>> {
@@ -121,14 +123,14 @@ pub fn tables(a: &EsArgs) -> anyhow::Result<Vec<EsTable>> {
     if slowdowns.is_empty() || slowdowns.iter().any(|&s| !(s.is_finite() && s >= 1.0)) {
         bail!("--slowdowns: give factors >= 1");
     }
-    let sizes = parse_sizes(&a.sizes).context("--sizes")?;
+    let sizes = parse_sizes(&a.sizes).context("--cache")?;
     let search = SearchConfig { tolerance: a.tolerance, max_blocks: None, threads: a.threads.max(1) };
     let mut out = Vec::new();
     for name in a.workload.split(',').map(str::trim).filter(|x| !x.is_empty()) {
         let w = EsWorkload::named(name, a.scale, a.seed).with_context(|| format!("--workload {name}"))?;
         let refs: Vec<usize> = sizes.iter().map(|s| s.blocks(4096, w.working_set).max(1) as usize).collect::<Vec<_>>();
         if refs.is_empty() {
-            bail!("--sizes: no size given");
+            bail!("--cache: no size given");
         }
         out.push(equivalence_table(&base, &w, &refs, &slowdowns, &search)?);
     }
@@ -288,31 +290,22 @@ pub fn print_levels(out: &mut dyn Write, lines: &[LevelLine]) -> std::io::Result
 pub fn run(a: EsArgs) -> anyhow::Result<ExitCode> {
     let t = tables(&a)?;
     let levels = if a.levels { level_lines(&a, &t)? } else { Vec::new() };
-    let stdout = std::io::stdout();
-    let mut lock = stdout.lock();
-    let printed = print(&mut lock, &t).and_then(|()| {
-        if a.levels {
-            writeln!(lock)?;
-            print_levels(&mut lock, &levels)?;
+    let mut out = Vec::new();
+    match a.output.format() {
+        Format::Table => {
+            print(&mut out, &t)?;
+            if a.levels {
+                writeln!(out)?;
+                print_levels(&mut out, &levels)?;
+            }
         }
-        Ok(())
-    });
-    match printed {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
-        r => r?,
-    }
-    if let Some(p) = &a.csv {
-        let mut f = std::fs::File::create(p).with_context(|| format!("--csv {}", p.display()))?;
-        csv(&mut f, &t)?;
-    }
-    if let Some(p) = &a.json {
-        let f = std::fs::File::create(p).with_context(|| format!("--json {}", p.display()))?;
-        if a.levels {
-            serde_json::to_writer_pretty(f, &serde_json::json!({ "tables": t, "levels": levels }))?;
-        } else {
-            serde_json::to_writer_pretty(f, &t)?;
+        Format::Csv => csv(&mut out, &t)?,
+        Format::Json if a.levels => {
+            out = OutputArgs::json(&serde_json::json!({ "tables": t, "levels": levels }))?.into_bytes()
         }
+        Format::Json => out = OutputArgs::json(&t)?.into_bytes(),
     }
+    a.output.write(&String::from_utf8(out)?)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -328,7 +321,7 @@ mod tests {
     }
 
     fn args(extra: &[&str]) -> EsArgs {
-        let mut v = vec!["x", "--scale", "0.01", "--sizes", "25%,50%", "--slowdowns", "1,3", "--threads", "1"];
+        let mut v = vec!["x", "--scale", "0.01", "--cache", "25%,50%", "--slowdowns", "1,3", "--threads", "1"];
         v.extend_from_slice(extra);
         Cli::parse_from(v).a
     }
@@ -337,8 +330,8 @@ mod tests {
     fn run_writes_tables_csv_and_json() {
         let dir = tempfile::tempdir().unwrap();
         let (c, j) = (dir.path().join("t.csv"), dir.path().join("t.json"));
-        let a = args(&["--csv", c.to_str().unwrap(), "--json", j.to_str().unwrap()]);
-        assert_eq!(run(a).unwrap(), ExitCode::SUCCESS);
+        assert_eq!(run(args(&["--csv", "-o", c.to_str().unwrap()])).unwrap(), ExitCode::SUCCESS);
+        assert_eq!(run(args(&["--json", "-o", j.to_str().unwrap()])).unwrap(), ExitCode::SUCCESS);
         let csv = std::fs::read_to_string(&c).unwrap();
         // Header + 2 workloads × 2 slowdowns × 2 sizes.
         assert_eq!(csv.lines().count(), 1 + 8, "{csv}");

@@ -10,6 +10,7 @@ pub mod experiment_dedup;
 pub mod experiment_es;
 pub mod mount;
 pub mod mrc;
+pub mod options;
 pub mod serve;
 pub mod sim;
 pub mod status;

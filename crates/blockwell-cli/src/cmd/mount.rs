@@ -38,7 +38,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--mountpoint: {} is not a directory", a.mountpoint.display());
     }
     let (backend, stats) = a.stack.build()?;
-    let read_only = a.stack.write_mode()? == WriteMode::ReadOnly;
+    let read_only = a.stack.write_mode() == WriteMode::ReadOnly;
     let source = a.stack.backend.clone().unwrap_or_default();
     // Handlers first, so a signal that arrives while mounting still ends in a clean unmount.
     let stop = Arc::new(AtomicBool::new(false));

@@ -1,7 +1,8 @@
 //! `blockwell mrc`: the LRU miss-ratio curve of a trace in one pass, exact or SHARDS-sampled; a table on
 //! stdout, optionally CSV and a PNG/SVG plot.
 
-use crate::cmd::common::{parse_bytes, parse_sizes, report_skipped, SizeSpec, TraceArgs};
+use crate::cmd::common::{report_skipped, SizeSpec, TraceArgs};
+use crate::cmd::options::{parse_arg, BlockSize, Format, List, OutputArgs};
 use anyhow::{bail, Context};
 use blockwell_sim::analysis::human_bytes;
 use blockwell_sim::mrc::{self, Mrc, MrcConfig, MrcPoint, Sampling};
@@ -20,9 +21,9 @@ pub struct Args {
     #[command(flatten)]
     pub input: TraceArgs,
 
-    /// Cache block size (a power of two from 512 B to 1 MiB).
-    #[arg(long, value_name = "BYTES", default_value = "4096")]
-    pub block_size: String,
+    /// Cache block size, a power of two from 512 B to 1 MiB.
+    #[arg(long, short = 'b', value_name = "SIZE", default_value = "4KiB", value_parser = parse_arg::<BlockSize>)]
+    pub block_size: BlockSize,
 
     /// Count read requests only; writes neither hit nor update the cache.
     #[arg(long)]
@@ -37,17 +38,18 @@ pub struct Args {
     pub shards_max: Option<usize>,
 
     /// Number of evenly spaced cache sizes in the table, from footprint/N to the footprint.
-    #[arg(long, value_name = "N", default_value_t = 20, conflicts_with = "sizes")]
+    #[arg(long, value_name = "N", default_value_t = 20, conflicts_with = "cache")]
     pub points: usize,
 
     /// Cache sizes for the table instead of --points: comma-separated `1%` (of the footprint), `64MiB`,
     /// `4096` (bytes) or `2692blocks`.
-    #[arg(long, value_name = "LIST")]
-    pub sizes: Option<String>,
+    #[arg(long, short = 'c', visible_alias = "sizes", value_name = "SIZE,...", value_parser = parse_arg::<List<SizeSpec>>)]
+    pub cache: Option<List<SizeSpec>>,
 
-    /// Also write the table as CSV: cache_blocks,cache_bytes,miss_ratio.
-    #[arg(long, value_name = "FILE")]
-    pub csv: Option<PathBuf>,
+    /// The table (with the trace's summary above it), `--csv` (cache_blocks,cache_bytes,miss_ratio) or `--json`
+    /// (the summary and the points).
+    #[command(flatten)]
+    pub output: OutputArgs,
 
     /// Plot the curve (miss ratio against cache size) to FILE.png or FILE.svg.
     #[arg(long, value_name = "FILE")]
@@ -72,7 +74,7 @@ impl PlotKind {
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    let block_size = parse_bytes(&a.block_size).context("--block-size")?;
+    let block_size = a.block_size.get();
     let sampling = match (a.sample, a.shards_max) {
         (Some(r), _) => Sampling::Rate(r),
         (None, Some(n)) => Sampling::MaxBlocks(n),
@@ -80,7 +82,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     };
     let config = MrcConfig { block_size, reads_only: a.reads_only, sampling };
     config.validate()?;
-    let sizes = a.sizes.as_deref().map(parse_sizes).transpose().context("--sizes")?;
+    let sizes = a.cache.as_ref().map(|l| l.0.clone());
     if a.points == 0 {
         bail!("--points must be at least 1");
     }
@@ -100,7 +102,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                         SizeSpec::Bytes(n) => format!("{n} B"),
                         other => format!("{other:?}"),
                     };
-                    bail!("--sizes: {what} holds no {block_size} B block");
+                    bail!("--cache: {what} holds no {block_size} B block");
                 }
                 Ok(b)
             })
@@ -112,12 +114,16 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         eprintln!("blockwell: note: percentages are of the footprint estimated by SHARDS ({} blocks)", curve.footprint);
     }
 
-    let mut out = std::io::stdout().lock();
-    write_summary(&mut out, &a.input.trace, &curve)?;
-    write_table(&mut out, &curve, &points, &sizes)?;
-    if let Some(path) = &a.csv {
-        write_csv(path, &points).with_context(|| format!("--csv {}", path.display()))?;
+    let mut out = Vec::new();
+    match a.output.format() {
+        Format::Table => {
+            write_summary(&mut out, &a.input.trace, &curve)?;
+            write_table(&mut out, &curve, &points, &sizes)?;
+        }
+        Format::Csv => write_csv(&mut out, &points)?,
+        Format::Json => out = OutputArgs::json(&json(&a.input.trace, &curve, &points))?.into_bytes(),
     }
+    a.output.write(&String::from_utf8(out)?)?;
     if let (Some(path), Some(kind)) = (&a.plot, plot_kind) {
         let title = format!(
             "{} — LRU miss ratio{}",
@@ -198,14 +204,31 @@ fn write_table(
     Ok(())
 }
 
-fn write_csv(path: &Path, points: &[MrcPoint]) -> anyhow::Result<()> {
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
-    writeln!(f, "cache_blocks,cache_bytes,miss_ratio")?;
+fn write_csv(out: &mut impl Write, points: &[MrcPoint]) -> anyhow::Result<()> {
+    writeln!(out, "cache_blocks,cache_bytes,miss_ratio")?;
     for p in points {
-        writeln!(f, "{},{},{:.6}", p.cache_blocks, p.cache_bytes, p.miss_ratio)?;
+        writeln!(out, "{},{},{:.6}", p.cache_blocks, p.cache_bytes, p.miss_ratio)?;
     }
-    f.flush()?;
     Ok(())
+}
+
+/// `--json`: the summary of the table's header, and the points.
+fn json(trace: &Path, c: &Mrc, points: &[MrcPoint]) -> serde_json::Value {
+    serde_json::json!({
+        "trace": trace.display().to_string(),
+        "block_size": c.block_size,
+        "reads_only": c.reads_only,
+        "requests": c.requests,
+        "accesses": c.accesses,
+        "footprint_blocks": c.footprint,
+        "cold_misses": c.cold_misses(),
+        "exact": c.is_exact(),
+        "sampling": c.sampling,
+        "final_rate": c.final_rate,
+        "sampled_blocks": c.sampled_blocks,
+        "sampled_accesses": c.sampled_accesses,
+        "points": points,
+    })
 }
 
 // ---------------------------------------------------------------------------------------------------------------

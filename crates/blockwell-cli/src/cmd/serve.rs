@@ -4,18 +4,20 @@
 //! optional slow-disk emulator (`delay`), an optional RAM cache driven by the same engine as `blockwell sim`
 //! (`cache`) or content-based cache (`content`, one cache that several exports can share), and the NBD server.
 //! One export comes from the flags; several from `--config FILE` (TOML, see `docs/serve.md`). Both describe an
-//! export's layers with one [`StackArgs`], and a shared content cache with one [`ContentArgs`].
+//! export's layers with one [`StackArgs`] (its cache options are the [`CacheArgs`] and [`AdmitArgs`] that `sim`
+//! takes too), and a shared content cache with one [`ContentArgs`]; a config file deserialises into these same
+//! types, one key per flag.
 //!
 //! Around the server: an optional control socket (`--control`, read by `blockwell status`), an optional
 //! loopback Prometheus endpoint (`--metrics`), and one log line per event on stderr (`--log-format`).
 //! SIGINT or SIGTERM stops accepting, drains in-flight requests, flushes, prints the counters and exits 0.
 
-use super::common::parse_bytes;
+use super::options::{de, defaults, deserialize_from_str, parse_arg, AdmitArgs, BlockSize, CacheArgs, FixedSize, One};
 use anyhow::{anyhow, bail, Context};
 use blockwell_core::admission::AdmissionSpec;
 use blockwell_core::dedup::Category;
 use blockwell_core::policy::{PolicySpec, Preset};
-use blockwell_core::prefetch::PrefetcherSpec;
+use blockwell_core::prefetch::PrefetcherKind;
 use blockwell_server::backend::Backend;
 use blockwell_server::cache::{CachedBackend, CachedConfig, WriteMode};
 use blockwell_server::content::{ContentBackend, ContentConfig, ContentSnapshot, ContentStore};
@@ -28,15 +30,20 @@ use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use toml::de::{DeString, DeTable, DeValue};
+use toml::Spanned;
 
 /// The layer stack of one export: backend, slow-disk emulation, RAM cache. The flags of `blockwell serve`
 /// (and of any command serving one cached device) and the keys of an `[[export]]` table in a config file.
-#[derive(clap::Args, Clone, Debug, PartialEq)]
+#[derive(clap::Args, serde::Deserialize, Clone, Debug, PartialEq)]
+#[serde(default, deny_unknown_fields)]
 pub struct StackArgs {
     /// The file or block device to cache and serve.
     #[arg(long, value_name = "PATH")]
@@ -46,48 +53,26 @@ pub struct StackArgs {
     #[arg(long)]
     pub direct: bool,
 
-    /// RAM cache size (`64MiB`, `1GiB`); `0` serves the backend without a cache.
-    #[arg(long, default_value = "64MiB")]
-    pub cache: String,
+    // The RAM cache (`--cache 0`: none). In a config file, the same keys in the export's table.
+    #[command(flatten)]
+    #[serde(skip)]
+    pub cache: CacheArgs<One>,
 
-    /// Cache block size, a power of two from 512 B to 1 MiB.
-    #[arg(long, default_value = "4KiB")]
-    pub block_size: String,
-
-    /// Replacement policy, with optional parameters (`lru`, `arc`, `2q(a_in_ratio=0.3)`; see `blockwell list`).
-    #[arg(long, default_value = "lru")]
-    pub policy: String,
-
-    /// Parameter preset for the policy: default or seed001 (libcachesim's emulation of peer defects that
-    /// can exceed the capacity is refused here).
-    #[arg(long, default_value = "default")]
-    pub preset: String,
+    #[command(flatten)]
+    #[serde(skip)]
+    pub admit: AdmitArgs,
 
     /// Write mode: write-through (a write is acknowledged once the backend has it; FLUSH and FUA reach the
     /// backend as fdatasync), write-around (writes go to the backend and drop cached copies), read-only.
-    #[arg(long, default_value = "write-through")]
-    pub mode: String,
-
-    /// Admission: `always`, or `n-hit:N` (a block enters the cache on its N-th miss).
-    #[arg(long, default_value = "always")]
-    pub admission: String,
-
-    /// A sequential stream reaching this many bytes bypasses the cache (`0` = off), like bcache's
-    /// sequential_cutoff.
-    #[arg(long, default_value = "0")]
-    pub sequential_cutoff: String,
-
-    /// Prefetcher run by the cache: `none`, `redcap` (seed 000's segment fetch on read misses, switching
-    /// itself off when it loses), `linux24`, `linux26`, `ondemand`, `bsd`, `obl`, `stride`, with optional parameters
-    /// (`redcap(segment_kb=128)`; see `blockwell list`). Asynchronous fetches run on a background worker.
-    #[arg(long, default_value = "none")]
-    pub prefetch: String,
+    #[arg(long, value_name = "MODE", default_value = "write-through", value_parser = parse_arg::<WriteMode>)]
+    #[serde(deserialize_with = "de::from_str")]
+    pub mode: WriteMode,
 
     /// Emulate a slow device under the cache: `hdd` (8 ms + 100 MB/s per request, one head), `ssd`, a disk
     /// model of `blockwell disk list` (`wd1200bb`, `cheetah9lp`, `barracuda`, `sata-ssd`...: seek, rotation and
     /// on-disk buffer on the wall clock), or `none`.
-    #[arg(long, default_value = "none")]
-    pub delay: String,
+    #[arg(long, value_name = "SPEC", default_value = "none", value_parser = parse_arg::<Delay>)]
+    pub delay: Delay,
 
     /// Refuse writes (the export is advertised read-only).
     #[arg(long)]
@@ -103,13 +88,78 @@ pub struct StackArgs {
 
     /// With --content: the size of the content hash table as a fraction of --cache, charged against it (`1/64`
     /// or `0.015625`; the paper's default).
-    #[arg(long, default_value = "1/64")]
-    pub hash_fraction: String,
+    #[arg(long, value_name = "FRACTION", default_value = "1/64", value_parser = parse_arg::<Fraction>)]
+    pub hash_fraction: Fraction,
 
     /// Name options as config-file keys (`cache`) rather than flags (`--cache`) in errors.
     #[arg(skip)]
+    #[serde(skip)]
     pub toml_keys: bool,
 }
+
+/// A slow-disk emulation (`--delay`): `none`, `hdd`, `ssd` or a disk model; checked when parsed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Delay(String);
+
+impl FromStr for Delay {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> anyhow::Result<Self> {
+        let s = s.trim();
+        if s != "none" {
+            if let Err(e) = DelayConfig::parse(s) {
+                bail!("{e} (or hdd, ssd: a fixed latency + bandwidth; none)");
+            }
+        }
+        Ok(Delay(s.to_string()))
+    }
+}
+
+impl Delay {
+    /// The emulator's configuration, or `None` for `none`.
+    pub fn config(&self) -> Option<DelayConfig> {
+        (self.0 != "none").then(|| DelayConfig::parse(&self.0).expect("checked when parsed"))
+    }
+}
+
+/// A fraction in (0, 1), as `1/64` or `0.015625`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Fraction(pub f64);
+
+impl FromStr for Fraction {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> anyhow::Result<Self> {
+        parse_fraction(s)
+            .map(Fraction)
+            .ok_or_else(|| anyhow!("'{s}' is not a fraction between 0 and 1 (e.g. 1/64 or 0.015625)"))
+    }
+}
+
+/// `--busy-poll-us` / `busy_poll_us`: microseconds, up to one second.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BusyPollUs(u64);
+
+impl FromStr for BusyPollUs {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().parse::<u64>() {
+            Ok(n) if n <= MAX_BUSY_POLL_US => Ok(BusyPollUs(n)),
+            _ => Err(format!("must be an integer from 0 to {MAX_BUSY_POLL_US}, not {s}")),
+        }
+    }
+}
+
+/// `--sched` / `sched`: one of [`SCHED_NAMES`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Sched(Scheduling);
+
+impl FromStr for Sched {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        parse_sched(s).map(Sched).ok_or_else(|| format!("must be \"batch\" or \"normal\", not {s:?}"))
+    }
+}
+
+deserialize_from_str!(Delay, Fraction, BusyPollUs, Sched);
 
 /// Handles on the counters of a built stack.
 #[derive(Clone)]
@@ -142,12 +192,7 @@ impl StackStats {
 impl Default for StackArgs {
     /// The flags' defaults (defined once, on the flags).
     fn default() -> Self {
-        #[derive(clap::Parser)]
-        struct Only {
-            #[command(flatten)]
-            stack: StackArgs,
-        }
-        <Only as clap::Parser>::parse_from(["blockwell"]).stack
+        defaults()
     }
 }
 
@@ -158,19 +203,22 @@ impl StackArgs {
     }
 
     /// The write mode, from `mode` and `read_only` together.
-    pub fn write_mode(&self) -> anyhow::Result<WriteMode> {
-        let m: WriteMode = self.mode.parse().with_context(|| self.key("mode"))?;
-        Ok(if self.read_only { WriteMode::ReadOnly } else { m })
+    pub fn write_mode(&self) -> WriteMode {
+        if self.read_only {
+            WriteMode::ReadOnly
+        } else {
+            self.mode
+        }
     }
 
     /// The content cache's settings from these options (one export served from the flags).
     pub fn content_args(&self) -> ContentArgs {
         ContentArgs {
-            cache: self.cache.clone(),
-            block_size: self.block_size.clone(),
-            policy: self.policy.clone(),
-            preset: self.preset.clone(),
-            hash_fraction: self.hash_fraction.clone(),
+            cache: self.cache.cache,
+            block_size: self.cache.block_size,
+            policy: self.cache.policy.clone(),
+            preset: self.cache.preset,
+            hash_fraction: self.hash_fraction,
             toml_keys: self.toml_keys,
         }
     }
@@ -186,20 +234,20 @@ impl StackArgs {
         }
         let content = self.key("content");
         let why = "the content cache does not implement it";
-        if self.prefetch.trim() != "none" {
+        if self.cache.prefetch.kind != PrefetcherKind::NoPrefetch {
             bail!(
                 "{} cannot be combined with {content} ({why}); use {} none",
                 self.key("prefetch"),
                 self.key("prefetch")
             );
         }
-        if self.admission.trim() != "always" {
+        if self.admit.admission != AdmissionSpec::Always {
             bail!("{} cannot be combined with {content} ({why})", self.key("admission"));
         }
-        if parse_bytes(&self.sequential_cutoff).with_context(|| self.key("sequential_cutoff"))? != 0 {
+        if self.admit.sequential_cutoff.0 != 0 {
             bail!("{} cannot be combined with {content} ({why})", self.key("sequential_cutoff"));
         }
-        if self.write_mode()? == WriteMode::WriteAround {
+        if self.write_mode() == WriteMode::WriteAround {
             bail!("{} write-around cannot be combined with {content} (write-through or read-only)", self.key("mode"));
         }
         if !self.toml_keys {
@@ -208,46 +256,25 @@ impl StackArgs {
         Ok(())
     }
 
-    /// Checks every option without opening anything.
+    /// Checks the options together without opening anything (each was checked when parsed).
     pub fn check(&self) -> anyhow::Result<()> {
-        self.write_mode()?;
-        self.check_content()?;
-        if !self.content {
-            self.cache_config(WriteMode::ReadOnly)?;
-        }
-        if self.delay != "none" {
-            if let Err(e) = DelayConfig::parse(&self.delay) {
-                bail!("{}: {e} (or hdd, ssd: a fixed latency + bandwidth; none)", self.key("delay"));
-            }
-        }
-        Ok(())
+        self.check_content()
     }
 
     /// The cache's configuration, or `None` for `cache = 0`.
-    fn cache_config(&self, mode: WriteMode) -> anyhow::Result<Option<CachedConfig>> {
-        let cache_bytes = parse_bytes(&self.cache).with_context(|| self.key("cache"))?;
-        if cache_bytes == 0 {
-            return Ok(None);
-        }
-        let block_size = super::sim::block_size(&self.block_size)
-            .map_err(|e| anyhow!("{}", e.to_string().replace("--block-size", &self.key("block_size"))))?;
-        let preset = Preset::from_name(&self.preset).with_context(|| {
-            format!("{}: unknown preset '{}' (known: default, seed001)", self.key("preset"), self.preset)
-        })?;
-        let policy = PolicySpec::parse(&self.policy).with_context(|| self.key("policy"))?;
-        let admission: AdmissionSpec = self.admission.parse().with_context(|| self.key("admission"))?;
-        let cutoff = parse_bytes(&self.sequential_cutoff).with_context(|| self.key("sequential_cutoff"))?;
-        let prefetch = PrefetcherSpec::parse(&self.prefetch).with_context(|| self.key("prefetch"))?;
-        Ok(Some(CachedConfig {
+    fn cache_config(&self, mode: WriteMode) -> Option<CachedConfig> {
+        let block_size = self.cache.block_size.get();
+        let capacity_bytes = self.cache.cache.bytes(block_size);
+        (capacity_bytes != 0).then(|| CachedConfig {
             block_size,
-            capacity_bytes: cache_bytes,
-            policy,
-            preset,
+            capacity_bytes,
+            policy: self.cache.policy.clone(),
+            preset: self.cache.preset,
             mode,
-            admission,
-            sequential_cutoff: cutoff,
-            prefetch,
-        }))
+            admission: self.admit.admission,
+            sequential_cutoff: self.admit.sequential_cutoff.0,
+            prefetch: self.cache.prefetch.clone(),
+        })
     }
 
     /// Opens the backend and builds the layers: the backend to serve and, with a delay or a cache, handles on
@@ -261,18 +288,15 @@ impl StackArgs {
         &self,
         store: Option<&Arc<ContentStore>>,
     ) -> anyhow::Result<(Arc<dyn Backend>, Option<StackStats>)> {
-        let mode = self.write_mode()?;
+        let mode = self.write_mode();
         self.check_content()?;
         let path = self.backend.as_ref().ok_or_else(|| anyhow!("{} is required", self.key("backend")))?;
         let read_only = mode == WriteMode::ReadOnly;
         let file = FileBackend::open(path, FileOptions { read_only, direct: self.direct })
             .with_context(|| self.key("backend"))?;
-        let (lower, delay): (Box<dyn Backend>, _) = match self.delay.as_str() {
-            "none" => (Box::new(file), None),
-            name => {
-                let cfg = DelayConfig::parse(name).map_err(|e| {
-                    anyhow!("{}: {e} (or hdd, ssd: a fixed latency + bandwidth; none)", self.key("delay"))
-                })?;
+        let (lower, delay): (Box<dyn Backend>, _) = match self.delay.config() {
+            None => (Box::new(file), None),
+            Some(cfg) => {
                 let d = Arc::new(DelayBackend::new(file, cfg));
                 (Box::new(d.clone()), Some(d))
             }
@@ -285,7 +309,7 @@ impl StackArgs {
             let c = Arc::new(store.attach(lower, read_only).with_context(|| self.key("content"))?);
             return Ok((c.clone(), Some(StackStats { cache: None, content: Some(c), delay })));
         }
-        let Some(config) = self.cache_config(mode)? else {
+        let Some(config) = self.cache_config(mode) else {
             return Ok((Arc::from(lower), delay.map(|d| StackStats { cache: None, content: None, delay: Some(d) })));
         };
         let cached = Arc::new(CachedBackend::new(lower, config).with_context(|| self.key("cache"))?);
@@ -294,15 +318,19 @@ impl StackArgs {
 }
 
 /// The settings of a content cache: from the flags (`--content`) or a config file's `[content]` table, which
-/// every export with `content = true` shares.
-#[derive(Clone, Debug, PartialEq)]
+/// every export with `content = true` shares. The keys are the flags' (the same types, the same defaults).
+#[derive(serde::Deserialize, Clone, Debug, PartialEq)]
+#[serde(default, deny_unknown_fields)]
 pub struct ContentArgs {
-    pub cache: String,
-    pub block_size: String,
-    pub policy: String,
-    pub preset: String,
-    pub hash_fraction: String,
+    pub cache: FixedSize,
+    pub block_size: BlockSize,
+    #[serde(deserialize_with = "de::from_str")]
+    pub policy: PolicySpec,
+    #[serde(deserialize_with = "de::from_str")]
+    pub preset: Preset,
+    pub hash_fraction: Fraction,
     /// Name options as config-file keys.
+    #[serde(skip)]
     pub toml_keys: bool,
 }
 
@@ -310,20 +338,6 @@ impl Default for ContentArgs {
     /// The flags' defaults.
     fn default() -> Self {
         StackArgs::default().content_args()
-    }
-}
-
-/// A config file's string value.
-fn toml_string(k: &str, v: &toml::Value) -> anyhow::Result<String> {
-    v.as_str().map(str::to_string).ok_or_else(|| anyhow!("'{k}' must be a string"))
-}
-
-/// A config file's size: a number of bytes or a string with a unit.
-fn toml_size(k: &str, v: &toml::Value) -> anyhow::Result<String> {
-    match v {
-        toml::Value::Integer(n) if *n >= 0 => Ok(n.to_string()),
-        toml::Value::String(x) => Ok(x.clone()),
-        _ => bail!("'{k}' must be a size (\"64MiB\" or a number of bytes)"),
     }
 }
 
@@ -354,16 +368,12 @@ impl ContentArgs {
 
     /// The content cache's configuration, checked (the budget leaves at least one slot, the policy is online).
     pub fn config(&self) -> anyhow::Result<ContentConfig> {
-        let cache_bytes = parse_bytes(&self.cache).with_context(|| self.key("cache"))?;
+        let block_size = self.block_size.get();
+        let cache_bytes = self.cache.bytes(block_size);
         if cache_bytes == 0 {
             bail!("{}: a content cache needs a size (e.g. 64MiB), not 0", self.key("cache"));
         }
-        let block_size = super::sim::block_size(&self.block_size)
-            .map_err(|e| anyhow!("{}", e.to_string().replace("--block-size", &self.key("block_size"))))?;
-        let preset = Preset::from_name(&self.preset).with_context(|| {
-            format!("{}: unknown preset '{}' (known: default, seed001)", self.key("preset"), self.preset)
-        })?;
-        let policy = PolicySpec::parse(&self.policy).with_context(|| self.key("policy"))?;
+        let policy = self.policy.clone();
         if policy.kind.needs_next_use() {
             bail!(
                 "{}: policy '{}' needs next-use times, which a live content cache does not have",
@@ -371,14 +381,8 @@ impl ContentArgs {
                 policy.label()
             );
         }
-        let hash_fraction = parse_fraction(&self.hash_fraction).ok_or_else(|| {
-            anyhow!(
-                "{}: '{}' is not a fraction between 0 and 1 (e.g. 1/64 or 0.015625)",
-                self.key("hash_fraction"),
-                self.hash_fraction
-            )
-        })?;
-        let c = ContentConfig { block_size, capacity_bytes: cache_bytes, hash_fraction, policy, preset };
+        let hash_fraction = self.hash_fraction.0;
+        let c = ContentConfig { block_size, capacity_bytes: cache_bytes, hash_fraction, policy, preset: self.preset };
         blockwell_core::dedup::DedupConfig {
             block_size,
             capacity_bytes: cache_bytes,
@@ -440,32 +444,32 @@ pub struct ServeConfig {
     pub exports: Vec<ExportConfig>,
 }
 
-const EXPORT_KEYS: &[&str] = &[
-    "name",
-    "description",
-    "backend",
-    "read_only",
-    "direct",
-    "cache",
-    "block_size",
-    "policy",
-    "preset",
-    "mode",
-    "admission",
-    "sequential_cutoff",
-    "prefetch",
-    "delay",
-    "content",
-];
 /// Largest `--busy-poll-us` / `busy_poll_us` (one second).
-const MAX_BUSY_POLL_US: i64 = 1_000_000;
-const TOP_KEYS: &[&str] = &["listen", "unix", "control", "metrics", "busy_poll_us", "sched", "content", "export"];
-const CONTENT_KEYS: &[&str] = &["cache", "block_size", "policy", "preset", "hash_fraction"];
-/// Export keys a content export takes from `[content]` instead.
-const SHARED_KEYS: &[&str] = &["cache", "block_size", "policy", "preset"];
+const MAX_BUSY_POLL_US: u64 = 1_000_000;
+
+/// The top-level keys of a config file, beside the `[content]` table and the `[[export]]` tables.
+#[derive(serde::Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+struct TopKeys {
+    listen: Option<String>,
+    unix: Option<PathBuf>,
+    control: Option<PathBuf>,
+    metrics: Option<String>,
+    busy_poll_us: Option<BusyPollUs>,
+    sched: Option<Sched>,
+}
+
+/// The keys of an `[[export]]` table beside its layers ([`StackArgs`], [`CacheArgs`], [`AdmitArgs`]).
+#[derive(serde::Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+struct ExportKeys {
+    name: Option<String>,
+    description: Option<String>,
+}
 
 impl ServeConfig {
-    /// Reads a TOML config file. Every error is one line naming the file (and the export and key).
+    /// Reads a TOML config file. Every error is one line naming the file (with the line and column where the
+    /// text is at fault), the table or export, and the key.
     pub fn load(path: &Path) -> anyhow::Result<ServeConfig> {
         let text = std::fs::read_to_string(path).with_context(|| format!("--config {}", path.display()))?;
         let base = path.parent().unwrap_or(Path::new("."));
@@ -474,65 +478,80 @@ impl ServeConfig {
 
     /// Parses config text; `file` names it in errors, relative backend and socket paths are taken from `base`.
     pub fn parse(text: &str, file: &str, base: &Path) -> anyhow::Result<ServeConfig> {
-        let table: toml::Table = toml::from_str(text).map_err(|e| {
-            let line = e.span().map(|s| text[..s.start].matches('\n').count() + 1).unwrap_or(0);
-            anyhow!("{file}:{line}: {}", e.message().trim().replace('\n', "; "))
-        })?;
-        let mut cfg = ServeConfig::default();
-        for (k, v) in &table {
-            let s = || -> anyhow::Result<String> {
-                v.as_str().map(str::to_string).ok_or_else(|| anyhow!("{file}: '{k}' must be a string"))
-            };
-            match k.as_str() {
-                "listen" => cfg.listen = Some(s()?),
-                "unix" => cfg.unix = Some(base.join(s()?)),
-                "control" => cfg.control = Some(base.join(s()?)),
-                "metrics" => cfg.metrics = Some(s()?),
-                "busy_poll_us" => {
-                    let us = v.as_integer().filter(|&n| (0..=MAX_BUSY_POLL_US).contains(&n));
-                    let us = us.ok_or_else(|| {
-                        anyhow!("{file}: 'busy_poll_us' must be an integer from 0 to {MAX_BUSY_POLL_US}")
-                    })?;
-                    cfg.busy_poll_us = Some(us as u64);
-                }
-                "sched" => {
-                    let p = s()?;
-                    let p = parse_sched(&p)
-                        .ok_or_else(|| anyhow!("{file}: 'sched' must be \"batch\" or \"normal\", not {p:?}"))?;
-                    cfg.sched = Some(p);
-                }
-                "content" => {
-                    let t = v.as_table().ok_or_else(|| anyhow!("{file}: 'content' must be a table ([content])"))?;
-                    cfg.content = Some(Self::content(t).with_context(|| format!("{file}: [content]"))?);
-                }
-                "export" => {}
-                _ => bail!("{file}: unknown key '{k}' (known: {})", TOP_KEYS.join(", ")),
-            }
-        }
-        let exports = match table.get("export") {
-            None => bail!("{file}: no [[export]] tables"),
-            Some(toml::Value::Array(a)) => a,
-            Some(_) => bail!("{file}: 'export' must be an array of tables ([[export]])"),
+        let at = |e: KeyError, table: &str| e.locate(file, text, table);
+        let root = DeTable::parse(text).map_err(|e| at(KeyError::from(e), ""))?;
+        let mut top = Table::new(root.span(), root.into_inner());
+        let content = top.remove("content");
+        let exports = top.remove("export");
+        let keys: TopKeys = top.take().and_then(|k| top.finish().map(|()| k)).map_err(|e| at(e, ""))?;
+        let mut cfg = ServeConfig {
+            listen: keys.listen,
+            unix: keys.unix.map(|p| base.join(p)),
+            control: keys.control.map(|p| base.join(p)),
+            metrics: keys.metrics,
+            busy_poll_us: keys.busy_poll_us.map(|b| b.0),
+            sched: keys.sched.map(|s| s.0),
+            ..ServeConfig::default()
         };
+        if let Some(v) = content {
+            let mut t = Table::of(v, "'content' must be a table ([content])").map_err(|e| at(e, ""))?;
+            let mut c: ContentArgs = t.take().and_then(|c| t.finish().map(|()| c)).map_err(|e| at(e, "[content]"))?;
+            c.toml_keys = true;
+            c.config().with_context(|| format!("{file}: [content]"))?;
+            cfg.content = Some(c);
+        }
+        let exports = match exports.map(|v| (v.span(), v.into_inner())) {
+            None => bail!("{file}: no [[export]] tables"),
+            Some((_, DeValue::Array(a))) => a,
+            Some((span, _)) => {
+                let e = KeyError::at(span, "'export' must be an array of tables ([[export]])");
+                return Err(at(e, ""));
+            }
+        };
+        let content_keys = fields_of::<ContentArgs>();
         let mut names = HashSet::new();
-        for (i, e) in exports.iter().enumerate() {
-            let t = e.as_table().ok_or_else(|| anyhow!("{file}: export #{}: not a table", i + 1))?;
-            let name = match t.get("name") {
-                Some(toml::Value::String(n)) if !n.is_empty() => n.clone(),
-                Some(_) => bail!("{file}: export #{}: 'name' must be a non-empty string", i + 1),
-                None => bail!("{file}: export #{}: missing key 'name'", i + 1),
+        for (i, e) in exports.into_iter().enumerate() {
+            let numbered = format!("export #{}", i + 1);
+            let mut t = Table::of(e, "not a table").map_err(|e| at(e, &numbered))?;
+            let keys: ExportKeys = t.take().map_err(|e| at(e, &numbered))?;
+            let name = match keys.name {
+                Some(n) if !n.is_empty() => n,
+                Some(_) => bail!("{file}: {numbered}: 'name' must be a non-empty string"),
+                None => bail!("{file}: {numbered}: missing key 'name'"),
             };
-            let ex = Self::export(t, name.clone(), base).with_context(|| format!("{file}: export \"{name}\""))?;
+            let export = format!("export \"{name}\"");
+            let mut stack = (|| {
+                let mut stack: StackArgs = t.take()?;
+                stack.cache = t.take()?;
+                stack.admit = t.take()?;
+                t.finish()?;
+                Ok(stack)
+            })()
+            .map_err(|e| at(e, &export))?;
+            stack.toml_keys = true;
+            stack.backend = match stack.backend {
+                Some(b) => Some(base.join(b)),
+                None => bail!("{file}: {export}: missing key 'backend'"),
+            };
+            if stack.content {
+                if let Some(k) = content_keys.iter().find(|k| t.had(k)) {
+                    bail!(
+                        "{file}: {export}: '{k}' cannot be set on an export with content = true (the shared cache's \
+                         {k} is in [content])"
+                    );
+                }
+            }
+            stack.check().with_context(|| format!("{file}: {export}"))?;
             if !names.insert(name.clone()) {
                 bail!("{file}: duplicate export name \"{name}\"");
             }
-            if ex.stack.content && cfg.content.is_none() {
+            if stack.content && cfg.content.is_none() {
                 bail!(
-                    "{file}: export \"{name}\": content = true needs a top-level [content] table (the shared cache's \
-                     cache, block_size, policy, preset, hash_fraction)"
+                    "{file}: {export}: content = true needs a top-level [content] table (the shared cache's {})",
+                    content_keys.join(", ")
                 );
             }
-            cfg.exports.push(ex);
+            cfg.exports.push(ExportConfig { name, description: keys.description, stack });
         }
         if cfg.exports.is_empty() {
             bail!("{file}: no [[export]] tables");
@@ -542,68 +561,146 @@ impl ServeConfig {
         }
         Ok(cfg)
     }
+}
 
-    /// The `[content]` table: the settings of the content cache shared by the exports with `content = true`.
-    fn content(t: &toml::Table) -> anyhow::Result<ContentArgs> {
-        let mut c = ContentArgs { toml_keys: true, ..ContentArgs::default() };
-        for (k, v) in t {
-            let s = || toml_string(k, v);
-            let size = || toml_size(k, v);
-            match k.as_str() {
-                "cache" => c.cache = size()?,
-                "block_size" => c.block_size = size()?,
-                "policy" => c.policy = s()?,
-                "preset" => c.preset = s()?,
-                "hash_fraction" => {
-                    c.hash_fraction = match v {
-                        toml::Value::Float(x) => x.to_string(),
-                        toml::Value::String(x) => x.clone(),
-                        _ => bail!("'hash_fraction' must be a fraction (\"1/64\" or 0.015625)"),
-                    }
-                }
-                _ => bail!("unknown key '{k}' (known: {})", CONTENT_KEYS.join(", ")),
-            }
-        }
-        c.config()?;
-        Ok(c)
+/// A config-file error: what, and where when known (the key, and the byte range of the text at fault).
+#[derive(Debug)]
+struct KeyError {
+    key: Option<String>,
+    span: Option<Range<usize>>,
+    message: String,
+}
+
+impl From<toml::de::Error> for KeyError {
+    fn from(e: toml::de::Error) -> Self {
+        KeyError { key: None, span: e.span(), message: e.message().trim().replace('\n', "; ") }
+    }
+}
+
+impl KeyError {
+    fn at(span: Range<usize>, message: &str) -> Self {
+        KeyError { key: None, span: Some(span), message: message.to_string() }
     }
 
-    fn export(t: &toml::Table, name: String, base: &Path) -> anyhow::Result<ExportConfig> {
-        let mut stack = StackArgs { toml_keys: true, ..StackArgs::default() };
-        let mut description = None;
-        for (k, v) in t {
-            let s = || toml_string(k, v);
-            let size = || toml_size(k, v);
-            let b = || -> anyhow::Result<bool> { v.as_bool().ok_or_else(|| anyhow!("'{k}' must be true or false")) };
-            match k.as_str() {
-                "name" => {}
-                "description" => description = Some(s()?),
-                "backend" => stack.backend = Some(base.join(s()?)),
-                "read_only" => stack.read_only = b()?,
-                "direct" => stack.direct = b()?,
-                "cache" => stack.cache = size()?,
-                "block_size" => stack.block_size = size()?,
-                "sequential_cutoff" => stack.sequential_cutoff = size()?,
-                "policy" => stack.policy = s()?,
-                "preset" => stack.preset = s()?,
-                "mode" => stack.mode = s()?,
-                "admission" => stack.admission = s()?,
-                "prefetch" => stack.prefetch = s()?,
-                "delay" => stack.delay = s()?,
-                "content" => stack.content = b()?,
-                _ => bail!("unknown key '{k}' (known: {})", EXPORT_KEYS.join(", ")),
-            }
+    /// One line: `FILE:LINE:COLUMN: TABLE: KEY: MESSAGE`, each part when known.
+    fn locate(self, file: &str, text: &str, table: &str) -> anyhow::Error {
+        let mut s = file.to_string();
+        if let Some(start) = self.span.map(|r| r.start.min(text.len())) {
+            let before = &text[..start];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().unwrap_or_default().chars().count() + 1;
+            let _ = write!(s, ":{line}:{column}");
         }
-        if stack.backend.is_none() {
-            bail!("missing key 'backend'");
+        for part in [Some(table), self.key.as_deref()].into_iter().flatten().filter(|p| !p.is_empty()) {
+            let _ = write!(s, ": {part}");
         }
-        if stack.content {
-            if let Some(k) = SHARED_KEYS.iter().find(|k| t.contains_key(**k)) {
-                bail!("'{k}' cannot be set on an export with content = true (the shared cache's {k} is in [content])");
-            }
+        anyhow!("{s}: {}", self.message)
+    }
+}
+
+/// The field names of a struct that derives `Deserialize` (the keys it takes).
+fn fields_of<'de, T: serde::Deserialize<'de>>() -> &'static [&'static str] {
+    use serde::de::{Error, Visitor};
+    struct Probe<'a>(&'a mut &'static [&'static str]);
+    impl<'de> serde::Deserializer<'de> for Probe<'_> {
+        type Error = serde::de::value::Error;
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+            Err(Error::custom("not a struct"))
         }
-        stack.check()?;
-        Ok(ExportConfig { name, description, stack })
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            *self.0 = fields;
+            Err(Error::custom("fields taken"))
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option unit
+            unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
+        }
+    }
+    let mut fields: &'static [&'static str] = &[];
+    let _ = T::deserialize(Probe(&mut fields));
+    fields
+}
+
+/// One table of a config file, its keys handed out to the structs that take them ([`Table::take`]): an export's
+/// table holds the keys of several structs, each deserialised on its own so that an error names its key.
+struct Table<'i> {
+    span: Range<usize>,
+    entries: Vec<(Spanned<DeString<'i>>, Spanned<DeValue<'i>>)>,
+    /// Every key the table had, and the keys the structs take so far.
+    had: Vec<String>,
+    known: Vec<&'static str>,
+}
+
+impl<'i> Table<'i> {
+    fn new(span: Range<usize>, t: DeTable<'i>) -> Self {
+        let entries: Vec<_> = t.into_iter().collect();
+        let had = entries.iter().map(|(k, _)| k.get_ref().to_string()).collect();
+        Table { span, entries, had, known: Vec::new() }
+    }
+
+    /// A value that must be a table.
+    fn of(v: Spanned<DeValue<'i>>, not_a_table: &str) -> Result<Self, KeyError> {
+        let span = v.span();
+        match v.into_inner() {
+            DeValue::Table(t) => Ok(Table::new(span, t)),
+            _ => Err(KeyError::at(span, not_a_table)),
+        }
+    }
+
+    /// Whether the table had `key`.
+    fn had(&self, key: &str) -> bool {
+        self.had.iter().any(|k| k == key)
+    }
+
+    /// Takes `key` out (a nested table, handled apart).
+    fn remove(&mut self, key: &'static str) -> Option<Spanned<DeValue<'i>>> {
+        self.known.push(key);
+        let i = self.entries.iter().position(|(k, _)| k.get_ref() == key)?;
+        Some(self.entries.remove(i).1)
+    }
+
+    /// Deserialises `T` from the keys that are its fields, taking them out of the table.
+    fn take<T: serde::de::DeserializeOwned>(&mut self) -> Result<T, KeyError> {
+        let fields = fields_of::<T>();
+        self.known.extend(fields);
+        let (mine, rest) =
+            std::mem::take(&mut self.entries).into_iter().partition(|(k, _)| fields.contains(&&**k.get_ref()));
+        self.entries = rest;
+        let mine: Vec<(Spanned<DeString<'i>>, Spanned<DeValue<'i>>)> = mine;
+        let spans: Vec<(String, Range<usize>, Range<usize>)> =
+            mine.iter().map(|(k, v)| (k.get_ref().to_string(), k.span(), v.span())).collect();
+        let mut table = DeTable::new();
+        for (k, v) in mine {
+            table.insert(k, v);
+        }
+        let value = Spanned::new(self.span.clone(), DeValue::Table(table));
+        T::deserialize(toml::de::ValueDeserializer::from(value)).map_err(|e| {
+            let mut e = KeyError::from(e);
+            // The key whose name or value the error points at.
+            e.key = e.span.as_ref().and_then(|s| {
+                spans
+                    .iter()
+                    .find(|(_, k, v)| (k.start <= s.start && s.end <= k.end) || (v.start <= s.start && s.end <= v.end))
+                    .map(|(name, _, _)| name.clone())
+            });
+            e
+        })
+    }
+
+    /// The keys no struct took are errors.
+    fn finish(&self) -> Result<(), KeyError> {
+        match self.entries.first() {
+            None => Ok(()),
+            Some((k, _)) => Err(KeyError::at(
+                k.span(),
+                &format!("unknown key '{}' (known: {})", k.get_ref(), self.known.join(", ")),
+            )),
+        }
     }
 }
 
@@ -657,8 +754,8 @@ pub struct Args {
     /// previous request came that quickly (adaptive: a client that pauses longer gets a plain blocking read).
     /// Saves the wake-up of a sleeping CPU at low queue depth (about 2x the IOPS at QD1, docs/performance.md)
     /// for at most N µs of CPU per request; 0 turns it off. Default 50.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=MAX_BUSY_POLL_US as u64))]
-    pub busy_poll_us: Option<u64>,
+    #[arg(long, value_name = "N", value_parser = parse_arg::<BusyPollUs>)]
+    pub busy_poll_us: Option<BusyPollUs>,
 
     /// CPU scheduling policy of the connection threads. batch (Linux SCHED_BATCH): a connection woken by a
     /// request does not preempt the task on its CPU, so a client sharing that CPU queues more requests and
@@ -712,8 +809,8 @@ impl Args {
         if let Some(m) = &self.metrics {
             cfg.metrics = Some(m.clone());
         }
-        if self.busy_poll_us.is_some() {
-            cfg.busy_poll_us = self.busy_poll_us;
+        if let Some(b) = self.busy_poll_us {
+            cfg.busy_poll_us = Some(b.0);
         }
         if self.sched.is_some() {
             cfg.sched = self.sched;
@@ -1100,7 +1197,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("{}: export \"{}\"", file.display(), e.name))?,
             None => e.stack.build_in(store.as_ref())?,
         };
-        let mode = e.stack.write_mode()?;
+        let mode = e.stack.write_mode();
         let size = backend.size();
         let mut export = Export::new(&e.name, backend);
         if let Some(d) = &e.description {
@@ -1111,9 +1208,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
         exports.push(export);
         let policy = match stats.as_ref().map(|s| (&s.cache, &s.content)) {
-            Some((Some(_), _)) => {
-                PolicySpec::parse(&e.stack.policy).map(|p| p.kind.name().to_string()).unwrap_or_default()
-            }
+            Some((Some(_), _)) => e.stack.cache.policy.kind.name().to_string(),
             Some((None, Some(c))) => c.store().config().policy.kind.name().to_string(),
             _ => "none".into(),
         };
@@ -1269,11 +1364,12 @@ mod tests {
         assert_eq!(c.control, Some(PathBuf::from("/srv/c.sock")));
         assert_eq!(c.exports.len(), 2);
         assert_eq!(c.exports[0].stack.backend, Some(PathBuf::from("/srv/a.img")));
-        assert_eq!(c.exports[0].stack.policy, "arc");
-        assert_eq!(c.exports[0].stack.block_size, "4KiB", "unset keys take the flags' defaults");
+        assert_eq!(c.exports[0].stack.cache.policy.label(), "arc");
+        assert_eq!(c.exports[0].stack.cache.block_size.get(), 4096, "unset keys take the flags' defaults");
         assert_eq!(c.exports[1].stack.backend, Some(PathBuf::from("/abs/b.img")));
         assert!(c.exports[1].stack.read_only);
-        assert_eq!(c.exports[1].stack.cache, "0");
+        assert_eq!(c.exports[1].stack.cache.cache, FixedSize::Bytes(0));
+        assert!(c.exports[1].stack.delay.config().is_some());
         assert_eq!(c.busy_poll_us, None, "unset: the server's default");
         assert_eq!(c.sched, None, "unset: the server's default");
     }
@@ -1284,9 +1380,9 @@ mod tests {
         assert_eq!(parse(&format!("sched = \"batch\"\n{export}")).unwrap().sched, Some(Scheduling::Batch));
         assert_eq!(parse(&format!("sched = \"normal\"\n{export}")).unwrap().sched, Some(Scheduling::Normal));
         let x = format!("{:#}", parse(&format!("sched = \"fifo\"\n{export}")).unwrap_err());
-        assert_eq!(x, "exports.toml: 'sched' must be \"batch\" or \"normal\", not \"fifo\"");
+        assert_eq!(x, "exports.toml:1:9: sched: must be \"batch\" or \"normal\", not \"fifo\"");
         let x = format!("{:#}", parse(&format!("sched = 1\n{export}")).unwrap_err());
-        assert_eq!(x, "exports.toml: 'sched' must be a string");
+        assert_eq!(x, "exports.toml:1:9: sched: must be \"batch\" or \"normal\", not \"1\"");
     }
 
     #[test]
@@ -1294,30 +1390,57 @@ mod tests {
         let export = "[[export]]\nname = \"a\"\nbackend = \"a\"\n";
         assert_eq!(parse(&format!("busy_poll_us = 0\n{export}")).unwrap().busy_poll_us, Some(0));
         assert_eq!(parse(&format!("busy_poll_us = 200\n{export}")).unwrap().busy_poll_us, Some(200));
-        for bad in ["-1", "\"50us\"", "2000000"] {
+        for (bad, shown) in [("-1", "-1"), ("\"50us\"", "50us"), ("2000000", "2000000")] {
             let x = format!("{:#}", parse(&format!("busy_poll_us = {bad}\n{export}")).unwrap_err());
-            assert_eq!(x, "exports.toml: 'busy_poll_us' must be an integer from 0 to 1000000", "{bad}");
+            assert_eq!(
+                x,
+                format!("exports.toml:1:16: busy_poll_us: must be an integer from 0 to 1000000, not {shown}")
+            );
         }
     }
 
     #[test]
     fn toml_errors_name_the_file_export_and_key() {
         let e = |t: &str| format!("{:#}", parse(t).unwrap_err());
-        let x = e("[[export]]\nname = \"a\"\nbackend = \"a\"\npolcy = \"lru\"\n");
-        assert!(x.starts_with("exports.toml: export \"a\": unknown key 'polcy'"), "{x}");
+        let ex = "[[export]]\nname = \"a\"\nbackend = \"a\"\n";
+        let x = e(&format!("{ex}polcy = \"lru\"\n"));
+        assert!(
+            x.starts_with("exports.toml:4:1: export \"a\": unknown key 'polcy' (known: name, description, backend"),
+            "{x}"
+        );
         let x = e("[[export]]\nname = \"a\"\nbackend = \"a\"\n[[export]]\nname = \"a\"\nbackend = \"b\"\n");
         assert_eq!(x, "exports.toml: duplicate export name \"a\"");
         let x = e("[[export]]\nname = \"a\"\n");
         assert_eq!(x, "exports.toml: export \"a\": missing key 'backend'");
-        let x = e("lisen = \"x\"\n[[export]]\nname = \"a\"\nbackend = \"a\"\n");
-        assert!(x.starts_with("exports.toml: unknown key 'lisen'"), "{x}");
-        let x = e("[[export]]\nname = \"a\"\nbackend = \"a\"\npolicy = \"nosuch\"\n");
-        assert!(x.starts_with("exports.toml: export \"a\": policy"), "{x}");
-        let x = e("[[export]]\nname = \"a\"\nbackend = \"a\"\nblock_size = \"3KiB\"\n");
-        assert!(x.starts_with("exports.toml: export \"a\": block_size: 3KiB"), "{x}");
+        assert_eq!(e("[[export]]\nbackend = \"a\"\n"), "exports.toml: export #1: missing key 'name'");
+        let x = e(&format!("lisen = \"x\"\n{ex}"));
+        assert!(x.starts_with("exports.toml:1:1: unknown key 'lisen'"), "{x}");
+        // A value is parsed by the type the flag parses into, and its error names the line, export and key.
+        let x = e(&format!("{ex}policy = \"nosuch\"\n"));
+        assert!(x.starts_with("exports.toml:4:10: export \"a\": policy: unknown policy 'nosuch'"), "{x}");
+        let x = e(&format!("{ex}block_size = \"3KiB\"\n"));
+        assert_eq!(
+            x,
+            "exports.toml:4:14: export \"a\": block_size: 3KiB is not a power of two between 512 B and 1 MiB"
+        );
+        let x = e(&format!("{ex}preset = \"x\"\n"));
+        assert_eq!(
+            x,
+            "exports.toml:4:10: export \"a\": preset: unknown preset 'x' (known: default, libcachesim, seed001)"
+        );
+        let x = e(&format!("{ex}read_only = \"yes\"\n"));
+        assert_eq!(x, "exports.toml:4:13: export \"a\": read_only: invalid type: string \"yes\", expected a boolean");
+        let x = e(&format!("{ex}cache = \"5%\"\n"));
+        assert!(
+            x.starts_with("exports.toml:4:9: export \"a\": cache: '5%': a percentage of a footprint needs a trace"),
+            "{x}"
+        );
+        let x = e(&format!("{ex}delay = \"floppy\"\n"));
+        assert!(x.starts_with("exports.toml:4:9: export \"a\": delay: unknown disk model 'floppy'"), "{x}");
         let x = e("[[export]\n");
-        assert!(x.starts_with("exports.toml:1: ") && !x.contains('\n'), "{x}");
+        assert!(x.starts_with("exports.toml:1:10: ") && !x.contains('\n'), "{x}");
         assert_eq!(e("listen = \"x\"\n"), "exports.toml: no [[export]] tables");
+        assert_eq!(e("export = 1\n"), "exports.toml:1:10: 'export' must be an array of tables ([[export]])");
     }
 
     #[test]
@@ -1330,7 +1453,7 @@ mod tests {
         )
         .unwrap();
         let ct = c.content.as_ref().unwrap();
-        assert_eq!((ct.cache.as_str(), ct.policy.as_str(), ct.block_size.as_str()), ("8MiB", "arc", "4KiB"));
+        assert_eq!((ct.cache, ct.policy.label(), ct.block_size.get()), (FixedSize::Bytes(8 << 20), "arc", 4096));
         let cfg = ct.config().unwrap();
         assert_eq!((cfg.capacity_bytes, cfg.hash_fraction), (8 << 20, 0.03125));
         assert!(c.exports[0].stack.content && c.exports[1].stack.content && !c.exports[2].stack.content);
@@ -1345,15 +1468,17 @@ mod tests {
         let x = e(ex);
         assert!(x.starts_with("exports.toml: export \"a\": content = true needs a top-level [content] table"), "{x}");
         let x = e(&format!("[content]\ncache = \"1MiB\"\ncahce = 1\n{ex}"));
-        assert!(x.starts_with("exports.toml: [content]: unknown key 'cahce'"), "{x}");
+        assert!(x.starts_with("exports.toml:3:1: [content]: unknown key 'cahce'"), "{x}");
         let x = e(&format!("[content]\npolicy = \"opt\"\n{ex}"));
         assert!(x.starts_with("exports.toml: [content]: policy: policy 'opt' needs next-use times"), "{x}");
         let x = e(&format!("[content]\nhash_fraction = \"2\"\n{ex}"));
-        assert!(x.starts_with("exports.toml: [content]: hash_fraction: '2' is not a fraction"), "{x}");
+        assert!(x.starts_with("exports.toml:2:17: [content]: hash_fraction: '2' is not a fraction"), "{x}");
         let x = e(&format!("[content]\ncache = 0\n{ex}"));
         assert!(x.starts_with("exports.toml: [content]: cache: "), "{x}");
         let x = e(&format!("[content]\n{ex}policy = \"lru\"\n"));
         assert!(x.contains("export \"a\": 'policy' cannot be set on an export with content = true"), "{x}");
+        let x = e(&format!("[content]\n{ex}hash_fraction = \"1/32\"\n"));
+        assert!(x.contains("export \"a\": 'hash_fraction' cannot be set on an export with content = true"), "{x}");
         let x = e(&format!("[content]\n{ex}prefetch = \"obl\"\n"));
         assert!(x.contains("export \"a\": prefetch cannot be combined with content"), "{x}");
         let x = e(&format!("[content]\n{ex}mode = \"write-around\"\n"));

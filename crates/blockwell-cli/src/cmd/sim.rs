@@ -1,12 +1,12 @@
 //! `blockwell sim`: replay a trace through every (policy × cache size) combination in one pass.
 
-use super::common::{parse_bytes, SizeSpec, TraceArgs};
-use anyhow::{bail, Context};
-use blockwell_core::policy::{parse_policy_list, Preset};
+use super::common::{SizeSpec, TraceArgs};
+use super::options::{AdmitArgs, CacheArgs, Format, Many, OutputArgs};
+use anyhow::bail;
+use blockwell_core::policy::PolicySpec;
 use blockwell_sim::analysis::human_bytes;
 use blockwell_sim::replay::{replay, CacheSize, CacheSpec, ReplayConfig, ReplayHooks, ReplayReport};
-use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
@@ -14,24 +14,12 @@ pub struct Args {
     #[command(flatten)]
     pub trace: TraceArgs,
 
-    /// Policies, comma separated, each optionally with parameters: `lru,arc,lru-k(k=3,crp=20)`. `all` runs
-    /// every policy. See `blockwell list`.
-    #[arg(long, short = 'p', default_value = "lru")]
-    pub policy: String,
+    // Policies and cache sizes (lists: every combination runs), block size, preset, prefetcher.
+    #[command(flatten)]
+    pub cache: CacheArgs<Many>,
 
-    /// Cache sizes, comma separated: bytes with a unit (`64MiB`), blocks (`1000blocks`) or a percentage of
-    /// the trace's footprint (`1%`, measured in a first pass).
-    #[arg(long, short = 'c', default_value = "1%,5%,10%")]
-    pub cache: String,
-
-    /// Cache block size, a power of two from 512 B to 1 MiB.
-    #[arg(long, short = 'b', default_value = "4KiB")]
-    pub block_size: String,
-
-    /// Parameter preset: default, libcachesim (the defaults of libcachesim 0.3.5), seed001 (Table 4 of
-    /// Butt et al., SIGMETRICS'05).
-    #[arg(long, default_value = "default")]
-    pub preset: String,
+    #[command(flatten)]
+    pub admit: AdmitArgs,
 
     /// Simulate only these volumes (comma separated, by the names the trace gives them).
     #[arg(long, value_name = "NAMES")]
@@ -50,51 +38,18 @@ pub struct Args {
     pub threads: usize,
 
     #[command(flatten)]
-    pub step: super::common::StepArgs,
-
-    /// Print CSV instead of a table.
-    #[arg(long, conflicts_with = "json")]
-    pub csv: bool,
-
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
-
-    /// Write the output to FILE instead of standard output.
-    #[arg(long, short = 'o', value_name = "FILE")]
-    pub output: Option<PathBuf>,
+    pub output: OutputArgs,
 
     /// Check every policy's invariants after every request (slow; for debugging).
     #[arg(long, hide = true)]
     pub validate: bool,
 }
 
-/// Parses `--block-size`.
-pub fn block_size(s: &str) -> anyhow::Result<u64> {
-    let b = parse_bytes(s).context("--block-size")?;
-    if !b.is_power_of_two() || !(512..=1 << 20).contains(&b) {
-        bail!("--block-size: {s} is not a power of two between 512 B and 1 MiB");
-    }
-    Ok(b)
-}
-
-/// Turns `--policy` and `--cache` into the list of caches.
-pub fn caches(policy: &str, cache: &str, block_size: u64) -> anyhow::Result<Vec<CacheSpec>> {
-    let policies = if policy.trim().eq_ignore_ascii_case("all") {
-        blockwell_core::PolicyKind::ALL.iter().map(|&k| blockwell_core::PolicySpec::new(k)).collect()
-    } else {
-        parse_policy_list(policy).context("--policy")?
-    };
-    if policies.is_empty() {
-        bail!("--policy: no policy given");
-    }
-    let sizes: Vec<SizeSpec> = super::common::parse_sizes(cache).context("--cache")?;
-    if sizes.is_empty() {
-        bail!("--cache: no size given");
-    }
+/// The caches of `--policy` × `--cache`.
+pub fn caches(policies: &[PolicySpec], sizes: &[SizeSpec], block_size: u64) -> anyhow::Result<Vec<CacheSpec>> {
     let mut out = Vec::new();
-    for p in &policies {
-        for s in &sizes {
+    for p in policies {
+        for s in sizes {
             let size = match *s {
                 SizeSpec::Percent(p) => CacheSize::PercentOfFootprint(p),
                 SizeSpec::Blocks(b) => CacheSize::Blocks(b),
@@ -112,20 +67,18 @@ pub fn caches(policy: &str, cache: &str, block_size: u64) -> anyhow::Result<Vec<
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    let bs = block_size(&a.block_size)?;
-    let preset = Preset::from_name(&a.preset)
-        .with_context(|| format!("--preset: unknown preset '{}' (known: default, libcachesim, seed001)", a.preset))?;
-    let caches = caches(&a.policy, &a.cache, bs)?;
+    let bs = a.cache.block_size.get();
+    let caches = caches(&a.cache.policy, &a.cache.cache, bs)?;
     let cfg = ReplayConfig {
         block_size: bs,
-        preset,
+        preset: a.cache.preset,
         reads_only: a.reads_only,
         volumes: a.volumes.as_ref().map(|v| v.split(',').map(|s| s.trim().to_string()).collect()),
         warmup: a.warmup,
         threads: a.threads,
-        prefetch: a.step.prefetch.clone(),
-        admission: a.step.admission,
-        sequential_cutoff: a.step.sequential_cutoff,
+        prefetch: a.cache.prefetch.clone(),
+        admission: a.admit.admission,
+        sequential_cutoff: a.admit.sequential_cutoff.0,
     };
     // Check the trace opens (and its format is known) before anything else.
     a.trace.open()?;
@@ -156,29 +109,24 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             eprintln!("  {e}");
         }
     }
-    let text = if a.json {
-        let mut v = serde_json::to_value(&report)?;
-        v["trace"] = serde_json::Value::String(a.trace.trace.display().to_string());
-        v["prefetch"] = serde_json::Value::String(a.step.prefetch.label().to_string());
-        v["admission"] = serde_json::Value::String(a.step.admission.to_string());
-        v["sequential_cutoff"] = a.step.sequential_cutoff.into();
-        if let Some(results) = v["results"].as_array_mut() {
-            for (j, c) in results.iter_mut().zip(&report.results) {
-                j["ratios"] = ratios(&c.stats);
+    let text = match a.output.format() {
+        Format::Json => {
+            let mut v = serde_json::to_value(&report)?;
+            v["trace"] = serde_json::Value::String(a.trace.trace.display().to_string());
+            v["prefetch"] = serde_json::Value::String(a.cache.prefetch.label().to_string());
+            v["admission"] = serde_json::Value::String(a.admit.admission.to_string());
+            v["sequential_cutoff"] = a.admit.sequential_cutoff.0.into();
+            if let Some(results) = v["results"].as_array_mut() {
+                for (j, c) in results.iter_mut().zip(&report.results) {
+                    j["ratios"] = ratios(&c.stats);
+                }
             }
+            OutputArgs::json(&v)?
         }
-        let mut s = serde_json::to_string_pretty(&v)?;
-        s.push('\n');
-        s
-    } else if a.csv {
-        csv(&report)
-    } else {
-        table(&report, &a.trace.trace.display().to_string(), a.step.prefetching())
+        Format::Csv => csv(&report),
+        Format::Table => table(&report, &a.trace.trace.display().to_string(), a.cache.prefetching()),
     };
-    match &a.output {
-        Some(p) => std::fs::write(p, text).with_context(|| format!("--output {}", p.display()))?,
-        None => std::io::stdout().lock().write_all(text.as_bytes())?,
-    }
+    a.output.write(&text)?;
     Ok(ExitCode::SUCCESS)
 }
 

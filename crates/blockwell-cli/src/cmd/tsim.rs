@@ -3,13 +3,14 @@
 //! which saves a generated workload as a file-level trace for replay.
 
 use crate::cmd::common::{parse_bytes, TraceArgs};
+use crate::cmd::options::{parse_arg, CacheArgs, FixedSize, Format, One, OutputArgs};
 use anyhow::{bail, Context};
-use blockwell_core::policy::{PolicySpec, Preset};
+use blockwell_core::policy::PolicySpec;
+use blockwell_core::prefetch::{PrefetcherKind, PrefetcherSpec};
 use blockwell_disk::DiskSpec;
 use blockwell_sim::layout::LayoutSpec;
 use blockwell_sim::vtime::{self, Config, IssueMode, LevelConfig, PrefetchChoice, RedcapSetup, Scheduler, Shadow};
 use blockwell_sim::workloads::WorkloadSpec;
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -18,10 +19,15 @@ use std::process::ExitCode;
 #[command(after_help = "\
 Give exactly one source: --workload (a generator, see `blockwell list`), --file-trace (a file-level CSV, see \
 docs/file-traces.md) or --trace (a block trace; it skips the page cache). File-level sources go through the page \
-cache (--page-cache, 0 for none), the file layout (--layout), then the block level: a cache (--block-cache) or \
-REDCAP (--redcap), then the device queue (--scheduler) and the disk model (--disk). The report gives the hit \
+cache (--page-cache, 0 for none), the file layout (--layout), then the block level: a cache (--cache, with \
+--policy and --prefetch; off by default) or REDCAP (--redcap), then the device queue (--scheduler) and the disk \
+model (--disk). --block-size is the page size too, and --preset applies to both levels. The report gives the hit \
 ratios, the disk requests (synchronous and asynchronous, with mean sizes), blocks read, prefetch accuracy and \
-coverage, REDCAP's active fraction, and the application time. Model: docs/time-simulation.md.")]
+coverage, REDCAP's active fraction, and the application time (--csv: one row, a column per field of --json). \
+Model: docs/time-simulation.md.")]
+#[command(mut_arg("cache", |a| a.default_value("0").visible_alias("block-cache")))]
+#[command(mut_arg("policy", |a| a.visible_alias("block-policy")))]
+#[command(mut_arg("prefetch", |a| a.visible_alias("block-prefetch")))]
 pub struct Args {
     /// A generated workload, e.g. `strided-4k(procs=8)`.
     #[arg(long, value_name = "SPEC", conflicts_with_all = ["file_trace", "trace"])]
@@ -53,36 +59,24 @@ pub struct Args {
     pub layout_seed: u64,
 
     /// Page-cache size (`64MiB`, `16384blocks`; `0`: no page cache).
-    #[arg(long, value_name = "SIZE", default_value = "64MiB")]
-    pub page_cache: String,
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_arg::<FixedSize>)]
+    pub page_cache: FixedSize,
 
     /// Page-cache replacement policy.
-    #[arg(long, value_name = "POLICY", default_value = "lru")]
-    pub page_policy: String,
+    #[arg(long, value_name = "POLICY", default_value = "lru", value_parser = parse_arg::<PolicySpec>)]
+    pub page_policy: PolicySpec,
 
     /// Page-cache read-ahead (`linux24`, `ondemand`, `none`, ...).
-    #[arg(long, value_name = "PREFETCHER", default_value = "linux24")]
-    pub page_prefetch: String,
+    #[arg(long, value_name = "SPEC", default_value = "linux24", value_parser = parse_arg::<PrefetcherSpec>)]
+    pub page_prefetch: PrefetcherSpec,
 
-    /// Block-level cache size (`16MiB`; `0`: none).
-    #[arg(long, value_name = "SIZE", default_value = "0", conflicts_with = "redcap")]
-    pub block_cache: String,
-
-    /// Block-level cache policy.
-    #[arg(long, value_name = "POLICY", default_value = "lru")]
-    pub block_policy: String,
-
-    /// Block-level prefetcher.
-    #[arg(long, value_name = "PREFETCHER", default_value = "none")]
-    pub block_prefetch: String,
+    // The block-level cache: --cache (0: none), --policy, --prefetch; --block-size and --preset of both levels.
+    #[command(flatten)]
+    pub cache: CacheArgs<One>,
 
     /// REDCAP at the block level: `64x128k` or `128x128k`.
-    #[arg(long, value_name = "CONFIG")]
+    #[arg(long, value_name = "CONFIG", conflicts_with = "cache")]
     pub redcap: Option<String>,
-
-    /// Policy parameter preset: default, libcachesim, seed001.
-    #[arg(long, value_name = "PRESET", default_value = "default")]
-    pub preset: String,
 
     /// Device queue order: fifo, c-look, or cfq (Linux 2.6.14's CFQ: per-process time slices with
     /// anticipation; seed 000's scheduler).
@@ -121,17 +115,12 @@ pub struct Args {
     #[arg(long, value_name = "SPEC", default_value = "closed-loop")]
     pub redcap_shadow: String,
 
-    /// Page and block size.
-    #[arg(long, value_name = "BYTES", default_value = "4096")]
-    pub block_size: String,
-
     /// Largest device request the clusterer builds.
     #[arg(long, value_name = "BYTES", default_value = "64KiB")]
     pub max_request: String,
 
-    /// Print the report as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// Parses a scheduler name.
@@ -144,68 +133,36 @@ pub fn parse_scheduler(s: &str) -> anyhow::Result<Scheduler> {
     }
 }
 
-/// Parses a cache size in bytes or blocks (`64MiB`, `16384blocks`); 0 means none.
-fn parse_cache_bytes(s: &str, block_size: u64) -> anyhow::Result<u64> {
-    let t = s.trim();
-    for suf in ["blocks", "block", "blk"] {
-        if let Some(n) = t.strip_suffix(suf) {
-            let v: u64 = n.trim().parse().map_err(|_| anyhow::anyhow!("'{s}': expected a whole number of blocks"))?;
-            return Ok(v.saturating_mul(block_size));
-        }
-    }
-    let b = parse_bytes(t)?;
-    if b != 0 && b < block_size {
-        bail!("'{s}' is smaller than one {block_size} B block");
-    }
-    Ok(b)
-}
-
+/// A cache level of `bytes` (none for 0).
 fn level(
-    size: &str,
-    policy: &str,
-    prefetch: &str,
+    bytes: u64,
+    policy: &PolicySpec,
+    prefetch: &PrefetcherSpec,
     block_size: u64,
-    names: [&str; 3],
 ) -> anyhow::Result<Option<LevelConfig>> {
-    let bytes = parse_cache_bytes(size, block_size).with_context(|| names[0].to_string())?;
     if bytes == 0 {
         return Ok(None);
     }
-    let policy = PolicySpec::parse(policy).with_context(|| names[1].to_string())?;
-    let prefetch = PrefetchChoice::parse(prefetch).with_context(|| names[2].to_string())?;
-    Ok(Some(LevelConfig::new(policy, bytes).with_prefetch(prefetch)))
+    if bytes < block_size {
+        bail!("{bytes} B is smaller than one {block_size} B block");
+    }
+    let prefetch = match prefetch.kind {
+        PrefetcherKind::NoPrefetch => PrefetchChoice::None,
+        _ => PrefetchChoice::Spec(prefetch.clone()),
+    };
+    Ok(Some(LevelConfig::new(policy.clone(), bytes).with_prefetch(prefetch)))
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    let block_size = parse_bytes(&a.block_size).context("--block-size")?;
-    if !(512..=(1 << 20)).contains(&block_size) || !block_size.is_power_of_two() {
-        bail!("--block-size: {block_size} is not a power of two from 512 B to 1 MiB");
-    }
+    let block_size = a.cache.block_size.get();
     let disk = DiskSpec::parse(&a.disk).context("--disk")?;
     let layout: LayoutSpec = a.layout.parse().context("--layout")?;
     layout.params.validate(block_size).context("--layout")?;
     let scheduler = parse_scheduler(&a.scheduler).context("--scheduler")?;
-    let preset = Preset::from_name(&a.preset).ok_or_else(|| {
-        anyhow::anyhow!(
-            "--preset: unknown preset '{}' (known: {})",
-            a.preset,
-            Preset::ALL.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
-        )
-    })?;
-    let page_cache = level(
-        &a.page_cache,
-        &a.page_policy,
-        &a.page_prefetch,
-        block_size,
-        ["--page-cache", "--page-policy", "--page-prefetch"],
-    )?;
-    let block_cache = level(
-        &a.block_cache,
-        &a.block_policy,
-        &a.block_prefetch,
-        block_size,
-        ["--block-cache", "--block-policy", "--block-prefetch"],
-    )?;
+    let page_cache =
+        level(a.page_cache.bytes(block_size), &a.page_policy, &a.page_prefetch, block_size).context("--page-cache")?;
+    let c = &a.cache;
+    let block_cache = level(c.cache.bytes(block_size), &c.policy, &c.prefetch, block_size).context("--cache")?;
     let shadow: Shadow = a.redcap_shadow.parse().context("--redcap-shadow")?;
     let redcap = a.redcap.as_deref().map(|r| RedcapSetup::preset(r, block_size)).transpose().context("--redcap")?;
     let redcap = redcap.map(|s| RedcapSetup { shadow, ..s });
@@ -215,7 +172,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     let cfg = Config {
         block_size,
-        preset,
+        preset: a.cache.preset,
         page_cache,
         block_cache,
         redcap,
@@ -251,14 +208,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     } else {
         bail!("give a source: --workload SPEC, --file-trace FILE or --trace FILE");
     };
-    let mut out = std::io::stdout().lock();
-    if a.json {
-        let mut s = serde_json::to_string_pretty(&report)?;
-        s.push('\n');
-        out.write_all(s.as_bytes())?;
-    } else {
-        out.write_all(report.table().as_bytes())?;
-    }
+    let text = match a.output.format() {
+        Format::Json => OutputArgs::json(&report)?,
+        Format::Csv => csv_row(&serde_json::to_value(&report)?),
+        Format::Table => report.table(),
+    };
+    a.output.write(&text)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -299,6 +254,31 @@ pub fn run_workload(c: WorkloadCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// A JSON object as CSV: a header of its leaves' dotted paths (`device.sync_reads.requests`) and one row of their
+/// values (an absent level, `null`, is one empty column).
+fn csv_row(v: &serde_json::Value) -> String {
+    fn leaves(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    let p = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                    leaves(&p, x, out);
+                }
+            }
+            serde_json::Value::Null => out.push((prefix.to_string(), String::new())),
+            serde_json::Value::String(s) => out.push((prefix.to_string(), s.clone())),
+            other => out.push((prefix.to_string(), other.to_string())),
+        }
+    }
+    let mut cols = Vec::new();
+    leaves("", v, &mut cols);
+    let q =
+        |x: &str| if x.contains([',', '"', '\n']) { format!("\"{}\"", x.replace('"', "\"\"")) } else { x.to_string() };
+    let header: Vec<String> = cols.iter().map(|(k, _)| q(k)).collect();
+    let row: Vec<String> = cols.iter().map(|(_, x)| q(x)).collect();
+    format!("{}\n{}\n", header.join(","), row.join(","))
 }
 
 /// `--start-jitter-ms` in ns.
