@@ -117,25 +117,46 @@ fn gzip_and_zstd_are_transparent_for_every_text_format() {
     }
 }
 
+/// Reads until the error, counting the requests delivered before it.
+fn until_error(r: &mut dyn blockwell_trace::TraceReader) -> (u64, TraceError) {
+    let mut n = 0;
+    loop {
+        match r.next_request() {
+            Ok(Some(_)) => n += 1,
+            Ok(None) => panic!("no error after {n} requests"),
+            Err(e) => return (n, e),
+        }
+    }
+}
+
 #[test]
-fn truncated_compressed_input_is_an_io_error_naming_the_file() {
+fn truncated_compressed_input_says_so_naming_the_file_and_the_last_line() {
     let text: String = (0..20_000).map(|i| format!("128166372003061629,hm,1,Read,{},4096,24095\n", i * 4096)).collect();
     let dir = tempfile::tempdir().unwrap();
     for (name, bytes) in [("t.gz", gzip(text.as_bytes())), ("t.zst", zstd(text.as_bytes()))] {
         let cut = &bytes[..bytes.len() / 2];
         let p = write_file(dir.path(), name, cut);
         let mut r = open(&p, None, &ReaderOptions::default()).unwrap();
-        let e = drain(&mut *r).unwrap_err();
-        assert!(matches!(e, TraceError::Io { .. }), "{name}: {e:?}");
-        assert!(e.to_string().starts_with(&format!("{}: ", p.display())), "{e}");
+        let (delivered, e) = until_error(&mut *r);
+        // One request per line: the last line read is the last request delivered.
+        assert!(delivered > 1000 && delivered < 20_000, "{name}: {delivered}");
+        assert!(matches!(e, TraceError::Truncated { what: "line", at, .. } if at == delivered), "{name}: {e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: truncated compressed stream after line {delivered} (the file is cut short; re-download or \
+                 re-copy it)",
+                p.display()
+            )
+        );
     }
-    // The binary reader too.
-    let mut rng = common::Rng(7);
-    let records: Vec<u8> = (0..24 * 50_000).map(|_| rng.below(16) as u8).collect();
+    // The binary reader counts records.
+    let records: Vec<u8> = (0..50_000u32).flat_map(|i| record(i, i as u64 % 999, 4096, -1)).collect();
     let z = zstd(&records);
     let p = write_file(dir.path(), "t.oracleGeneral.zst", &z[..z.len() / 2]);
-    let e = drain(&mut *open(&p, None, &ReaderOptions::default()).unwrap()).unwrap_err();
-    assert!(matches!(e, TraceError::Io { .. }), "{e:?}");
+    let (delivered, e) = until_error(&mut *open(&p, None, &ReaderOptions::default()).unwrap());
+    assert!(matches!(e, TraceError::Truncated { what: "record", at, .. } if at >= delivered && at > 0), "{e:?}");
+    assert!(e.to_string().starts_with(&format!("{}: truncated compressed stream after record ", p.display())), "{e}");
 }
 
 #[test]

@@ -159,7 +159,7 @@ impl Oracle {
             let buf = match self.input.reader.fill_buf() {
                 Ok(b) => b,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(source) => return Err(TraceError::Io { file: file.clone(), source }),
+                Err(source) => return Err(self.input.read_error(source, "record", self.records)),
             };
             if buf.is_empty() {
                 self.done = true;
