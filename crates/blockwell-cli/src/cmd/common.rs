@@ -130,6 +130,17 @@ impl SizeSpec {
     }
 }
 
+impl std::fmt::Display for SizeSpec {
+    /// As written on the command line: `4096 B`, `10blocks`, `5%`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SizeSpec::Bytes(b) => write!(f, "{b} B"),
+            SizeSpec::Blocks(n) => write!(f, "{n}blocks"),
+            SizeSpec::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
 /// Parses a comma-separated list of sizes.
 pub fn parse_sizes(s: &str) -> anyhow::Result<Vec<SizeSpec>> {
     s.split(',').filter(|x| !x.trim().is_empty()).map(SizeSpec::parse).collect()

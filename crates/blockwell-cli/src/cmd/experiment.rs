@@ -504,7 +504,7 @@ fn draw_lines<DB: plotters::prelude::DrawingBackend>(
     lines: &[Line],
 ) -> anyhow::Result<()> {
     use plotters::prelude::*;
-    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing failed: {e:?}");
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing failed: {e}");
     let pts = || lines.iter().flat_map(|l| l.points.iter().copied());
     let (x0, x1) = pts().fold((f64::MAX, f64::MIN), |(a, b), (x, _)| (a.min(x), b.max(x)));
     let (y0, y1) = pts().fold((f64::MAX, f64::MIN), |(a, b), (_, y)| (a.min(y), b.max(y)));

@@ -96,11 +96,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             .map(|s| {
                 let b = s.blocks(block_size, curve.footprint);
                 if b == 0 {
-                    let what = match s {
-                        SizeSpec::Bytes(n) => format!("{n} B"),
-                        other => format!("{other:?}"),
-                    };
-                    bail!("--sizes: {what} holds no {block_size} B block");
+                    bail!("--sizes: {s} holds no {block_size} B block");
                 }
                 Ok(b)
             })
@@ -231,7 +227,7 @@ fn draw<DB: plotters::prelude::DrawingBackend>(
     marks: &[MrcPoint],
 ) -> anyhow::Result<()> {
     use plotters::prelude::*;
-    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing failed: {e:?}");
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing failed: {e}");
     let x_max = marks.iter().map(|p| p.cache_blocks).max().unwrap_or(1).max(c.footprint).max(1);
     let steps = 500u64;
     let mut dense: Vec<(u64, f64)> = (0..=steps).map(|i| x_max * i / steps).map(|b| (b, c.miss_ratio(b))).collect();

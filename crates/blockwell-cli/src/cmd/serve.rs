@@ -497,7 +497,7 @@ impl ServeConfig {
                 "sched" => {
                     let p = s()?;
                     let p = parse_sched(&p)
-                        .ok_or_else(|| anyhow!("{file}: 'sched' must be \"batch\" or \"normal\", not {p:?}"))?;
+                        .ok_or_else(|| anyhow!("{file}: 'sched' must be \"batch\" or \"normal\", not \"{p}\""))?;
                     cfg.sched = Some(p);
                 }
                 "content" => {

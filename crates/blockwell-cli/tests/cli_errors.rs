@@ -1,0 +1,77 @@
+//! Errors a new user meets, through the real binary: each is one line on stderr, exit code 2, naming the file
+//! or option once, with no Rust debug values; and nothing is computed for an output that cannot be written.
+
+mod util;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use util::{fails, ok};
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A small generated CSV trace with writes on three volumes.
+fn trace(dir: &Path) -> PathBuf {
+    let p = dir.join("z.csv");
+    let args = ["trace", "gen", "zipf", "--requests", "20k", "--blocks", "3000", "--write-ratio", "0.3"];
+    ok(&[&args[..], &["--volumes", "3", "--format", "csv", "-o", s(&p)]].concat());
+    p
+}
+
+/// No `{:?}` output: `Os { code: .. }`, `Some(..)`, quoted maps and enum variants.
+fn assert_no_debug(line: &str) {
+    for bad in ["Os {", "kind:", "Some(", "None", "String(", "Number(", "Blocks(", "Bytes(", "Percent(", "{\""] {
+        assert!(!line.contains(bad), "a debug value in: {line}");
+    }
+}
+
+#[test]
+fn a_missing_trace_or_a_directory_is_named_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.csv");
+    let d = dir.path().join("adir");
+    std::fs::create_dir(&d).unwrap();
+    for path in [&missing, &d] {
+        for cmd in [&["sim", "--trace"][..], &["mrc", "--trace"], &["trace", "stats", "--trace"]] {
+            let mut args = cmd.to_vec();
+            args.push(s(path));
+            args.extend(["--format", "csv"]);
+            let e = fails(&args);
+            assert_eq!(e.matches(s(path)).count(), 1, "{e}");
+            let cause = if path == &missing { "No such file or directory" } else { "Is a directory" };
+            assert_eq!(e.matches(cause).count(), 1, "{e}");
+            assert_no_debug(&e);
+        }
+    }
+}
+
+#[test]
+fn a_truncated_gz_or_zst_trace_says_so_with_the_last_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read(trace(dir.path())).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&text).unwrap();
+    let gz = gz.finish().unwrap();
+    let cut = dir.path().join("cut.csv.gz");
+    std::fs::write(&cut, &gz[..gz.len() / 2]).unwrap();
+    for cmd in ["sim", "mrc"] {
+        let e = fails(&[cmd, "--trace", s(&cut)]);
+        let want = format!("blockwell: error: {}: truncated compressed stream after line ", cut.display());
+        assert!(e.starts_with(&want), "{e}");
+        let line: u64 = e[want.len()..].split(' ').next().unwrap().parse().unwrap();
+        assert!(line > 100 && line < 20_001, "{e}");
+    }
+}
+
+#[test]
+fn option_errors_show_values_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace(dir.path());
+    let e = fails(&["sim", "--trace", s(&t), "--policy", "lru-k(k=abc)", "--cache", "10blocks"]);
+    assert!(e.contains("k=\"abc\""), "{e}");
+    assert_no_debug(&e);
+    let e = fails(&["mrc", "--trace", s(&t), "--sizes", "0blocks"]);
+    assert!(e.contains("--sizes: 0blocks holds no 4096 B block"), "{e}");
+    assert_no_debug(&e);
+}
