@@ -5,7 +5,7 @@ mod util;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use util::{fails, ok};
+use util::{fails, ok, run};
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
@@ -74,4 +74,48 @@ fn option_errors_show_values_as_written() {
     let e = fails(&["mrc", "--trace", s(&t), "--sizes", "0blocks"]);
     assert!(e.contains("--sizes: 0blocks holds no 4096 B block"), "{e}");
     assert_no_debug(&e);
+}
+
+#[test]
+fn convert_and_gen_refuse_writes_to_formats_without_an_op() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace(dir.path());
+    let writes = std::fs::read_to_string(&t).unwrap().lines().filter(|l| l.contains(",W,")).count();
+    assert!(writes > 5000);
+    // One volume, so that the single-volume formats can hold it.
+    let one = dir.path().join("one.csv");
+    ok(&["trace", "gen", "zipf", "--requests", "2000", "--write-ratio", "0.5", "--format", "csv", "-o", s(&one)]);
+    let one_writes = std::fs::read_to_string(&one).unwrap().lines().filter(|l| l.contains(",W,")).count();
+    for to in ["lis", "plain", "oracle"] {
+        let out = dir.path().join(format!("out.{to}"));
+        let e = fails(&["trace", "convert", "--trace", s(&one), "--to", to, "-o", s(&out)]);
+        assert_eq!(
+            e,
+            format!(
+                "blockwell: error: --to {to}: the {to} format has no operation field, so the trace's {one_writes} \
+                 write request(s) would be written as reads; pass --reads-only to convert only the reads"
+            )
+        );
+        assert!(!out.exists(), "nothing written");
+        let o = run(&["trace", "convert", "--trace", s(&one), "--to", to, "-o", s(&out), "--reads-only"]);
+        assert!(o.status.success());
+        let msg = String::from_utf8_lossy(&o.stderr);
+        let reads = 2000 - one_writes;
+        assert_eq!(
+            msg.trim(),
+            format!(
+                "blockwell: wrote {reads} requests to {} ({to}), left out {one_writes} write request(s)",
+                out.display()
+            )
+        );
+        let back = ok(&["trace", "stats", "--trace", s(&out), "--format", to, "--json"]);
+        let v: serde_json::Value = serde_json::from_str(&back).unwrap();
+        assert_eq!(v["requests"], reads as u64);
+    }
+    // Formats with an op keep the writes, without --reads-only.
+    let out = dir.path().join("out.vscsi");
+    ok(&["trace", "convert", "--trace", s(&one), "--to", "vscsi", "-o", s(&out)]);
+    let e =
+        fails(&["trace", "gen", "zipf", "--write-ratio", "0.1", "--format", "lis", "-o", s(&dir.path().join("g.lis"))]);
+    assert!(e.contains("--write-ratio 0.1: the lis format has no operation field"), "{e}");
 }
