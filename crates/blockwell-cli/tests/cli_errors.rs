@@ -77,6 +77,47 @@ fn option_errors_show_values_as_written() {
 }
 
 #[test]
+fn oracle_format_on_a_file_that_is_not_one_names_file_and_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace(dir.path());
+    let text = std::fs::read(&t).unwrap();
+    // Not a whole number of 24-byte records: refused before anything is simulated.
+    let odd = dir.path().join("odd.bin");
+    let n = text.len() / 24 * 24;
+    std::fs::write(&odd, &text[..n - 5]).unwrap();
+    let records = (n - 5) / 24;
+    for cmd in ["sim", "mrc", "trace"] {
+        let args: Vec<&str> = match cmd {
+            "trace" => vec!["trace", "stats", "--trace", s(&odd), "--format", "oracle"],
+            c => vec![c, "--trace", s(&odd), "--format", "oracle"],
+        };
+        let e = fails(&args);
+        let want = format!(
+            "blockwell: error: {}:{}: expected a 24-byte record (record {} at byte offset {}), found 19 bytes",
+            odd.display(),
+            records + 1,
+            records + 1,
+            records * 24
+        );
+        assert_eq!(e, want);
+    }
+    // A whole number of records of text: the first record is implausible.
+    let whole = dir.path().join("whole.bin");
+    std::fs::write(&whole, &text[..n]).unwrap();
+    let e = fails(&["sim", "--trace", s(&whole), "--format", "oracle"]);
+    assert!(e.starts_with(&format!("blockwell: error: {}:1: expected a next_access_vtime", whole.display())), "{e}");
+    // Zeros.
+    let zeros = dir.path().join("zeros.oracleGeneral");
+    std::fs::write(&zeros, vec![0u8; 24 * 1000]).unwrap();
+    let e = fails(&["mrc", "--trace", s(&zeros)]);
+    assert!(e.starts_with(&format!("blockwell: error: {}:1: expected a nonzero obj_size", zeros.display())), "{e}");
+    // A real one converts and reads back.
+    let o = dir.path().join("z.oracleGeneral");
+    ok(&["trace", "convert", "--trace", s(&t), "--to", "oracle", "-o", s(&o), "--reads-only"]);
+    assert!(ok(&["mrc", "--trace", s(&o)]).contains("requests"));
+}
+
+#[test]
 fn convert_and_gen_refuse_writes_to_formats_without_an_op() {
     let dir = tempfile::tempdir().unwrap();
     let t = trace(dir.path());

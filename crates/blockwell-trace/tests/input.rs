@@ -354,6 +354,58 @@ fn oracle_records() {
 }
 
 #[test]
+fn oracle_refuses_what_is_not_an_oracle_trace_naming_file_and_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let first_error = |name: &str, bytes: &[u8]| {
+        let p = write_file(dir.path(), name, bytes);
+        let mut r = open(&p, Some(Format::Oracle), &ReaderOptions::default()).unwrap();
+        let (delivered, e) = until_error(&mut *r);
+        (p, delivered, e.to_string())
+    };
+    // A length that is not a whole number of records: refused before the first record, not at the end.
+    let mut text = MSR.repeat(1000).into_bytes();
+    text.truncate(24 * 1000 + 7);
+    let (p, delivered, e) = first_error("msr.csv", &text);
+    assert_eq!(delivered, 0, "{e}");
+    assert_eq!(
+        e,
+        format!("{}:1001: expected a 24-byte record (record 1001 at byte offset 24000), found 7 bytes", p.display())
+    );
+    // Text of a whole number of records: next_access_vtime is ASCII, far beyond any request number.
+    text.truncate(24 * 1000);
+    let (p, delivered, e) = first_error("msr2.csv", &text);
+    assert_eq!(delivered, 0, "{e}");
+    assert!(e.starts_with(&format!("{}:1: expected a next_access_vtime of -1 or from 1 to 2^40", p.display())), "{e}");
+    // A file of zeros: object size 0.
+    let (p, _, e) = first_error("zeros.bin", &vec![0u8; 24 * 100]);
+    assert_eq!(
+        e,
+        format!(
+            "{}:1: expected a nonzero obj_size (not an oracleGeneral trace? wrong --format?), found 0",
+            p.display()
+        )
+    );
+    // A next access that points back in time (record 3 says its next access is request 2), after good records.
+    let bytes = [record(1, 5, 4096, 3), record(1, 6, 4096, -1), record(2, 7, 4096, 2), record(3, 5, 4096, -1)].concat();
+    let (p, delivered, e) = first_error("back.oracleGeneral", &bytes);
+    assert_eq!(delivered, 0, "decoded in one batch: {e}");
+    assert!(e.starts_with(&format!("{}:3: expected a next_access_vtime of -1 or from 3 to 2^40", p.display())), "{e}");
+    assert!(e.ends_with("found 2"), "{e}");
+    // The budget skips implausible records like malformed lines.
+    let opts = ReaderOptions { skip_bad_lines: 1, ..Default::default() };
+    let got = drain(&mut *open(&p, Some(Format::Oracle), &opts).unwrap()).unwrap();
+    assert_eq!(got.len(), 3);
+    // The 0-based convention (the very next request is this record's own 1-based number) and i64::MAX are fine.
+    let bytes = [record(1, 5, 4096, 1), record(1, 5, 4096, i64::MAX)].concat();
+    let p = write_file(dir.path(), "zero-based.oracleGeneral", &bytes);
+    let mut r = open(&p, None, &ReaderOptions::default()).unwrap();
+    let mut buf = Vec::new();
+    let mut next = Vec::new();
+    assert_eq!(r.read_batch_next(&mut buf, &mut next, 10).unwrap(), 2);
+    assert_eq!(next[1], NEVER);
+}
+
+#[test]
 fn oracle_records_across_buffer_boundaries() {
     // More than the 1 MiB read buffer, whose size is not a multiple of 24: records straddle fills.
     let n = 100_000u64;
