@@ -118,6 +118,40 @@ fn oracle_format_on_a_file_that_is_not_one_names_file_and_record() {
 }
 
 #[test]
+fn an_empty_trace_is_an_error_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.csv");
+    std::fs::write(&empty, "").unwrap();
+    let header_only = dir.path().join("header.csv");
+    std::fs::write(&header_only, "time_ns,volume,op,offset,len\n").unwrap();
+    for t in [&empty, &header_only] {
+        let e = fails(&["sim", "--trace", s(t)]);
+        assert_eq!(e, format!("blockwell: error: {}: the trace has no requests", t.display()));
+    }
+    // Also when the filters leave nothing.
+    let reads = dir.path().join("writes.csv");
+    std::fs::write(&reads, "time_ns,volume,op,offset,len\n0,a,W,0,4096\n").unwrap();
+    let e = fails(&["sim", "--trace", s(&reads), "--reads-only"]);
+    assert_eq!(e, format!("blockwell: error: {}: the trace has no requests left after the filters", reads.display()));
+}
+
+#[test]
+fn volumes_that_match_nothing_are_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace(dir.path());
+    for cache in ["64KiB", "10%"] {
+        let e = fails(&["sim", "--trace", s(&t), "--volumes", "nope,7", "--cache", cache]);
+        assert_eq!(
+            e,
+            format!("blockwell: error: {}: no volume named nope, 7 in the trace; its volumes: 0, 2, 1", t.display())
+        );
+    }
+    let out = ok(&["sim", "--trace", s(&t), "--volumes", "nope,2", "--cache", "64KiB", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["requests"].as_u64().unwrap() > 5000, "{v}");
+}
+
+#[test]
 fn convert_and_gen_refuse_writes_to_formats_without_an_op() {
     let dir = tempfile::tempdir().unwrap();
     let t = trace(dir.path());

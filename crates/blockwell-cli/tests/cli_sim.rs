@@ -104,7 +104,7 @@ fn bad_input_gives_one_clear_line_and_exit_2() {
     assert!(util::fails(&["sim", "--trace", &good, "--preset", "x"]).contains("--preset"));
     assert!(util::fails(&["sim", "--trace", &good, "--format", "x"]).contains("unknown trace format 'x'"));
     assert!(
-        util::fails(&["sim", "--trace", &good, "--reads-only", "--volumes", "nope"]).contains("left after the filters")
+        util::fails(&["sim", "--trace", &good, "--reads-only", "--volumes", "nope"]).contains("no volume named nope")
     );
 }
 

@@ -4,7 +4,7 @@ use super::common::{parse_bytes, SizeSpec, TraceArgs};
 use anyhow::{bail, Context};
 use blockwell_core::policy::{parse_policy_list, Preset};
 use blockwell_sim::analysis::human_bytes;
-use blockwell_sim::replay::{replay, CacheSize, CacheSpec, ReplayConfig, ReplayHooks, ReplayReport};
+use blockwell_sim::replay::{replay, CacheSize, CacheSpec, ReplayConfig, ReplayError, ReplayHooks, ReplayReport};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -143,7 +143,13 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let report = report?;
+    // Errors about the trace as a whole name it (read errors already do).
+    let report = report.map_err(|e| match e {
+        ReplayError::Empty(_) | ReplayError::NoSuchVolume { .. } => {
+            anyhow::anyhow!("{}: {e}", a.trace.trace.display())
+        }
+        e => e.into(),
+    })?;
     if report.skipped_lines > 0 {
         eprintln!("blockwell: skipped {} malformed line(s); first:", report.skipped_lines);
         for e in &report.skipped_examples {
