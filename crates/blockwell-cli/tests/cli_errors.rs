@@ -77,6 +77,31 @@ fn option_errors_show_values_as_written() {
 }
 
 #[test]
+fn mrc_checks_its_output_files_before_reading_the_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    // A trace whose last line is malformed: reading it would fail, so an error about the output proves that the
+    // output was checked first.
+    let t = trace(dir.path());
+    let mut f = std::fs::OpenOptions::new().append(true).open(&t).unwrap();
+    f.write_all(b"not,a,request\n").unwrap();
+    assert!(fails(&["mrc", "--trace", s(&t)]).contains("z.csv:20002: "));
+    let e = fails(&["mrc", "--trace", s(&t), "--plot", "/nonexistent-dir/x.svg"]);
+    assert!(e.starts_with("blockwell: error: --plot /nonexistent-dir/x.svg: No such file or directory"), "{e}");
+    let e = fails(&["mrc", "--trace", s(&t), "--csv", "/nonexistent-dir/x.csv"]);
+    assert!(e.starts_with("blockwell: error: --csv /nonexistent-dir/x.csv: "), "{e}");
+    let e = fails(&["mrc", "--trace", s(&t), "-o", "/nonexistent-dir/out.json", "--json"]);
+    assert!(e.starts_with("blockwell: error: --output /nonexistent-dir/out.json: "), "{e}");
+    let e = fails(&["sim", "--trace", s(&t), "-o", "/nonexistent-dir/out.txt"]);
+    assert!(e.starts_with("blockwell: error: --output /nonexistent-dir/out.txt: "), "{e}");
+    // The check leaves no file behind.
+    let good = trace(dir.path());
+    let plot = dir.path().join("p.svg");
+    let e = fails(&["mrc", "--trace", s(&good), "--plot", s(&plot), "--sizes", "0blocks"]);
+    assert!(e.contains("--sizes"), "{e}");
+    assert!(!plot.exists());
+}
+
+#[test]
 fn oracle_format_on_a_file_that_is_not_one_names_file_and_record() {
     let dir = tempfile::tempdir().unwrap();
     let t = trace(dir.path());
@@ -125,14 +150,18 @@ fn an_empty_trace_is_an_error_naming_the_file() {
     let header_only = dir.path().join("header.csv");
     std::fs::write(&header_only, "time_ns,volume,op,offset,len\n").unwrap();
     for t in [&empty, &header_only] {
-        let e = fails(&["sim", "--trace", s(t)]);
-        assert_eq!(e, format!("blockwell: error: {}: the trace has no requests", t.display()));
+        for cmd in ["sim", "mrc"] {
+            let e = fails(&[cmd, "--trace", s(t)]);
+            assert_eq!(e, format!("blockwell: error: {}: the trace has no requests", t.display()), "{cmd}");
+        }
     }
     // Also when the filters leave nothing.
     let reads = dir.path().join("writes.csv");
     std::fs::write(&reads, "time_ns,volume,op,offset,len\n0,a,W,0,4096\n").unwrap();
     let e = fails(&["sim", "--trace", s(&reads), "--reads-only"]);
     assert_eq!(e, format!("blockwell: error: {}: the trace has no requests left after the filters", reads.display()));
+    let e = fails(&["mrc", "--trace", s(&reads), "--reads-only"]);
+    assert_eq!(e, format!("blockwell: error: {}: the trace has no requests left after --reads-only", reads.display()));
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context};
 use blockwell_trace::{Format, ReaderOptions, TraceReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// How to read the input trace.
 #[derive(clap::Args, Debug, Clone)]
@@ -47,6 +47,22 @@ impl TraceArgs {
     pub fn open(&self) -> anyhow::Result<Box<dyn TraceReader>> {
         Ok(blockwell_trace::open(&self.trace, self.format()?, &self.reader_options()?)?)
     }
+}
+
+/// Checks, before a long computation, that `path` can be written: opens it for writing (creating it if
+/// missing, then removing it again; an existing file is not changed). Errors name the option and the path.
+pub fn check_writable(option: &str, path: &Path) -> anyhow::Result<()> {
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("{option} {}", path.display()))?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
 }
 
 /// Prints the skipped-lines report of a reader to stderr.

@@ -1,7 +1,7 @@
 //! `blockwell mrc`: the LRU miss-ratio curve of a trace in one pass, exact or SHARDS-sampled; a table on
 //! stdout, optionally CSV and a PNG/SVG plot.
 
-use crate::cmd::common::{parse_bytes, parse_sizes, report_skipped, SizeSpec, TraceArgs};
+use crate::cmd::common::{check_writable, parse_bytes, parse_sizes, report_skipped, SizeSpec, TraceArgs};
 use anyhow::{bail, Context};
 use blockwell_sim::analysis::human_bytes;
 use blockwell_sim::mrc::{self, Mrc, MrcConfig, MrcPoint, Sampling};
@@ -52,6 +52,14 @@ pub struct Args {
     /// Plot the curve (miss ratio against cache size) to FILE.png or FILE.svg.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+
+    /// Print JSON instead of the summary and table: the trace, its counts and the points.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Write the output (table or JSON) to FILE instead of standard output.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 /// Plot file kinds.
@@ -85,10 +93,24 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         bail!("--points must be at least 1");
     }
     let plot_kind = a.plot.as_deref().map(PlotKind::of).transpose()?;
+    // Every output file is checked before the (possibly long) pass over the trace.
+    for (option, path) in [("--plot", &a.plot), ("--csv", &a.csv), ("--output", &a.output)] {
+        if let Some(p) = path {
+            check_writable(option, p)?;
+        }
+    }
 
     let mut reader = a.input.open()?;
     let curve = mrc::from_reader(reader.as_mut(), config)?;
     report_skipped(reader.as_ref());
+    if curve.requests == 0 || curve.accesses == 0 {
+        let what = if curve.requests == 0 { "no requests" } else { "no block accesses (only zero-length requests)" };
+        bail!(
+            "{}: the trace has {what}{}",
+            a.input.trace.display(),
+            if a.reads_only { " left after --reads-only" } else { "" }
+        );
+    }
 
     let blocks: Vec<u64> = match &sizes {
         Some(list) => list
@@ -108,9 +130,18 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         eprintln!("blockwell: note: percentages are of the footprint estimated by SHARDS ({} blocks)", curve.footprint);
     }
 
-    let mut out = std::io::stdout().lock();
-    write_summary(&mut out, &a.input.trace, &curve)?;
-    write_table(&mut out, &curve, &points, &sizes)?;
+    let mut text = Vec::new();
+    if a.json {
+        serde_json::to_writer_pretty(&mut text, &json(&a.input.trace, &curve, &points))?;
+        writeln!(text)?;
+    } else {
+        write_summary(&mut text, &a.input.trace, &curve)?;
+        write_table(&mut text, &curve, &points, &sizes)?;
+    }
+    match &a.output {
+        Some(p) => std::fs::write(p, text).with_context(|| format!("--output {}", p.display()))?,
+        None => std::io::stdout().lock().write_all(&text)?,
+    }
     if let Some(path) = &a.csv {
         write_csv(path, &points).with_context(|| format!("--csv {}", path.display()))?;
     }
@@ -123,6 +154,31 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         plot(path, kind, &title, &curve, &points).with_context(|| format!("--plot {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `--json` document.
+fn json(trace: &Path, c: &Mrc, points: &[MrcPoint]) -> serde_json::Value {
+    let sampling = match c.sampling {
+        Sampling::Exact => serde_json::json!({"method": "exact"}),
+        Sampling::Rate(r) => serde_json::json!({"method": "shards", "rate": r}),
+        Sampling::MaxBlocks(n) => {
+            serde_json::json!({"method": "shards-max", "max_blocks": n, "final_rate": c.final_rate})
+        }
+    };
+    serde_json::json!({
+        "trace": trace.display().to_string(),
+        "block_size": c.block_size,
+        "reads_only": c.reads_only,
+        "sampling": sampling,
+        "requests": c.requests,
+        "accesses": c.accesses,
+        "sampled_accesses": c.sampled_accesses,
+        "sampled_blocks": c.sampled_blocks,
+        "footprint_blocks": c.footprint,
+        "footprint_bytes": c.footprint * c.block_size,
+        "cold_misses": c.cold_misses(),
+        "points": points,
+    })
 }
 
 fn sampling_label(c: &Mrc) -> String {

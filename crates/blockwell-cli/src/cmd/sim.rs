@@ -123,6 +123,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     };
     // Check the trace opens (and its format is known) before anything else.
     a.trace.open()?;
+    if let Some(p) = &a.output {
+        super::common::check_writable("--output", p)?;
+    }
     let bar = progress_bar(&a.trace.trace);
     // A pre-pass (footprint for % sizes, next-use times for OPT) reads the trace once more: say which pass.
     let tick = |bytes: u64| {
