@@ -336,7 +336,10 @@ fn structured_logs_are_one_json_object_per_line() {
 fn status_without_a_server_and_public_metrics_are_refused() {
     let d = tempfile::tempdir().unwrap();
     let e = util::fails(&["status", "--control", d.path().join("none.sock").to_str().unwrap()]);
-    assert!(e.contains("cannot connect to") && e.contains("(is blockwell serve running with --control?)"), "{e}");
+    assert!(
+        e.contains("cannot connect to") && e.contains("(is blockwell serve or mount running with --control?)"),
+        "{e}"
+    );
     let img = disk(d.path(), 1);
     let e = util::fails(&["serve", "--backend", img.to_str().unwrap(), "--metrics", "0.0.0.0:9100"]);
     assert!(e.contains("--metrics") && e.contains("non-loopback"), "{e}");

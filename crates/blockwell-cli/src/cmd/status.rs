@@ -1,4 +1,5 @@
-//! `blockwell status`: ask a running `blockwell serve --control` for its counters. It always asks for the JSON document; `--json` prints it as it comes, the default prints each
+//! `blockwell status`: ask a running `blockwell serve --control` (or `blockwell mount --control`) for its
+//! counters. It always asks for the JSON document; `--json` prints it as it comes, the default prints each
 //! export as labelled lines with hit ratios computed from the counts.
 
 use anyhow::{anyhow, bail, Context};
@@ -25,7 +26,7 @@ pub struct Args {
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let path = a.control.unwrap_or_else(control::default_control_path);
     let reply = control::request(&path, Request::StatusJson).map_err(|e| {
-        anyhow!("cannot connect to {} ({e}) (is blockwell serve running with --control?)", path.display())
+        anyhow!("cannot connect to {} ({e}) (is blockwell serve or mount running with --control?)", path.display())
     })?;
     if let Some(msg) = reply.strip_prefix("error: ") {
         bail!("{}: {}", path.display(), msg.trim());
