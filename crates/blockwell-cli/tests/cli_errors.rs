@@ -223,3 +223,52 @@ fn convert_and_gen_refuse_writes_to_formats_without_an_op() {
         fails(&["trace", "gen", "zipf", "--write-ratio", "0.1", "--format", "lis", "-o", s(&dir.path().join("g.lis"))]);
     assert!(e.contains("--write-ratio 0.1: the lis format has no operation field"), "{e}");
 }
+
+#[test]
+fn no_progress_bar_when_stderr_is_not_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace(dir.path());
+    let quiet = |args: &[&str]| {
+        let o = run(args);
+        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stderr).unwrap()
+    };
+    assert_eq!(quiet(&["mrc", "--trace", s(&t)]), "");
+    assert_eq!(quiet(&["sim", "--trace", s(&t)]), "");
+    assert_eq!(quiet(&["trace", "stats", "--trace", s(&t)]), "");
+    let out = dir.path().join("c.vscsi.zst");
+    let e = quiet(&["trace", "convert", "--trace", s(&t), "--to", "csv", "-o", s(&out)]);
+    assert_eq!(e, format!("blockwell: wrote 20000 requests to {} (csv)\n", out.display()));
+    let e = quiet(&[
+        "experiment",
+        "prefetch-policies",
+        "--trace",
+        s(&t),
+        "--sizes",
+        "10%",
+        "--policies",
+        "lru",
+        "--prefetch",
+        "none",
+    ]);
+    assert_eq!(e, "");
+}
+
+/// Under a pseudo-terminal (`script`), the bar is drawn on stderr and cleared at the end.
+#[test]
+fn a_progress_bar_on_a_terminal() {
+    if std::process::Command::new("script").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: script (util-linux) is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.csv");
+    let args = ["trace", "gen", "zipf", "--requests", "1M", "--blocks", "100k", "--format", "csv", "-o", s(&big)];
+    ok(&args);
+    let bin = env!("CARGO_BIN_EXE_blockwell");
+    let cmd = format!("{bin} mrc --trace {} > /dev/null", big.display());
+    let o = std::process::Command::new("script").args(["-qec", &cmd, "/dev/null"]).output().unwrap();
+    let tty = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{tty}");
+    assert!(tty.contains("reading") && tty.contains("MiB"), "no bar drawn: {tty:?}");
+}

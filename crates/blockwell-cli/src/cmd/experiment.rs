@@ -258,6 +258,21 @@ fn print(text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs a grid with a progress bar of its runs on stderr, drawn only when stderr is a terminal.
+fn with_bar<R>(message: &str, run: impl FnOnce(blockwell_sim::experiments::Progress<'_>) -> R) -> R {
+    let bar: std::sync::OnceLock<Option<indicatif::ProgressBar>> = std::sync::OnceLock::new();
+    let progress = |done: usize, total: usize| {
+        if let Some(b) = bar.get_or_init(|| crate::cmd::common::job_bar(total as u64, message)) {
+            b.set_position(done as u64);
+        }
+    };
+    let r = run(&progress);
+    if let Some(Some(b)) = bar.get() {
+        b.finish_and_clear();
+    }
+    r
+}
+
 /// Prints a grid's results as `--json`, `--csv` or (default) its tables.
 fn emit<R: serde::Serialize>(
     o: &OutputArgs,
@@ -358,7 +373,7 @@ fn redcap(a: RedcapArgs) -> anyhow::Result<ExitCode> {
             g.workload_spec(b, p).with_context(|| format!("--benchmarks {b} with {p} processes"))?;
         }
     }
-    let r = g.run()?;
+    let r = with_bar("runs", |p| g.run_with_progress(p))?;
     if let Some(dir) = &a.output.plot {
         plot_redcap(dir, plot_kind, &r).with_context(|| format!("--plot {}", dir.display()))?;
     }
@@ -436,7 +451,7 @@ fn policies(a: PolicyArgs) -> anyhow::Result<ExitCode> {
     if let Some(t) = threads(&a.output)? {
         g.threads = t;
     }
-    let r = g.run()?;
+    let r = with_bar("runs", |p| g.run_with_progress(p))?;
     if let Some(dir) = &a.output.plot {
         plot_policies(dir, plot_kind, &r).with_context(|| format!("--plot {}", dir.display()))?;
     }

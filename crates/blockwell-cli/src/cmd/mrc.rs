@@ -1,10 +1,11 @@
 //! `blockwell mrc`: the LRU miss-ratio curve of a trace in one pass, exact or SHARDS-sampled; a table on
 //! stdout, optionally CSV and a PNG/SVG plot.
 
-use crate::cmd::common::{check_writable, parse_bytes, parse_sizes, report_skipped, SizeSpec, TraceArgs};
+use crate::cmd::common::{check_writable, for_each_request, parse_bytes, parse_sizes, progress_bar, report_skipped};
+use crate::cmd::common::{SizeSpec, TraceArgs};
 use anyhow::{bail, Context};
 use blockwell_sim::analysis::human_bytes;
-use blockwell_sim::mrc::{self, Mrc, MrcConfig, MrcPoint, Sampling};
+use blockwell_sim::mrc::{Mrc, MrcBuilder, MrcConfig, MrcPoint, Sampling};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -101,7 +102,14 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
 
     let mut reader = a.input.open()?;
-    let curve = mrc::from_reader(reader.as_mut(), config)?;
+    let mut builder = MrcBuilder::new(config)?;
+    let bar = progress_bar(&a.input.trace, "reading");
+    let read = for_each_request(reader.as_mut(), bar.as_ref(), |r| builder.request(r));
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    read?;
+    let curve = builder.finish();
     report_skipped(reader.as_ref());
     if curve.requests == 0 || curve.accesses == 0 {
         let what = if curve.requests == 0 { "no requests" } else { "no block accesses (only zero-length requests)" };

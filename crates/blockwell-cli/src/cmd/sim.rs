@@ -5,7 +5,7 @@ use anyhow::{bail, Context};
 use blockwell_core::policy::{parse_policy_list, Preset};
 use blockwell_sim::analysis::human_bytes;
 use blockwell_sim::replay::{replay, CacheSize, CacheSpec, ReplayConfig, ReplayError, ReplayHooks, ReplayReport};
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -126,7 +126,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if let Some(p) = &a.output {
         super::common::check_writable("--output", p)?;
     }
-    let bar = progress_bar(&a.trace.trace);
+    let bar = super::common::progress_bar(&a.trace.trace, "reading");
     // A pre-pass (footprint for % sizes, next-use times for OPT) reads the trace once more: say which pass.
     let tick = |bytes: u64| {
         if let Some(b) = &bar {
@@ -175,21 +175,6 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         None => std::io::stdout().lock().write_all(text.as_bytes())?,
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn progress_bar(path: &std::path::Path) -> Option<indicatif::ProgressBar> {
-    if !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let len = std::fs::metadata(path).ok()?.len();
-    let b = indicatif::ProgressBar::new(len).with_message("reading");
-    b.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} {msg:7} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} ({eta})",
-        )
-        .ok()?,
-    );
-    Some(b)
 }
 
 /// The terminal table.

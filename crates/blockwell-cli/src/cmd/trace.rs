@@ -1,6 +1,6 @@
 //! `blockwell trace stats|gen|convert`: summarize a trace, generate a synthetic one, convert between formats.
 
-use crate::cmd::common::{parse_bytes, report_skipped, TraceArgs};
+use crate::cmd::common::{for_each_request, parse_bytes, progress_bar, report_skipped, TraceArgs};
 use anyhow::{bail, Context};
 use blockwell_core::Op;
 use blockwell_sim::analysis::{self, StatsConfig};
@@ -74,7 +74,14 @@ fn stats(a: StatsArgs) -> anyhow::Result<ExitCode> {
     let block_size = parse_bytes(&a.block_size).context("--block-size")?;
     let config = StatsConfig { block_size, reuse: !a.no_reuse };
     let mut reader = a.input.open()?;
-    let s = analysis::from_reader(reader.as_mut(), config)?;
+    let mut builder = analysis::StatsBuilder::new(config)?;
+    let bar = progress_bar(&a.input.trace, "reading");
+    let read = for_each_request(reader.as_mut(), bar.as_ref(), |r| builder.request(r));
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    read?;
+    let s = builder.finish(reader.volumes());
     report_skipped(reader.as_ref());
     let mut out = std::io::stdout().lock();
     if a.json {
@@ -265,16 +272,30 @@ fn convert(a: ConvertArgs) -> anyhow::Result<ExitCode> {
         bail!("--output {} is the input trace", a.output.display());
     }
     // Pass 1: volume names, and whether there are writes.
+    let bar = progress_bar(&a.input.trace, "reading");
     let (volumes, writes) = {
         let mut r = a.input.open()?;
-        let mut buf = Vec::with_capacity(4096);
         let mut writes = 0u64;
-        while r.read_batch(&mut buf, 4096)? > 0 {
-            writes += buf.iter().filter(|q| q.op == Op::Write).count() as u64;
+        let read = for_each_request(r.as_mut(), bar.as_ref(), |q| {
+            writes += u64::from(q.op == Op::Write);
+            Ok::<(), std::convert::Infallible>(())
+        });
+        if read.is_err() {
+            if let Some(b) = &bar {
+                b.finish_and_clear();
+            }
         }
+        read?;
         (r.volumes().to_vec(), writes)
     };
+    if let Some(b) = &bar {
+        b.set_message("writing");
+        b.set_position(0);
+    }
     if writes > 0 && !to.carries_writes() && !a.reads_only {
+        if let Some(b) = &bar {
+            b.finish_and_clear();
+        }
         bail!(
             "--to {}: the {} format has no operation field, so the trace's {writes} write request(s) would be \
              written as reads; pass --reads-only to convert only the reads",
@@ -285,9 +306,15 @@ fn convert(a: ConvertArgs) -> anyhow::Result<ExitCode> {
     let object_size = a.input.reader_options()?.object_size();
     let opts = WriterOptions { object_size: Some(object_size), volumes };
     let mut r = a.input.open()?;
-    let mut w = blockwell_trace::create(&a.output, to, &opts)?;
-    let (n, dropped) = copy(r.as_mut(), w.as_mut(), a.reads_only)?;
-    w.finish()?;
+    let written = blockwell_trace::create(&a.output, to, &opts).map_err(anyhow::Error::from).and_then(|mut w| {
+        let n = copy(r.as_mut(), w.as_mut(), a.reads_only, bar.as_ref())?;
+        w.finish()?;
+        Ok(n)
+    });
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let (n, dropped) = written?;
     report_skipped(r.as_ref());
     let dropped = if a.reads_only { format!(", left out {dropped} write request(s)") } else { String::new() };
     eprintln!("blockwell: wrote {n} requests to {} ({}){dropped}", a.output.display(), to.name());
@@ -299,19 +326,17 @@ fn copy(
     r: &mut dyn TraceReader,
     w: &mut dyn blockwell_trace::TraceWriter,
     reads_only: bool,
+    bar: Option<&indicatif::ProgressBar>,
 ) -> anyhow::Result<(u64, u64)> {
-    let mut buf = Vec::with_capacity(4096);
     let (mut n, mut dropped) = (0u64, 0u64);
-    while r.read_batch(&mut buf, 4096)? > 0 {
-        for q in &buf {
-            if reads_only && q.op == Op::Write {
-                dropped += 1;
-                continue;
-            }
-            w.write(q)?;
-            n += 1;
+    for_each_request(r, bar, |q| {
+        if reads_only && q.op == Op::Write {
+            dropped += 1;
+            return Ok(());
         }
-    }
+        n += 1;
+        w.write(q)
+    })?;
     Ok((n, dropped))
 }
 
