@@ -304,8 +304,8 @@ def main():
                 results[(name, "strided")] = fio(uri, "read:4k", "4k", 1, f"{a.strided_region}m", name="strided")
                 if extra:
                     st = subprocess.run([a.bin, "status", "--control", ctl], capture_output=True, text=True).stdout
-                    m = re.search(r"redcap (on|off) switches (\d+)", st)
-                    redcap_state = m.group(0) if m else st.strip()
+                    m = re.search(r"redcap +(on|off), (\d+) switches", st)
+                    redcap_state = f"redcap {m.group(1)}, {m.group(2)} switches" if m else st.strip()
                 print(f"  {name:18} {results[(name, 'strided')][0]:9.0f} IOPS", flush=True)
                 stop(p)
 

@@ -17,9 +17,19 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install --locked cargo-fuzz || { echo "fuzz: 0 passed, 1 failed (cargo-fuzz install)"; exit 1; }
 fi
 
-targets=${FUZZ_TARGETS:-$(cd fuzz/fuzz_targets && ls -- *.rs | sed 's/\.rs$//')}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+
+# cargo fuzz cannot be told --locked: a fuzz/Cargo.lock that no longer matches the crates it builds (a
+# dependency added to blockwell-server) would be rewritten by the build and leave the checkout dirty. Check first.
+if ! cargo metadata --locked --format-version 1 --manifest-path fuzz/Cargo.toml >/dev/null 2>"$work/lock.err"; then
+  cat "$work/lock.err"
+  echo "fuzz/Cargo.lock is stale: run 'cargo metadata --format-version 1 --manifest-path fuzz/Cargo.toml' and commit it"
+  echo "fuzz: 0 passed, 1 failed (stale fuzz/Cargo.lock)"
+  exit 1
+fi
+
+targets=${FUZZ_TARGETS:-$(cd fuzz/fuzz_targets && ls -- *.rs | sed 's/\.rs$//')}
 passed=0
 failed=0
 for t in $targets; do

@@ -93,12 +93,37 @@ fn main() -> ExitCode {
             }) {
                 return ExitCode::SUCCESS;
             }
-            let mut msg = format!("blockwell: error: {e}");
-            for c in e.chain().skip(1) {
-                msg.push_str(&format!(": {c}"));
-            }
-            eprintln!("{msg}");
+            eprintln!("blockwell: error: {}", message(&e));
             ExitCode::from(2)
         }
+    }
+}
+
+/// The error and its causes on one line, `outer: cause: cause`, each said once: a library error that already
+/// shows its source in its own message (`file: No such file or directory`) also returns it as its source, and
+/// printing both would repeat it.
+fn message(e: &anyhow::Error) -> String {
+    let mut msg = e.to_string();
+    for c in e.chain().skip(1) {
+        let c = c.to_string();
+        if !c.is_empty() && !msg.contains(&c) {
+            msg.push_str(": ");
+            msg.push_str(&c);
+        }
+    }
+    msg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::message;
+
+    #[test]
+    fn causes_already_in_the_message_are_not_repeated() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory (os error 2)");
+        let e = anyhow::Error::new(blockwell_trace::TraceError::Io { file: "t.csv".into(), source: io });
+        assert_eq!(message(&e), "t.csv: No such file or directory (os error 2)");
+        let e = e.context("--trace");
+        assert_eq!(message(&e), "--trace: t.csv: No such file or directory (os error 2)");
     }
 }

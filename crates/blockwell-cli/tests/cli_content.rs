@@ -83,8 +83,8 @@ fn qemu_io_patterns_and_silent_rewrites() {
     assert_eq!(after["cache"]["backend_writes"], before["cache"]["backend_writes"].as_u64().unwrap() + 2, "{after}");
     assert_eq!(c["shared"]["policy"], "arc");
     let st = status(&sock, false);
-    assert!(st.starts_with("blockwell: 0 32768 blockwell write-through arc "), "{st}");
-    assert!(st.contains(" content volume 0 read_hit ") && st.contains(" silent_write 510 "), "{st}");
+    assert!(st.starts_with("blockwell: write-through, 16.00 MiB (32768 sectors), backend "), "{st}");
+    assert!(st.contains("\n  content     volume 0, read_hit ") && st.contains(", silent_write 510, "), "{st}");
     let (ok, out) = s.stop();
     assert!(ok && out.contains("stopped;") && out.contains("silent_write 510"), "{out}");
     let f = std::fs::read(&img).unwrap();

@@ -117,11 +117,13 @@ fn drop_caches() {
     }
 }
 
-/// Starts `blockwell mount`; `None` (after a SKIPPED message) when this machine does not permit FUSE mounts.
-fn start_mount(g: &mut Guard, img: &Path, mnt: &Path) -> Option<PathBuf> {
+/// Starts `blockwell mount` (with `extra` options); `None` (after a SKIPPED message) when this machine does not
+/// permit FUSE mounts.
+fn start_mount(g: &mut Guard, img: &Path, mnt: &Path, extra: &[&str]) -> Option<PathBuf> {
     let mut child = util::bin()
         .args(["mount", "--backend", img.to_str().unwrap(), "--mountpoint", mnt.to_str().unwrap()])
         .args(["--cache", "32MiB", "--policy", "arc"])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -133,6 +135,8 @@ fn start_mount(g: &mut Guard, img: &Path, mnt: &Path) -> Option<PathBuf> {
         child.stderr.as_mut().unwrap().read_to_string(&mut err).unwrap();
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(2), "blockwell mount: {err}");
+        // Only a refused FUSE mount is a reason to skip; any other error (a bad option) fails the test.
+        assert!(err.contains("mounting FUSE at"), "blockwell mount: {err}");
         eprintln!("SKIPPED: FUSE mounting is not permitted here: {}", err.trim());
         return None;
     }
@@ -164,7 +168,7 @@ fn round_trip(image_mib: u64, mkfs: &[&str], check: &[&str]) {
     std::fs::File::create(&img).unwrap().set_len(image_mib << 20).unwrap();
 
     let mut g = Guard::default();
-    let Some(file) = start_mount(&mut g, &img, &mnt) else { return };
+    let Some(file) = start_mount(&mut g, &img, &mnt, &[]) else { return };
     let meta = std::fs::metadata(&file).unwrap();
     assert_eq!(meta.len(), image_mib << 20);
     let names: Vec<String> =
@@ -237,6 +241,74 @@ fn xfs_on_loop_on_fuse_round_trips_and_checks_clean() {
     }
     // mkfs.xfs refuses filesystems under 300 MB.
     round_trip(512, &["mkfs.xfs", "-q", "-f"], &["xfs_repair", "-n"]);
+}
+
+/// `--control` answers `blockwell status`; `fusermount3 -u` from outside ends the mount like a signal: the
+/// counters are printed, the control socket removed, exit 0, and the data written is in the image.
+#[test]
+fn unmounted_from_outside_exits_cleanly_and_status_works_meanwhile() {
+    if let Some(why) = missing_prerequisite() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    if !have("fusermount3") {
+        eprintln!("SKIPPED: fusermount3 not installed (the fuse3 package)");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let img = tmp.path().join("img");
+    let mnt = tmp.path().join("mnt");
+    let sock = tmp.path().join("ctl.sock");
+    std::fs::create_dir(&mnt).unwrap();
+    std::fs::File::create(&img).unwrap().set_len(4 << 20).unwrap();
+    let mut g = Guard::default();
+    let Some(file) = start_mount(&mut g, &img, &mnt, &["--control", sock.to_str().unwrap()]) else { return };
+    let data = random_bytes(64 << 10, 7);
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(&file).unwrap();
+        f.write_all_at(&data, 8192).unwrap();
+        f.sync_all().unwrap();
+        let mut back = vec![0u8; data.len()];
+        f.read_exact_at(&mut back, 8192).unwrap();
+        f.read_exact_at(&mut back, 8192).unwrap();
+        assert!(back == data);
+    }
+    let st = util::ok(&["status", "--control", sock.to_str().unwrap()]);
+    assert!(st.starts_with("disk: write-through, 4.00 MiB (8192 sectors), backend "), "{st}");
+    assert!(st.contains("\n  cache       arc, 8192 blocks, "), "{st}");
+    assert!(st.contains("\n  reads       2 requests, "), "{st}");
+    let j: serde_json::Value =
+        serde_json::from_str(&util::ok(&["status", "--control", sock.to_str().unwrap(), "--json"])).unwrap();
+    assert_eq!(j["exports"][0]["name"], "disk");
+    assert_eq!(j["exports"][0]["cache"]["read_requests"], 2, "{j}");
+
+    ok("fusermount3", &["-u", mnt.to_str().unwrap()]);
+    let mut child = g.child.take().unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("blockwell mount did not exit after fusermount3 -u");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    g.fuse_dir = None;
+    let mut rest = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut rest).unwrap();
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(status.success(), "blockwell mount exited {status:?}: {err}");
+    assert!(err.is_empty(), "{err}");
+    assert!(rest.contains("was unmounted from outside\nblockwell: unmounted; "), "{rest}");
+    assert!(rest.contains("read_requests 2"), "{rest}");
+    assert!(!sock.exists(), "the control socket is removed");
+    assert!(!is_mounted(&mnt));
+    let image = std::fs::read(&img).unwrap();
+    assert!(image[8192..8192 + data.len()] == data[..], "the data written is in the image");
 }
 
 #[test]

@@ -122,6 +122,38 @@ fn gen_stats_mrc_and_plots() {
 }
 
 #[test]
+fn mrc_json_and_output_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = gen_zipf(dir.path(), "z.vscsi", "42");
+    let text = ok(&["mrc", "--trace", s(&trace), "--points", "5"]);
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["mrc", "--trace", s(&trace), "--points", "5", "--json"])).unwrap();
+    assert_eq!(json["trace"], s(&trace));
+    assert_eq!(json["requests"], 30_000);
+    assert_eq!(json["sampling"]["method"], "exact");
+    let points: Vec<(u64, f64)> = json["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["cache_blocks"].as_u64().unwrap(), p["miss_ratio"].as_f64().unwrap()))
+        .collect();
+    let rows = table(&text);
+    assert_eq!(points.len(), 5);
+    for ((b, m), (tb, tm)) in points.iter().zip(&rows) {
+        assert_eq!(b, tb);
+        assert!((m - tm).abs() < 1e-6, "{m} vs {tm}");
+    }
+    // -o writes the same output to the file, nothing to stdout.
+    let out = dir.path().join("out.json");
+    assert_eq!(ok(&["mrc", "--trace", s(&trace), "--points", "5", "--json", "-o", s(&out)]), "");
+    let from_file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(from_file, json);
+    let out = dir.path().join("out.txt");
+    assert_eq!(ok(&["mrc", "--trace", s(&trace), "--points", "5", "--output", s(&out)]), "");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), text);
+}
+
+#[test]
 fn shards_is_close_to_exact_and_reads_only_counts_fewer_accesses() {
     let dir = tempfile::tempdir().unwrap();
     let trace = gen_zipf(dir.path(), "z.vscsi", "42");
@@ -169,15 +201,17 @@ fn gen_is_deterministic() {
 fn convert_keeps_the_block_sequence() {
     let dir = tempfile::tempdir().unwrap();
     let trace = gen_zipf(dir.path(), "z.vscsi", "42");
+    // plain has no op: its conversion keeps the reads (--reads-only), and is compared with the source's reads.
     let plain = dir.path().join("z.txt");
-    ok(&["trace", "convert", "--trace", s(&trace), "--to", "plain", "--output", s(&plain)]);
+    ok(&["trace", "convert", "--trace", s(&trace), "--to", "plain", "--output", s(&plain), "--reads-only"]);
     let copy = dir.path().join("copy.vscsi.gz");
     ok(&["trace", "convert", "--trace", s(&trace), "--to", "vscsi", "--output", s(&copy)]);
     let args = ["--sizes", "5%,20%,70%"];
     let want = ok(&[&["mrc", "--trace", s(&trace)][..], &args].concat());
+    let want_reads = ok(&[&["mrc", "--trace", s(&trace), "--reads-only"][..], &args].concat());
     let from_plain = ok(&[&["mrc", "--trace", s(&plain), "--format", "plain"][..], &args].concat());
     let from_copy = ok(&[&["mrc", "--trace", s(&copy)][..], &args].concat());
-    assert_eq!(table(&want), table(&from_plain));
+    assert_eq!(table(&want_reads), table(&from_plain));
     assert_eq!(table(&want), table(&from_copy));
     let line = fails(&["trace", "convert", "--trace", s(&trace), "--to", "vscsi", "--output", s(&trace)]);
     assert!(line.contains("is the input trace"), "{line}");

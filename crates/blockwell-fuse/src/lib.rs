@@ -431,6 +431,8 @@ pub struct Mounted {
     mountpoint: PathBuf,
     file: PathBuf,
     done: mpsc::Receiver<()>,
+    /// The session has ended (unmounted by us or from outside) and every in-flight request is done.
+    ended: bool,
 }
 
 impl Mounted {
@@ -444,9 +446,28 @@ impl Mounted {
         &self.mountpoint
     }
 
+    /// Whether the filesystem has been unmounted from outside (`fusermount3 -u`, `umount`): then the session
+    /// has ended and every request it took is done; [`Mounted::try_unmount`] has nothing left to do.
+    pub fn is_unmounted(&mut self) -> bool {
+        if !self.ended {
+            match self.done.try_recv() {
+                Ok(()) | Err(mpsc::TryRecvError::Disconnected) => {
+                    self.ended = true;
+                    drop(self.session.take());
+                }
+                Err(mpsc::TryRecvError::Empty) => {}
+            }
+        }
+        self.ended
+    }
+
     /// Tries once to unmount. `Err` with `EBUSY` (e.g. a loop device still uses the file): the export
     /// keeps serving and the caller may retry. On success, waits until every in-flight request is done.
+    /// Nothing to do (`Ok`) when it was unmounted from outside.
     pub fn try_unmount(&mut self) -> Result<(), Error> {
+        if self.is_unmounted() {
+            return Ok(());
+        }
         let err = |source| Error::Unmount { path: self.mountpoint.clone(), source };
         match rustix::mount::unmount(&self.mountpoint, rustix::mount::UnmountFlags::empty()) {
             Ok(()) => {}
@@ -468,7 +489,9 @@ impl Mounted {
         }
         // Unmounted: the session loop sees ENODEV, ends, and the filesystem drains its workers.
         drop(self.session.take());
-        self.done.recv().map_err(|_| Error::Session(self.mountpoint.clone()))
+        let r = self.done.recv().map_err(|_| Error::Session(self.mountpoint.clone()));
+        self.ended = true;
+        r
     }
 
     /// Unmounts, retrying while the mount is busy, for at most `timeout`.
@@ -533,5 +556,6 @@ pub fn mount(backend: Arc<dyn Backend>, mountpoint: &Path, opts: &Options) -> Re
         mountpoint: mountpoint.to_path_buf(),
         file: mountpoint.join(&opts.name),
         done,
+        ended: false,
     })
 }

@@ -100,6 +100,19 @@ pub enum ReplayError {
     Request { index: u64, message: String },
     #[error("no cache to simulate (give at least one policy and one size)")]
     NoCaches,
+    /// The volume filter kept nothing: no volume of the trace has any of the names asked for.
+    #[error("no volume named {} in the trace; its volumes: {}", .asked.join(", "), list_names(.have))]
+    NoSuchVolume { asked: Vec<String>, have: Vec<String> },
+}
+
+/// Names for a message: all of them, or the first 20 and how many there are.
+fn list_names(names: &[String]) -> String {
+    const SHOWN: usize = 20;
+    if names.len() <= SHOWN {
+        names.join(", ")
+    } else {
+        format!("{}, … ({} in all)", names[..SHOWN].join(", "), names.len())
+    }
 }
 
 /// The result for one cache.
@@ -152,6 +165,8 @@ struct Filter {
     reads_only: bool,
     volumes: Option<HashSet<String>>,
     keep: Vec<Option<bool>>,
+    /// Whether any request was on a volume the filter keeps.
+    volume_matched: bool,
     index: u64,
 }
 
@@ -162,6 +177,7 @@ impl Filter {
             reads_only: cfg.reads_only,
             volumes: cfg.volumes.as_ref().map(|v| v.iter().cloned().collect()),
             keep: Vec::new(),
+            volume_matched: false,
             index: 0,
         }
     }
@@ -181,6 +197,7 @@ impl Filter {
             if !keep {
                 return Ok(None);
             }
+            self.volume_matched = true;
         }
         let (first, n) = block_span(r.offset, r.len, self.block_size);
         if n == 0 {
@@ -223,6 +240,12 @@ fn scan(
         progress(reader.bytes_read());
         if !reqs.is_empty() {
             f(reqs)?;
+        }
+    }
+    if let Some(asked) = &cfg.volumes {
+        // (An empty trace is reported as empty.)
+        if !filter.volume_matched && filter.index > 0 {
+            return Err(ReplayError::NoSuchVolume { asked: asked.clone(), have: reader.volumes().to_vec() });
         }
     }
     Ok(reader.skipped().clone())
@@ -606,6 +629,29 @@ mod tests {
         assert_eq!(r.results[0].stats.write.requests, 0);
         let e = replay(&|| Ok(Box::new(VecReader::new(vec![]))), &caches, &cfg, Default::default()).unwrap_err();
         assert!(e.to_string().contains("no requests"), "{e}");
+    }
+
+    #[test]
+    fn a_volume_filter_that_matches_nothing_lists_the_volumes() {
+        let mut v = reqs(&[1, 2, 3]);
+        v[2].volume = 2;
+        let caches = [lru(CacheSize::Blocks(2))];
+        let cfg = ReplayConfig { volumes: Some(vec!["x".into(), "9".into()]), ..Default::default() };
+        let e = replay(&|| Ok(Box::new(VecReader::new(v.clone()))), &caches, &cfg, Default::default()).unwrap_err();
+        assert!(matches!(&e, ReplayError::NoSuchVolume { have, .. } if have == &["0", "1", "2"]), "{e:?}");
+        assert_eq!(e.to_string(), "no volume named x, 9 in the trace; its volumes: 0, 1, 2");
+        // The same from the pre-pass (a size in % of the footprint).
+        let pct = [lru(CacheSize::PercentOfFootprint(10.0))];
+        let e = replay(&|| Ok(Box::new(VecReader::new(v.clone()))), &pct, &cfg, Default::default()).unwrap_err();
+        assert!(matches!(e, ReplayError::NoSuchVolume { .. }), "{e:?}");
+        // One name that matches is enough; many volumes are shortened.
+        let cfg = ReplayConfig { volumes: Some(vec!["x".into(), "2".into()]), ..Default::default() };
+        assert_eq!(
+            replay(&|| Ok(Box::new(VecReader::new(v.clone()))), &caches, &cfg, Default::default()).unwrap().requests,
+            1
+        );
+        let many: Vec<String> = (0..30).map(|i| i.to_string()).collect();
+        assert_eq!(list_names(&many), format!("{}, … (30 in all)", many[..20].join(", ")));
     }
 
     #[test]

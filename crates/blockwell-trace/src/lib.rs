@@ -53,6 +53,10 @@ pub enum TraceError {
     TooManyBad { file: PathBuf, limit: u64, first: String },
     #[error("{}: {source}", file.display())]
     Io { file: PathBuf, source: io::Error },
+    /// A `.gz` or `.zst` file that ends in the middle of its compressed stream (a cut-off download or copy).
+    /// `at` is the last complete line (or record, for binary formats) read before the cut; 0 when none was.
+    #[error("{}: truncated compressed stream after {what} {at} (the file is cut short; re-download or re-copy it)", file.display())]
+    Truncated { file: PathBuf, what: &'static str, at: u64 },
     #[error("{}: cannot tell the trace format from the name or first line; pass --format ({})", file.display(), Format::names().join(", "))]
     UnknownFormat { file: PathBuf },
     #[error("unknown trace format '{0}' (known: {known})", known = Format::names().join(", "))]
@@ -246,11 +250,23 @@ pub struct Input {
     pub path: PathBuf,
     pub reader: Box<dyn BufRead + Send>,
     pub consumed: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// The compression of the file (the reader decompresses).
+    pub compression: Compression,
 }
 
 impl Input {
     pub fn bytes_read(&self) -> u64 {
         self.consumed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The error for an I/O error reading this input, `at` complete lines (or records: `what`) in. A
+    /// compressed stream that ends early (the decompressor's `UnexpectedEof`) is [`TraceError::Truncated`].
+    pub fn read_error(&self, source: io::Error, what: &'static str, at: u64) -> TraceError {
+        if self.compression != Compression::None && source.kind() == io::ErrorKind::UnexpectedEof {
+            TraceError::Truncated { file: self.path.clone(), what, at }
+        } else {
+            TraceError::Io { file: self.path.clone(), source }
+        }
     }
 }
 
@@ -283,7 +299,7 @@ pub fn open_input(path: &Path) -> Result<Input, TraceError> {
             Box::new(BufReader::with_capacity(1 << 20, zstd::stream::read::Decoder::with_buffer(raw).map_err(io_err)?))
         }
     };
-    Ok(Input { path: path.to_path_buf(), reader, consumed })
+    Ok(Input { path: path.to_path_buf(), reader, consumed, compression: comp })
 }
 
 /// Opens a trace, detecting the format from the file name or first line when `format` is `None`.
@@ -297,8 +313,10 @@ pub fn open(path: &Path, format: Option<Format>, opts: &ReaderOptions) -> Result
             Ok(f) => f,
             Err(e @ TraceError::UnknownFormat { .. }) => {
                 let mut input = open_input(path)?;
-                let empty =
-                    input.reader.fill_buf().map_err(|source| TraceError::Io { file: path.into(), source })?.is_empty();
+                let empty = match input.reader.fill_buf() {
+                    Ok(b) => b.is_empty(),
+                    Err(source) => return Err(input.read_error(source, "line", 0)),
+                };
                 return if empty { Ok(Box::new(Empty::default())) } else { Err(e) };
             }
             Err(e) => return Err(e),
@@ -433,7 +451,7 @@ impl LineReader {
         loop {
             self.buf.clear();
             let (n, too_long) = read_line_bounded(&mut *self.input.reader, &mut self.buf, MAX_LINE)
-                .map_err(|source| TraceError::Io { file: self.ctx.file.clone(), source })?;
+                .map_err(|source| self.input.read_error(source, "line", self.ctx.line))?;
             if n == 0 {
                 return Ok(None);
             }

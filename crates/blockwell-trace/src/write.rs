@@ -13,7 +13,9 @@
 //! - **Volumes**: formats with named volumes write the name from [`WriterOptions::volumes`] (or the volume
 //!   number when there is none), in the form the format wants (see each module); formats with a single volume
 //!   (vscsi, lis, plain) refuse a request on any volume but 0 rather than merge volumes silently.
-//! - **Op**: formats without one (lis, plain) write every request as a read access.
+//! - **Op**: formats without one (lis, oracle, plain; [`crate::Format::carries_writes`]) write every request as a
+//!   read access; `blockwell trace convert` and `trace gen` refuse to write writes to them (convert keeps only
+//!   the reads with `--reads-only`).
 //! - **Digest**: only FIU carries one (32 zero hex digits for a request without).
 //!
 //! Call [`TraceWriter::finish`]: it flushes and completes the compressed stream, and reports the errors that

@@ -263,6 +263,38 @@ fn csv_mapping_keys() {
 }
 
 #[test]
+fn csv_quoted_fields() {
+    // Quoted fields (RFC 4180): a separator and a doubled quote inside quotes, quoted numbers, blanks around.
+    let text = "time_ns,volume,op,offset,len\n\
+                5,\"vol,1\",W,4096,512\n\
+                6,\"say \"\"hi\"\"\",\"R\",\"8192\", 4096 \n\
+                7,plain,r,0,\"1\"\n";
+    let (rs, vols) = read_ok(text, Format::Csv);
+    assert_eq!(rs, vec![req(5, 0, Op::Write, 4096, 512), req(6, 1, Op::Read, 8192, 4096), req(7, 2, Op::Read, 0, 1)]);
+    assert_eq!(vols, ["vol,1", "say \"hi\"", "plain"]);
+    // A quote left open is an error naming the line; the next lines still read (the budget skips it).
+    let bad = "time_ns,volume,op,offset,len\n5,\"vol,W,4096,512\n6,v,R,0,4096\n";
+    assert_eq!(err(bad, Format::Csv), "FILE:2: expected a closing quote on the same line, found '5,\"vol,W,4096,512'");
+    let (rs, _) = read_opts(bad, Format::Csv, &ReaderOptions { skip_bad_lines: 1, ..Default::default() });
+    assert_eq!(rs, vec![req(6, 0, Op::Read, 0, 4096)]);
+    // Field-count and value errors keep their form, with quotes counted as one field.
+    assert_eq!(
+        err("time_ns,volume,op,offset,len\n5,\"v,W\",4096,1\n", Format::Csv),
+        "FILE:2: expected at least 5 fields, found 4 field(s)"
+    );
+    assert_eq!(
+        err("time_ns,volume,op,offset,len\n5,v,W,\"12x\",1\n", Format::Csv),
+        "FILE:2: expected an offset below 2^64 bytes in column 3 (offset), found '12x'"
+    );
+    // Another one-character separator, and a carriage return (CRLF lines).
+    let m = CsvMapping::parse("volume=0,offset=1,header=false,sep=;").unwrap();
+    let opts = ReaderOptions { csv: Some(m), object_size: Some(512), ..Default::default() };
+    let (rs, vols) = read_opts("\"a;b\";1024\r\nc;2048\r\n", Format::Csv, &opts);
+    assert_eq!(rs, vec![req(0, 0, Op::Read, 1024, 512), req(0, 1, Op::Read, 2048, 512)]);
+    assert_eq!(vols, ["a;b", "c"]);
+}
+
+#[test]
 fn csv_reading() {
     let m = CsvMapping::parse("time=4,volume=0,op=1,offset=2,len=3,time_unit=us,offset_unit=512,header=false").unwrap();
     let opts = ReaderOptions { csv: Some(m), ..Default::default() };

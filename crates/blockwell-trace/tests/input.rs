@@ -117,25 +117,46 @@ fn gzip_and_zstd_are_transparent_for_every_text_format() {
     }
 }
 
+/// Reads until the error, counting the requests delivered before it.
+fn until_error(r: &mut dyn blockwell_trace::TraceReader) -> (u64, TraceError) {
+    let mut n = 0;
+    loop {
+        match r.next_request() {
+            Ok(Some(_)) => n += 1,
+            Ok(None) => panic!("no error after {n} requests"),
+            Err(e) => return (n, e),
+        }
+    }
+}
+
 #[test]
-fn truncated_compressed_input_is_an_io_error_naming_the_file() {
+fn truncated_compressed_input_says_so_naming_the_file_and_the_last_line() {
     let text: String = (0..20_000).map(|i| format!("128166372003061629,hm,1,Read,{},4096,24095\n", i * 4096)).collect();
     let dir = tempfile::tempdir().unwrap();
     for (name, bytes) in [("t.gz", gzip(text.as_bytes())), ("t.zst", zstd(text.as_bytes()))] {
         let cut = &bytes[..bytes.len() / 2];
         let p = write_file(dir.path(), name, cut);
         let mut r = open(&p, None, &ReaderOptions::default()).unwrap();
-        let e = drain(&mut *r).unwrap_err();
-        assert!(matches!(e, TraceError::Io { .. }), "{name}: {e:?}");
-        assert!(e.to_string().starts_with(&format!("{}: ", p.display())), "{e}");
+        let (delivered, e) = until_error(&mut *r);
+        // One request per line: the last line read is the last request delivered.
+        assert!(delivered > 1000 && delivered < 20_000, "{name}: {delivered}");
+        assert!(matches!(e, TraceError::Truncated { what: "line", at, .. } if at == delivered), "{name}: {e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: truncated compressed stream after line {delivered} (the file is cut short; re-download or \
+                 re-copy it)",
+                p.display()
+            )
+        );
     }
-    // The binary reader too.
-    let mut rng = common::Rng(7);
-    let records: Vec<u8> = (0..24 * 50_000).map(|_| rng.below(16) as u8).collect();
+    // The binary reader counts records.
+    let records: Vec<u8> = (0..50_000u32).flat_map(|i| record(i, i as u64 % 999, 4096, -1)).collect();
     let z = zstd(&records);
     let p = write_file(dir.path(), "t.oracleGeneral.zst", &z[..z.len() / 2]);
-    let e = drain(&mut *open(&p, None, &ReaderOptions::default()).unwrap()).unwrap_err();
-    assert!(matches!(e, TraceError::Io { .. }), "{e:?}");
+    let (delivered, e) = until_error(&mut *open(&p, None, &ReaderOptions::default()).unwrap());
+    assert!(matches!(e, TraceError::Truncated { what: "record", at, .. } if at >= delivered && at > 0), "{e:?}");
+    assert!(e.to_string().starts_with(&format!("{}: truncated compressed stream after record ", p.display())), "{e}");
 }
 
 #[test]
@@ -330,6 +351,58 @@ fn oracle_records() {
     );
     let opts = ReaderOptions { skip_bad_lines: 1, ..opts };
     assert_eq!(drain(&mut *open(&p, None, &opts).unwrap()).unwrap().len(), 1);
+}
+
+#[test]
+fn oracle_refuses_what_is_not_an_oracle_trace_naming_file_and_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let first_error = |name: &str, bytes: &[u8]| {
+        let p = write_file(dir.path(), name, bytes);
+        let mut r = open(&p, Some(Format::Oracle), &ReaderOptions::default()).unwrap();
+        let (delivered, e) = until_error(&mut *r);
+        (p, delivered, e.to_string())
+    };
+    // A length that is not a whole number of records: refused before the first record, not at the end.
+    let mut text = MSR.repeat(1000).into_bytes();
+    text.truncate(24 * 1000 + 7);
+    let (p, delivered, e) = first_error("msr.csv", &text);
+    assert_eq!(delivered, 0, "{e}");
+    assert_eq!(
+        e,
+        format!("{}:1001: expected a 24-byte record (record 1001 at byte offset 24000), found 7 bytes", p.display())
+    );
+    // Text of a whole number of records: next_access_vtime is ASCII, far beyond any request number.
+    text.truncate(24 * 1000);
+    let (p, delivered, e) = first_error("msr2.csv", &text);
+    assert_eq!(delivered, 0, "{e}");
+    assert!(e.starts_with(&format!("{}:1: expected a next_access_vtime of -1 or from 1 to 2^40", p.display())), "{e}");
+    // A file of zeros: object size 0.
+    let (p, _, e) = first_error("zeros.bin", &vec![0u8; 24 * 100]);
+    assert_eq!(
+        e,
+        format!(
+            "{}:1: expected a nonzero obj_size (not an oracleGeneral trace? wrong --format?), found 0",
+            p.display()
+        )
+    );
+    // A next access that points back in time (record 3 says its next access is request 2), after good records.
+    let bytes = [record(1, 5, 4096, 3), record(1, 6, 4096, -1), record(2, 7, 4096, 2), record(3, 5, 4096, -1)].concat();
+    let (p, delivered, e) = first_error("back.oracleGeneral", &bytes);
+    assert_eq!(delivered, 0, "decoded in one batch: {e}");
+    assert!(e.starts_with(&format!("{}:3: expected a next_access_vtime of -1 or from 3 to 2^40", p.display())), "{e}");
+    assert!(e.ends_with("found 2"), "{e}");
+    // The budget skips implausible records like malformed lines.
+    let opts = ReaderOptions { skip_bad_lines: 1, ..Default::default() };
+    let got = drain(&mut *open(&p, Some(Format::Oracle), &opts).unwrap()).unwrap();
+    assert_eq!(got.len(), 3);
+    // The 0-based convention (the very next request is this record's own 1-based number) and i64::MAX are fine.
+    let bytes = [record(1, 5, 4096, 1), record(1, 5, 4096, i64::MAX)].concat();
+    let p = write_file(dir.path(), "zero-based.oracleGeneral", &bytes);
+    let mut r = open(&p, None, &ReaderOptions::default()).unwrap();
+    let mut buf = Vec::new();
+    let mut next = Vec::new();
+    assert_eq!(r.read_batch_next(&mut buf, &mut next, 10).unwrap(), 2);
+    assert_eq!(next[1], NEVER);
 }
 
 #[test]

@@ -57,3 +57,22 @@ fn text_lines_per_second() {
     assert_eq!(count, n);
     println!("msr: {:.1} M lines/s", n as f64 / t.elapsed().as_secs_f64() / 1e6);
 }
+
+#[test]
+#[ignore = "a measurement: run in release with --ignored --nocapture"]
+fn generic_csv_lines_per_second() {
+    let n = 2_000_000u64;
+    let text: String = std::iter::once("time_ns,volume,op,offset,len\n".to_string())
+        .chain((0..n).map(|i| format!("{},vol{},{},{},4096\n", i * 1000, i % 3, ["R", "W"][i as usize % 2], i * 4096)))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let p = common::write_file(dir.path(), "t.csv", text.as_bytes());
+    let t = Instant::now();
+    let mut r = open(&p, None, &ReaderOptions::default()).unwrap();
+    let mut count = 0u64;
+    while r.next_request().unwrap().is_some() {
+        count += 1;
+    }
+    assert_eq!(count, n);
+    println!("csv: {:.1} M lines/s", n as f64 / t.elapsed().as_secs_f64() / 1e6);
+}

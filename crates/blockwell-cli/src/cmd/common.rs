@@ -1,8 +1,9 @@
 //! Options shared by subcommands: which trace to read and how, and size parsing.
 
 use anyhow::{bail, Context};
-use blockwell_trace::{Format, ReaderOptions, TraceReader};
-use std::path::PathBuf;
+use blockwell_trace::{Format, ReaderOptions, Request, TraceReader};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 
 /// How to read the input trace.
 #[derive(clap::Args, Debug, Clone)]
@@ -47,6 +48,73 @@ impl TraceArgs {
     pub fn open(&self) -> anyhow::Result<Box<dyn TraceReader>> {
         Ok(blockwell_trace::open(&self.trace, self.format()?, &self.reader_options()?)?)
     }
+}
+
+/// A progress bar on stderr over the (compressed) bytes of `path`, or `None` when stderr is not a terminal
+/// (a pipe, a file, a test): then nothing is drawn.
+pub fn progress_bar(path: &Path, message: &str) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let len = std::fs::metadata(path).ok()?.len();
+    let b = indicatif::ProgressBar::new(len).with_message(message.to_string());
+    b.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} {msg:7} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} ({eta})",
+        )
+        .ok()?,
+    );
+    Some(b)
+}
+
+/// A progress bar on stderr counting `len` jobs, or `None` when stderr is not a terminal.
+pub fn job_bar(len: u64, message: &str) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() || len == 0 {
+        return None;
+    }
+    let b = indicatif::ProgressBar::new(len).with_message(message.to_string());
+    b.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed_precise}] {wide_bar} {pos}/{len} ({eta})")
+            .ok()?,
+    );
+    Some(b)
+}
+
+/// Calls `f` on every request of `reader`, in batches, advancing `bar` (if any) by the bytes read.
+pub fn for_each_request<E>(
+    reader: &mut dyn TraceReader,
+    bar: Option<&indicatif::ProgressBar>,
+    mut f: impl FnMut(&Request) -> Result<(), E>,
+) -> anyhow::Result<()>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let mut buf = Vec::with_capacity(4096);
+    while reader.read_batch(&mut buf, 4096)? > 0 {
+        for r in &buf {
+            f(r)?;
+        }
+        if let Some(b) = bar {
+            b.set_position(reader.bytes_read());
+        }
+    }
+    Ok(())
+}
+
+/// Checks, before a long computation, that `path` can be written: opens it for writing (creating it if
+/// missing, then removing it again; an existing file is not changed). Errors name the option and the path.
+pub fn check_writable(option: &str, path: &Path) -> anyhow::Result<()> {
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("{option} {}", path.display()))?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
 }
 
 /// Prints the skipped-lines report of a reader to stderr.
@@ -134,6 +202,17 @@ impl std::str::FromStr for SizeSpec {
     type Err = anyhow::Error;
     fn from_str(s: &str) -> anyhow::Result<Self> {
         SizeSpec::parse(s)
+    }
+}
+
+impl std::fmt::Display for SizeSpec {
+    /// As written on the command line: `4096 B`, `10blocks`, `5%`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SizeSpec::Bytes(b) => write!(f, "{b} B"),
+            SizeSpec::Blocks(n) => write!(f, "{n}blocks"),
+            SizeSpec::Percent(p) => write!(f, "{p}%"),
+        }
     }
 }
 

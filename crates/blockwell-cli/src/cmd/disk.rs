@@ -266,7 +266,7 @@ fn draw<DB: plotters::prelude::DrawingBackend>(
     v: &Validation,
 ) -> anyhow::Result<()> {
     use plotters::prelude::*;
-    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing failed: {e:?}");
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing failed: {e}");
     let measured = cdf(&v.measured_us);
     let simulated = cdf(&v.simulated_us);
     // x axis: up to the 99.5th percentile of either, rounded up to 5 ms.

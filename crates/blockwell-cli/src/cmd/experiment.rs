@@ -252,6 +252,21 @@ fn threads(o: &RunArgs) -> anyhow::Result<Option<usize>> {
     }
 }
 
+/// Runs a grid with a progress bar of its runs on stderr, drawn only when stderr is a terminal.
+fn with_bar<R>(message: &str, run: impl FnOnce(blockwell_sim::experiments::Progress<'_>) -> R) -> R {
+    let bar: std::sync::OnceLock<Option<indicatif::ProgressBar>> = std::sync::OnceLock::new();
+    let progress = |done: usize, total: usize| {
+        if let Some(b) = bar.get_or_init(|| crate::cmd::common::job_bar(total as u64, message)) {
+            b.set_position(done as u64);
+        }
+    };
+    let r = run(&progress);
+    if let Some(Some(b)) = bar.get() {
+        b.finish_and_clear();
+    }
+    r
+}
+
 /// Prints a grid's results as `--json`, `--csv` or (default) its tables.
 fn emit<R: serde::Serialize>(
     o: &RunArgs,
@@ -344,7 +359,7 @@ fn redcap(a: RedcapArgs) -> anyhow::Result<ExitCode> {
             g.workload_spec(b, p).with_context(|| format!("--benchmarks {b} with {p} processes"))?;
         }
     }
-    let r = g.run()?;
+    let r = with_bar("runs", |p| g.run_with_progress(p))?;
     if let Some(dir) = &a.output.plot {
         plot_redcap(dir, plot_kind, &r).with_context(|| format!("--plot {}", dir.display()))?;
     }
@@ -412,7 +427,7 @@ fn policies(a: PolicyArgs) -> anyhow::Result<ExitCode> {
     if let Some(t) = threads(&a.output)? {
         g.threads = t;
     }
-    let r = g.run()?;
+    let r = with_bar("runs", |p| g.run_with_progress(p))?;
     if let Some(dir) = &a.output.plot {
         plot_policies(dir, plot_kind, &r).with_context(|| format!("--plot {}", dir.display()))?;
     }
@@ -480,7 +495,7 @@ fn draw_lines<DB: plotters::prelude::DrawingBackend>(
     lines: &[Line],
 ) -> anyhow::Result<()> {
     use plotters::prelude::*;
-    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing failed: {e:?}");
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing failed: {e}");
     let pts = || lines.iter().flat_map(|l| l.points.iter().copied());
     let (x0, x1) = pts().fold((f64::MAX, f64::MIN), |(a, b), (x, _)| (a.min(x), b.max(x)));
     let (y0, y1) = pts().fold((f64::MAX, f64::MIN), |(a, b), (_, y)| (a.min(y), b.max(y)));

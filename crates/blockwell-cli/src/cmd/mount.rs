@@ -3,9 +3,10 @@
 //!
 //! The layer stack is the one `blockwell serve` builds (file backend, optional `--delay` slow-disk emulator,
 //! optional `--cache`); the export is `<MOUNTPOINT>/<NAME>`. SIGINT or SIGTERM unmounts (waiting while a loop
-//! device still holds the file), flushes the backend, prints the cache's counters and exits 0.
+//! device still holds the file), flushes the backend, prints the cache's counters and exits 0; so does an
+//! unmount from outside (`fusermount3 -u`, `umount`). `--control` answers `blockwell status` as `serve` does.
 
-use super::serve::StackArgs;
+use super::serve::{control_path, serve_control, Live, StackArgs};
 use anyhow::Context;
 use blockwell_server::cache::WriteMode;
 use std::path::PathBuf;
@@ -31,6 +32,11 @@ pub struct Args {
     /// Threads serving FUSE reads and writes.
     #[arg(long, default_value_t = 4)]
     pub threads: usize,
+
+    /// Answer `blockwell status` on a Unix socket at PATH; without PATH, `$XDG_RUNTIME_DIR/blockwell.sock`
+    /// or else `/tmp/blockwell-<uid>.sock` (as `blockwell serve --control`). The socket is owner-only (0600).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "")]
+    pub control: Option<PathBuf>,
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
@@ -38,8 +44,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--mountpoint: {} is not a directory", a.mountpoint.display());
     }
     let (backend, stats) = a.stack.build()?;
-    let read_only = a.stack.write_mode() == WriteMode::ReadOnly;
+    let mode = a.stack.write_mode();
+    let read_only = mode == WriteMode::ReadOnly;
     let source = a.stack.backend.clone().unwrap_or_default();
+    let live = Arc::new(vec![Live::new(&a.name, &a.stack, backend.size(), mode, stats.clone())]);
+    let control = a.control.as_deref().map(control_path);
+    let ctl = control.as_deref().map(|p| serve_control(p, live)).transpose()?;
     // Handlers first, so a signal that arrives while mounting still ends in a clean unmount.
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -48,9 +58,16 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let opts = blockwell_fuse::Options { name: a.name.clone(), threads: a.threads, read_only, ..Default::default() };
     let mut mounted = blockwell_fuse::mount(backend.clone(), &a.mountpoint, &opts)?;
     println!("blockwell: mounted {} at {}", source.display(), mounted.file().display());
+    if let Some(p) = &control {
+        println!("blockwell: control socket at {}", p.display());
+    }
     use std::io::Write as _;
     std::io::stdout().flush()?;
     while !stop.load(Ordering::Relaxed) {
+        if mounted.is_unmounted() {
+            println!("blockwell: {} was unmounted from outside", a.mountpoint.display());
+            break;
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
     // A loop device or an open file keeps the mount busy: keep serving and retry until it is released.
@@ -70,6 +87,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             r => break r?,
         }
     }
+    drop(ctl);
     backend.flush().context("flushing the backend")?;
     match stats.as_ref().and_then(|s| s.snapshot()) {
         Some(s) => println!("blockwell: unmounted; {}", s.to_status_line()),

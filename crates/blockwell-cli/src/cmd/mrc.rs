@@ -1,11 +1,11 @@
 //! `blockwell mrc`: the LRU miss-ratio curve of a trace in one pass, exact or SHARDS-sampled; a table on
 //! stdout, optionally CSV and a PNG/SVG plot.
 
-use crate::cmd::common::{report_skipped, SizeSpec, TraceArgs};
+use crate::cmd::common::{check_writable, for_each_request, progress_bar, report_skipped, SizeSpec, TraceArgs};
 use crate::cmd::options::{parse_arg, BlockSize, Format, List, OutputArgs};
 use anyhow::{bail, Context};
 use blockwell_sim::analysis::human_bytes;
-use blockwell_sim::mrc::{self, Mrc, MrcConfig, MrcPoint, Sampling};
+use blockwell_sim::mrc::{Mrc, MrcBuilder, MrcConfig, MrcPoint, Sampling};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -87,10 +87,31 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         bail!("--points must be at least 1");
     }
     let plot_kind = a.plot.as_deref().map(PlotKind::of).transpose()?;
+    // Every output file is checked before the (possibly long) pass over the trace.
+    for (option, path) in [("--plot", &a.plot), ("--output", &a.output.output)] {
+        if let Some(p) = path {
+            check_writable(option, p)?;
+        }
+    }
 
     let mut reader = a.input.open()?;
-    let curve = mrc::from_reader(reader.as_mut(), config)?;
+    let mut builder = MrcBuilder::new(config)?;
+    let bar = progress_bar(&a.input.trace, "reading");
+    let read = for_each_request(reader.as_mut(), bar.as_ref(), |r| builder.request(r));
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    read?;
+    let curve = builder.finish();
     report_skipped(reader.as_ref());
+    if curve.requests == 0 || curve.accesses == 0 {
+        let what = if curve.requests == 0 { "no requests" } else { "no block accesses (only zero-length requests)" };
+        bail!(
+            "{}: the trace has {what}{}",
+            a.input.trace.display(),
+            if a.reads_only { " left after --reads-only" } else { "" }
+        );
+    }
 
     let blocks: Vec<u64> = match &sizes {
         Some(list) => list
@@ -98,11 +119,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             .map(|s| {
                 let b = s.blocks(block_size, curve.footprint);
                 if b == 0 {
-                    let what = match s {
-                        SizeSpec::Bytes(n) => format!("{n} B"),
-                        other => format!("{other:?}"),
-                    };
-                    bail!("--cache: {what} holds no {block_size} B block");
+                    bail!("--cache: {s} holds no {block_size} B block");
                 }
                 Ok(b)
             })
@@ -133,6 +150,31 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         plot(path, kind, &title, &curve, &points).with_context(|| format!("--plot {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `--json` document.
+fn json(trace: &Path, c: &Mrc, points: &[MrcPoint]) -> serde_json::Value {
+    let sampling = match c.sampling {
+        Sampling::Exact => serde_json::json!({"method": "exact"}),
+        Sampling::Rate(r) => serde_json::json!({"method": "shards", "rate": r}),
+        Sampling::MaxBlocks(n) => {
+            serde_json::json!({"method": "shards-max", "max_blocks": n, "final_rate": c.final_rate})
+        }
+    };
+    serde_json::json!({
+        "trace": trace.display().to_string(),
+        "block_size": c.block_size,
+        "reads_only": c.reads_only,
+        "sampling": sampling,
+        "requests": c.requests,
+        "accesses": c.accesses,
+        "sampled_accesses": c.sampled_accesses,
+        "sampled_blocks": c.sampled_blocks,
+        "footprint_blocks": c.footprint,
+        "footprint_bytes": c.footprint * c.block_size,
+        "cold_misses": c.cold_misses(),
+        "points": points,
+    })
 }
 
 fn sampling_label(c: &Mrc) -> String {
@@ -212,25 +254,6 @@ fn write_csv(out: &mut impl Write, points: &[MrcPoint]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--json`: the summary of the table's header, and the points.
-fn json(trace: &Path, c: &Mrc, points: &[MrcPoint]) -> serde_json::Value {
-    serde_json::json!({
-        "trace": trace.display().to_string(),
-        "block_size": c.block_size,
-        "reads_only": c.reads_only,
-        "requests": c.requests,
-        "accesses": c.accesses,
-        "footprint_blocks": c.footprint,
-        "cold_misses": c.cold_misses(),
-        "exact": c.is_exact(),
-        "sampling": c.sampling,
-        "final_rate": c.final_rate,
-        "sampled_blocks": c.sampled_blocks,
-        "sampled_accesses": c.sampled_accesses,
-        "points": points,
-    })
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 // Plotting
 
@@ -254,7 +277,7 @@ fn draw<DB: plotters::prelude::DrawingBackend>(
     marks: &[MrcPoint],
 ) -> anyhow::Result<()> {
     use plotters::prelude::*;
-    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing failed: {e:?}");
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing failed: {e}");
     let x_max = marks.iter().map(|p| p.cache_blocks).max().unwrap_or(1).max(c.footprint).max(1);
     let steps = 500u64;
     let mut dense: Vec<(u64, f64)> = (0..=steps).map(|i| x_max * i / steps).map(|b| (b, c.miss_ratio(b))).collect();

@@ -804,7 +804,7 @@ impl Args {
             cfg.unix = self.unix.clone();
         }
         if let Some(c) = &self.control {
-            cfg.control = Some(if c.as_os_str().is_empty() { control::default_control_path() } else { c.clone() });
+            cfg.control = Some(control_path(c));
         }
         if let Some(m) = &self.metrics {
             cfg.metrics = Some(m.clone());
@@ -819,8 +819,8 @@ impl Args {
     }
 }
 
-/// A built export, kept for status, metrics and the summary.
-struct Live {
+/// A built export, kept for status, metrics and the summary (also `blockwell mount`'s one file).
+pub(crate) struct Live {
     name: String,
     backend: PathBuf,
     size: u64,
@@ -830,6 +830,16 @@ struct Live {
 }
 
 impl Live {
+    /// The export `name` of the stack `stack` (already built, with the counters `stats`).
+    pub(crate) fn new(name: &str, stack: &StackArgs, size: u64, mode: WriteMode, stats: Option<StackStats>) -> Live {
+        let policy = match stats.as_ref().map(|s| (&s.cache, &s.content)) {
+            Some((Some(_), _)) => stack.cache.policy.kind.name().to_string(),
+            Some((None, Some(c))) => c.store().config().policy.kind.name().to_string(),
+            _ => "none".into(),
+        };
+        Live { name: name.to_string(), backend: stack.backend.clone().unwrap_or_default(), size, mode, policy, stats }
+    }
+
     /// `<name>: 0 <sectors> blockwell <mode> <policy> <cache blocks> <resident> key value ...`, like
     /// `dmsetup status`.
     fn status_line(&self) -> String {
@@ -1207,19 +1217,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             export = export.read_only();
         }
         exports.push(export);
-        let policy = match stats.as_ref().map(|s| (&s.cache, &s.content)) {
-            Some((Some(_), _)) => e.stack.cache.policy.kind.name().to_string(),
-            Some((None, Some(c))) => c.store().config().policy.kind.name().to_string(),
-            _ => "none".into(),
-        };
-        live.push(Live {
-            name: e.name.clone(),
-            backend: e.stack.backend.clone().unwrap_or_default(),
-            size,
-            mode,
-            policy,
-            stats,
-        });
+        live.push(Live::new(&e.name, &e.stack, size, mode, stats));
     }
     let live = Arc::new(live);
 
@@ -1261,17 +1259,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    let ctl = match &cfg.control {
-        Some(p) => {
-            let l = live.clone();
-            let render = Arc::new(move |r: Request| match r {
-                Request::Status => status_text(&l),
-                Request::StatusJson => status_json(&l),
-            });
-            Some(control::serve_control(p, render).context("--control")?)
-        }
-        None => None,
-    };
+    let ctl = cfg.control.as_deref().map(|p| serve_control(p, live.clone())).transpose()?;
     let uri = |name: &str| match &cfg.unix {
         Some(p) => format!("nbd+unix:///{name}?socket={}", p.display()),
         None => format!("nbd://{}/{name}", server.local_addr().map(|x| x.to_string()).unwrap_or_default()),
@@ -1339,6 +1327,24 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Answers `blockwell status` for `live` on the control socket `path` (`--control`).
+pub(crate) fn serve_control(path: &Path, live: Arc<Vec<Live>>) -> anyhow::Result<control::Endpoint> {
+    let render = Arc::new(move |r: Request| match r {
+        Request::Status => status_text(&live),
+        Request::StatusJson => status_json(&live),
+    });
+    control::serve_control(path, render).context("--control")
+}
+
+/// `--control` as given: without a path, the default socket.
+pub(crate) fn control_path(given: &Path) -> PathBuf {
+    if given.as_os_str().is_empty() {
+        control::default_control_path()
+    } else {
+        given.to_path_buf()
+    }
 }
 
 fn server_addr(h: &blockwell_server::nbd::ServerHandle) -> Option<String> {

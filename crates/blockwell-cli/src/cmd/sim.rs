@@ -5,8 +5,7 @@ use super::options::{AdmitArgs, CacheArgs, Format, Many, OutputArgs};
 use anyhow::bail;
 use blockwell_core::policy::PolicySpec;
 use blockwell_sim::analysis::human_bytes;
-use blockwell_sim::replay::{replay, CacheSize, CacheSpec, ReplayConfig, ReplayHooks, ReplayReport};
-use std::io::IsTerminal;
+use blockwell_sim::replay::{replay, CacheSize, CacheSpec, ReplayConfig, ReplayError, ReplayHooks, ReplayReport};
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
@@ -82,7 +81,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     };
     // Check the trace opens (and its format is known) before anything else.
     a.trace.open()?;
-    let bar = progress_bar(&a.trace.trace);
+    if let Some(p) = &a.output.output {
+        super::common::check_writable("--output", p)?;
+    }
+    let bar = super::common::progress_bar(&a.trace.trace, "reading");
     // A pre-pass (footprint for % sizes, next-use times for OPT) reads the trace once more: say which pass.
     let tick = |bytes: u64| {
         if let Some(b) = &bar {
@@ -102,7 +104,13 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let report = report?;
+    // Errors about the trace as a whole name it (read errors already do).
+    let report = report.map_err(|e| match e {
+        ReplayError::Empty(_) | ReplayError::NoSuchVolume { .. } => {
+            anyhow::anyhow!("{}: {e}", a.trace.trace.display())
+        }
+        e => e.into(),
+    })?;
     if report.skipped_lines > 0 {
         eprintln!("blockwell: skipped {} malformed line(s); first:", report.skipped_lines);
         for e in &report.skipped_examples {
@@ -128,21 +136,6 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     };
     a.output.write(&text)?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn progress_bar(path: &std::path::Path) -> Option<indicatif::ProgressBar> {
-    if !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let len = std::fs::metadata(path).ok()?.len();
-    let b = indicatif::ProgressBar::new(len).with_message("reading");
-    b.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} {msg:7} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} ({eta})",
-        )
-        .ok()?,
-    );
-    Some(b)
 }
 
 /// Miss ratios (block and request level; read, write, total) and the prefetcher's accuracy and coverage,

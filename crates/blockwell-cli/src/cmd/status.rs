@@ -1,7 +1,13 @@
-//! `blockwell status`: ask a running `blockwell serve --control` for its counters.
+//! `blockwell status`: ask a running `blockwell serve --control` (or `blockwell mount --control`) for its
+//! counters. It always asks for the JSON document; `--json` prints it as it comes, the default prints each
+//! export as labelled lines with hit ratios computed from the counts.
 
-use anyhow::{anyhow, bail};
+use anyhow::{anyhow, bail, Context};
+use blockwell_core::dedup::Category;
 use blockwell_server::control::{self, Request};
+use blockwell_sim::analysis::human_bytes;
+use serde_json::Value;
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -19,13 +25,159 @@ pub struct Args {
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let path = a.control.unwrap_or_else(control::default_control_path);
-    let req = if a.json { Request::StatusJson } else { Request::Status };
-    let reply = control::request(&path, req).map_err(|e| {
-        anyhow!("cannot connect to {} ({e}) (is blockwell serve running with --control?)", path.display())
+    let reply = control::request(&path, Request::StatusJson).map_err(|e| {
+        anyhow!("cannot connect to {} ({e}) (is blockwell serve or mount running with --control?)", path.display())
     })?;
     if let Some(msg) = reply.strip_prefix("error: ") {
         bail!("{}: {}", path.display(), msg.trim());
     }
-    print!("{reply}");
+    if a.json {
+        print!("{reply}");
+    } else {
+        let v: Value = serde_json::from_str(&reply)
+            .with_context(|| format!("{}: the reply is not a status document", path.display()))?;
+        print!("{}", text(&v));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `hits / total` with four decimals, or `-` when there is nothing to divide.
+fn ratio(hits: u64, total: u64) -> String {
+    if total == 0 {
+        "-".into()
+    } else {
+        format!("{:.4}", hits as f64 / total as f64)
+    }
+}
+
+/// `1 request`, `2 requests`.
+fn requests(n: u64) -> String {
+    format!("{n} request{}", if n == 1 { "" } else { "s" })
+}
+
+/// The text form of a `status json` reply: per export, a header line and labelled lines.
+pub fn text(v: &Value) -> String {
+    let n = |x: &Value, k: &str| x.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let s = |x: &Value, k: &str| x.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let mut out = String::new();
+    let none = Vec::new();
+    for e in v.get("exports").and_then(Value::as_array).unwrap_or(&none) {
+        let size = n(e, "size");
+        let _ = writeln!(
+            out,
+            "{}: {}, {} ({} sectors), backend {}",
+            s(e, "name"),
+            s(e, "mode"),
+            human_bytes(size),
+            size / 512,
+            s(e, "backend")
+        );
+        let c = match e.get("cache") {
+            Some(c) if c.is_object() => c,
+            _ => {
+                let _ = writeln!(out, "  cache       off");
+                continue;
+            }
+        };
+        let _ = writeln!(
+            out,
+            "  cache       {}, {} blocks, {} resident",
+            s(e, "policy"),
+            n(c, "capacity_blocks"),
+            n(c, "resident_blocks")
+        );
+        let (rh, rm) = (n(c, "read_block_hits"), n(c, "read_block_misses"));
+        let (rq, rqh) = (n(c, "read_requests"), n(c, "read_request_hits"));
+        let _ = writeln!(
+            out,
+            "  reads       {}, {rqh} hits, hit ratio {}; blocks {rh} hits, {rm} misses, hit ratio {}",
+            requests(rq),
+            ratio(rqh, rq),
+            ratio(rh, rh + rm)
+        );
+        let (wh, wm) = (n(c, "write_block_hits"), n(c, "write_block_misses"));
+        let _ = writeln!(
+            out,
+            "  writes      {}; blocks {wh} hits, {wm} misses, hit ratio {}",
+            requests(n(c, "write_requests")),
+            ratio(wh, wh + wm)
+        );
+        let _ = writeln!(
+            out,
+            "  prefetch    {} issued, {} used, {} wasted",
+            n(c, "prefetch_issued"),
+            n(c, "prefetch_used"),
+            n(c, "prefetch_wasted")
+        );
+        let _ = writeln!(out, "  evictions   {}", n(c, "evictions"));
+        let _ = writeln!(
+            out,
+            "  backend     {} read in {}, {} written in {}",
+            human_bytes(n(c, "backend_bytes_read")),
+            requests(n(c, "backend_reads")),
+            human_bytes(n(c, "backend_bytes_written")),
+            requests(n(c, "backend_writes"))
+        );
+        if let Some(ct) = e.get("content").filter(|x| x.is_object()) {
+            let mut line = format!("  content     volume {}", n(ct, "volume"));
+            let cats = ct.get("categories").cloned().unwrap_or(Value::Null);
+            for cat in Category::ALL {
+                let _ = write!(line, ", {} {}", cat.short(), n(&cats, cat.short()));
+            }
+            let per_insert = ct.get("comparisons_per_insert").and_then(Value::as_f64).unwrap_or(0.0);
+            let _ = writeln!(
+                out,
+                "{line}, full_comparisons {}, comparisons_per_insert {per_insert:.3}, writes_avoided {}",
+                n(ct, "full_comparisons"),
+                n(ct, "backend_block_writes_avoided")
+            );
+        }
+        match e.get("redcap").filter(|x| x.is_object()) {
+            Some(r) => {
+                let on = if r.get("active").and_then(Value::as_bool) == Some(true) { "on" } else { "off" };
+                let _ = writeln!(out, "  redcap      {on}, {} switches", n(r, "switches"));
+            }
+            None => {
+                let _ = writeln!(out, "  redcap      n/a");
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labelled_lines_with_hit_ratios() {
+        let v: Value = serde_json::from_str(
+            r#"{"exports": [
+                {"name": "a", "backend": "a.img", "size": 16777216, "mode": "write-through", "policy": "arc",
+                 "cache": {"capacity_blocks": 1024, "resident_blocks": 256, "read_requests": 4, "read_request_hits": 1,
+                           "read_block_hits": 48, "read_block_misses": 16, "write_requests": 2,
+                           "write_block_hits": 0, "write_block_misses": 8, "prefetch_issued": 0, "prefetch_used": 0,
+                           "prefetch_wasted": 0, "evictions": 3, "backend_reads": 2, "backend_bytes_read": 65536,
+                           "backend_writes": 2, "backend_bytes_written": 32768},
+                 "content": null, "delay": null, "redcap": {"active": true, "switches": 2}},
+                {"name": "b", "backend": "b.img", "size": 1048576, "mode": "read-only", "policy": "none",
+                 "cache": null, "content": null, "delay": null, "redcap": null}
+            ]}"#,
+        )
+        .unwrap();
+        let t = text(&v);
+        let want = "\
+a: write-through, 16.00 MiB (32768 sectors), backend a.img
+  cache       arc, 1024 blocks, 256 resident
+  reads       4 requests, 1 hits, hit ratio 0.2500; blocks 48 hits, 16 misses, hit ratio 0.7500
+  writes      2 requests; blocks 0 hits, 8 misses, hit ratio 0.0000
+  prefetch    0 issued, 0 used, 0 wasted
+  evictions   3
+  backend     64.00 KiB read in 2 requests, 32.00 KiB written in 2 requests
+  redcap      on, 2 switches
+b: read-only, 1.00 MiB (2048 sectors), backend b.img
+  cache       off
+";
+        assert_eq!(t, want);
+    }
 }

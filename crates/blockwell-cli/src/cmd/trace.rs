@@ -1,7 +1,8 @@
 //! `blockwell trace stats|gen|convert`: summarize a trace, generate a synthetic one, convert between formats.
 
-use crate::cmd::common::{parse_bytes, report_skipped, TraceArgs};
+use crate::cmd::common::{for_each_request, parse_bytes, progress_bar, report_skipped, TraceArgs};
 use anyhow::{bail, Context};
+use blockwell_core::Op;
 use blockwell_sim::analysis::{self, StatsConfig};
 use blockwell_sim::gen::{GenConfig, Generator, Workload};
 use blockwell_trace::{Format, TraceReader, WriterOptions};
@@ -33,6 +34,9 @@ pub enum Command {
     /// The input is read twice: once for the volume names (so formats that name volumes keep them), once to
     /// write. Units follow the formats: e.g. sector-addressed formats need 512-aligned offsets, object-id formats
     /// (oracle, plain) use --object-size.
+    ///
+    /// Formats without an operation field (lis, oracle, plain) cannot carry writes: converting a trace with
+    /// writes to one is refused unless --reads-only drops them.
     Convert(ConvertArgs),
 }
 
@@ -70,7 +74,14 @@ fn stats(a: StatsArgs) -> anyhow::Result<ExitCode> {
     let block_size = parse_bytes(&a.block_size).context("--block-size")?;
     let config = StatsConfig { block_size, reuse: !a.no_reuse };
     let mut reader = a.input.open()?;
-    let s = analysis::from_reader(reader.as_mut(), config)?;
+    let mut builder = analysis::StatsBuilder::new(config)?;
+    let bar = progress_bar(&a.input.trace, "reading");
+    let read = for_each_request(reader.as_mut(), bar.as_ref(), |r| builder.request(r));
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    read?;
+    let s = builder.finish(reader.volumes());
     report_skipped(reader.as_ref());
     let mut out = std::io::stdout().lock();
     if a.json {
@@ -187,6 +198,14 @@ fn parse_count(s: &str) -> Result<u64, String> {
 
 fn gen(a: GenArgs) -> anyhow::Result<ExitCode> {
     let format = Format::from_name(&a.format).context("--format")?;
+    if a.write_ratio > 0.0 && !format.carries_writes() {
+        bail!(
+            "--write-ratio {}: the {} format has no operation field, so writes would be written as reads; use a \
+             format that records the operation (e.g. csv, vscsi, msr)",
+            a.write_ratio,
+            format.name()
+        );
+    }
     let cfg = GenConfig {
         workload: a.workload,
         requests: a.requests,
@@ -233,6 +252,11 @@ pub struct ConvertArgs {
     /// Where to write (`.gz`/`.zst` compress).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: PathBuf,
+
+    /// Convert only the read requests (needed to write a trace with writes to lis, oracle or plain, which
+    /// have no operation field).
+    #[arg(long)]
+    pub reads_only: bool,
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -247,34 +271,73 @@ fn convert(a: ConvertArgs) -> anyhow::Result<ExitCode> {
     if same_file(&a.input.trace, &a.output) {
         bail!("--output {} is the input trace", a.output.display());
     }
-    // Pass 1: volume names.
-    let volumes = {
+    // Pass 1: volume names, and whether there are writes.
+    let bar = progress_bar(&a.input.trace, "reading");
+    let (volumes, writes) = {
         let mut r = a.input.open()?;
-        let mut buf = Vec::with_capacity(4096);
-        while r.read_batch(&mut buf, 4096)? > 0 {}
-        r.volumes().to_vec()
+        let mut writes = 0u64;
+        let read = for_each_request(r.as_mut(), bar.as_ref(), |q| {
+            writes += u64::from(q.op == Op::Write);
+            Ok::<(), std::convert::Infallible>(())
+        });
+        if read.is_err() {
+            if let Some(b) = &bar {
+                b.finish_and_clear();
+            }
+        }
+        read?;
+        (r.volumes().to_vec(), writes)
     };
+    if let Some(b) = &bar {
+        b.set_message("writing");
+        b.set_position(0);
+    }
+    if writes > 0 && !to.carries_writes() && !a.reads_only {
+        if let Some(b) = &bar {
+            b.finish_and_clear();
+        }
+        bail!(
+            "--to {}: the {} format has no operation field, so the trace's {writes} write request(s) would be \
+             written as reads; pass --reads-only to convert only the reads",
+            to.name(),
+            to.name()
+        );
+    }
     let object_size = a.input.reader_options()?.object_size();
     let opts = WriterOptions { object_size: Some(object_size), volumes };
     let mut r = a.input.open()?;
-    let mut w = blockwell_trace::create(&a.output, to, &opts)?;
-    let n = copy(r.as_mut(), w.as_mut())?;
-    w.finish()?;
+    let written = blockwell_trace::create(&a.output, to, &opts).map_err(anyhow::Error::from).and_then(|mut w| {
+        let n = copy(r.as_mut(), w.as_mut(), a.reads_only, bar.as_ref())?;
+        w.finish()?;
+        Ok(n)
+    });
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let (n, dropped) = written?;
     report_skipped(r.as_ref());
-    eprintln!("blockwell: wrote {n} requests to {} ({})", a.output.display(), to.name());
+    let dropped = if a.reads_only { format!(", left out {dropped} write request(s)") } else { String::new() };
+    eprintln!("blockwell: wrote {n} requests to {} ({}){dropped}", a.output.display(), to.name());
     Ok(ExitCode::SUCCESS)
 }
 
-fn copy(r: &mut dyn TraceReader, w: &mut dyn blockwell_trace::TraceWriter) -> anyhow::Result<u64> {
-    let mut buf = Vec::with_capacity(4096);
-    let mut n = 0u64;
-    while r.read_batch(&mut buf, 4096)? > 0 {
-        for q in &buf {
-            w.write(q)?;
+/// Copies every request (only the reads with `reads_only`); returns (written, writes left out).
+fn copy(
+    r: &mut dyn TraceReader,
+    w: &mut dyn blockwell_trace::TraceWriter,
+    reads_only: bool,
+    bar: Option<&indicatif::ProgressBar>,
+) -> anyhow::Result<(u64, u64)> {
+    let (mut n, mut dropped) = (0u64, 0u64);
+    for_each_request(r, bar, |q| {
+        if reads_only && q.op == Op::Write {
+            dropped += 1;
+            return Ok(());
         }
-        n += buf.len() as u64;
-    }
-    Ok(n)
+        n += 1;
+        w.write(q)
+    })?;
+    Ok((n, dropped))
 }
 
 #[cfg(test)]

@@ -393,7 +393,7 @@ impl PolicySpec {
         } else if !self.overrides.is_empty() {
             return Err(PolicyError::BadParams {
                 policy: self.kind.name().into(),
-                params: format!("{:?}", self.overrides),
+                params: self.params_text(),
                 message: "this policy takes no parameters".into(),
             });
         }
@@ -402,11 +402,16 @@ impl PolicySpec {
             .visit_value(v.clone(), CheckVisitor)
             .map_err(|message| PolicyError::BadParams {
                 policy: self.kind.name().into(),
-                params: format!("{:?}", self.overrides),
+                params: self.params_text(),
                 message,
             })?
             .map_err(|message| PolicyError::Invalid { policy: self.kind.name().into(), message })?;
         Ok(v)
+    }
+
+    /// The overrides as written: `k=3, crp=20` (for messages).
+    fn params_text(&self) -> String {
+        self.overrides.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
     }
 
     /// Runs `v` on the concrete policy type with its resolved configuration.
@@ -414,7 +419,7 @@ impl PolicySpec {
         let config = self.config(preset)?;
         self.kind.visit_value(config, v).map_err(|message| PolicyError::BadParams {
             policy: self.kind.name().into(),
-            params: format!("{:?}", self.overrides),
+            params: self.params_text(),
             message,
         })
     }

@@ -44,8 +44,23 @@ pub fn default_threads() -> usize {
 /// Runs `f` on every item with up to `threads` threads (scoped; items are taken in `order`, an execution
 /// order over indices, e.g. largest first for load balance) and returns the results in item order.
 pub fn par_map<T: Sync, R: Send>(items: &[T], order: &[usize], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    par_map_progress(items, order, threads, f, &|_, _| {})
+}
+
+/// Reports how far a grid is: called with (jobs done, jobs in all) after each job (from worker threads).
+pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Sync);
+
+/// [`par_map`], calling `progress` after each item.
+pub fn par_map_progress<T: Sync, R: Send>(
+    items: &[T],
+    order: &[usize],
+    threads: usize,
+    f: impl Fn(&T) -> R + Sync,
+    progress: Progress<'_>,
+) -> Vec<R> {
     let slots: Vec<Mutex<Option<R>>> = items.iter().map(|_| Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
     let threads = threads.clamp(1, items.len().max(1));
     std::thread::scope(|s| {
         for _ in 0..threads {
@@ -57,6 +72,7 @@ pub fn par_map<T: Sync, R: Send>(items: &[T], order: &[usize], threads: usize, f
                 if let Ok(mut slot) = slots[i].lock() {
                     *slot = Some(r);
                 }
+                progress(done.fetch_add(1, Ordering::Relaxed) + 1, items.len());
             });
         }
     });

@@ -7,7 +7,7 @@
 //! placed by a layout) or a block trace (the policy and read-ahead run in a block-level cache, one process).
 //! Cache sizes are blocks or percentages of the footprint (distinct blocks the source touches).
 
-use super::{cell, par_map, Error};
+use super::{cell, par_map_progress, Error, Progress};
 use crate::layout::{LayoutKind, LayoutSpec};
 use crate::replay::CacheSize;
 use crate::vtime::{
@@ -126,6 +126,11 @@ impl PolicyGrid {
 
     /// Runs every (policy, prefetcher, size) on up to [`PolicyGrid::threads`] threads; results in grid order.
     pub fn run(&self) -> Result<PolicyResults, Error> {
+        self.run_with_progress(&|_, _| {})
+    }
+
+    /// [`PolicyGrid::run`], calling `progress` with (runs done, runs in all) as runs finish.
+    pub fn run_with_progress(&self, progress: Progress<'_>) -> Result<PolicyResults, Error> {
         self.check()?;
         let footprint = self.source.footprint(self.block_size);
         let blocks: Vec<u64> = self.sizes.iter().map(|s| s.blocks(footprint)).collect();
@@ -140,32 +145,39 @@ impl PolicyGrid {
         // OPT runs twice (its oracle needs a first pass): start with it.
         let mut order: Vec<usize> = (0..jobs.len()).collect();
         order.sort_by_key(|&j| self.policies[jobs[j].0].kind != blockwell_core::PolicyKind::Opt);
-        let reports = par_map(&jobs, &order, self.threads, |&(p, f, s)| -> Result<Report, Error> {
-            let level = LevelConfig::new(self.policies[p].clone(), blocks[s].saturating_mul(self.block_size))
-                .with_prefetch(self.prefetchers[f].clone());
-            let mut cfg = Config {
-                block_size: self.block_size,
-                preset: self.preset,
-                layout: self.layout.clone(),
-                scheduler: self.scheduler,
-                think_ns: self.think_ns,
-                ..Config::default()
-            };
-            let run =
-                || format!("{} + {} at {} blocks", self.policies[p].label(), self.prefetchers[f].label(), blocks[s]);
-            let model = self.disk.build()?;
-            let r = match &self.source {
-                Source::Workload(w) => {
-                    cfg.page_cache = Some(level);
-                    run_workload(w, &cfg, model.as_ref())
-                }
-                Source::Blocks { requests, .. } => {
-                    cfg.block_cache = Some(level);
-                    run_block_requests(std::slice::from_ref(requests), &cfg, model.as_ref())
-                }
-            };
-            r.map_err(|source| Error::Run { run: run(), source })
-        });
+        let reports = par_map_progress(
+            &jobs,
+            &order,
+            self.threads,
+            |&(p, f, s)| -> Result<Report, Error> {
+                let level = LevelConfig::new(self.policies[p].clone(), blocks[s].saturating_mul(self.block_size))
+                    .with_prefetch(self.prefetchers[f].clone());
+                let mut cfg = Config {
+                    block_size: self.block_size,
+                    preset: self.preset,
+                    layout: self.layout.clone(),
+                    scheduler: self.scheduler,
+                    think_ns: self.think_ns,
+                    ..Config::default()
+                };
+                let run = || {
+                    format!("{} + {} at {} blocks", self.policies[p].label(), self.prefetchers[f].label(), blocks[s])
+                };
+                let model = self.disk.build()?;
+                let r = match &self.source {
+                    Source::Workload(w) => {
+                        cfg.page_cache = Some(level);
+                        run_workload(w, &cfg, model.as_ref())
+                    }
+                    Source::Blocks { requests, .. } => {
+                        cfg.block_cache = Some(level);
+                        run_block_requests(std::slice::from_ref(requests), &cfg, model.as_ref())
+                    }
+                };
+                r.map_err(|source| Error::Run { run: run(), source })
+            },
+            progress,
+        );
         let mut points = Vec::with_capacity(jobs.len());
         for (&(p, f, s), r) in jobs.iter().zip(reports) {
             let r = r?;

@@ -16,7 +16,7 @@
 //! destroy (`docs/experiments/redcap.md` measures how much). A cell reports the mean of the per-run
 //! improvements, its 95 % confidence half-width (Student's t), and the other quantities' means.
 
-use super::{cell, par_map, Error};
+use super::{cell, par_map_progress, Error, Progress};
 use crate::layout::{LayoutKind, LayoutSpec};
 use crate::vtime::{run_workload, Config, LevelConfig, PrefetchChoice, RedcapSetup, Report, Scheduler, Shadow};
 use crate::workload::Workload;
@@ -181,6 +181,11 @@ impl RedcapGrid {
 
     /// Runs the grid on up to [`RedcapGrid::threads`] threads; results in grid order.
     pub fn run(&self) -> Result<RedcapResults, Error> {
+        self.run_with_progress(&|_, _| {})
+    }
+
+    /// [`RedcapGrid::run`], calling `progress` with (runs done, runs in all) as runs finish.
+    pub fn run_with_progress(&self, progress: Progress<'_>) -> Result<RedcapResults, Error> {
         self.check()?;
         // One workload per (benchmark, processes), generated once.
         let mut workloads: Vec<(String, u32, Workload)> = Vec::new();
@@ -206,16 +211,25 @@ impl RedcapGrid {
         let mut order: Vec<usize> = (0..jobs.len()).collect();
         order.sort_by_key(|&j| std::cmp::Reverse(workloads[jobs[j].0].2.requests()));
         let disk = &self.disk;
-        let reports = par_map(&jobs, &order, self.threads, |&(w, layout, c, r)| -> Result<Report, Error> {
-            let (bench, procs, workload) = &workloads[w];
-            let config_name = c.map(|c| self.configs[c].as_str());
-            let run = || {
-                format!("{bench} with {procs} processes on {layout}, REDCAP {}, run {r}", config_name.unwrap_or("off"))
-            };
-            let cfg = self.config(layout, config_name, r)?;
-            let model = disk.build()?;
-            run_workload(workload, &cfg, model.as_ref()).map_err(|source| Error::Run { run: run(), source })
-        });
+        let reports = par_map_progress(
+            &jobs,
+            &order,
+            self.threads,
+            |&(w, layout, c, r)| -> Result<Report, Error> {
+                let (bench, procs, workload) = &workloads[w];
+                let config_name = c.map(|c| self.configs[c].as_str());
+                let run = || {
+                    format!(
+                        "{bench} with {procs} processes on {layout}, REDCAP {}, run {r}",
+                        config_name.unwrap_or("off")
+                    )
+                };
+                let cfg = self.config(layout, config_name, r)?;
+                let model = disk.build()?;
+                run_workload(workload, &cfg, model.as_ref()).map_err(|source| Error::Run { run: run(), source })
+            },
+            progress,
+        );
         let mut reports = reports.into_iter();
         let mut cells = Vec::new();
         for (bench, procs, workload) in &workloads {

@@ -29,6 +29,12 @@
 //! ([`TraceError::BadMapping`]); a line with too few fields or a malformed value is a parse error naming the
 //! column and key. Offsets and lengths are multiplied by their unit with overflow checked.
 //!
+//! Fields are split by the `csv` crate, so a field may be quoted as in RFC 4180: `"vol,1"` is the one field
+//! `vol,1` and `""` inside quotes is one `"`. A quoted field does not span lines (a record is one line): a line
+//! whose quote is not closed is a parse error. With `sep=space` (runs of blanks) or a non-ASCII separator,
+//! fields are split at the separator and quotes are ordinary characters. Fields are trimmed of surrounding
+//! blanks.
+//!
 //! Without a mapping the reader uses [`CsvMapping::default`], which reads what the writer writes: the header
 //! `time_ns,volume,op,offset,len`, then time in nanoseconds, the volume name, `R`/`W`, offset and length in
 //! bytes. The writer replaces commas and blanks in volume names with `_` and does not write digests. That header
@@ -261,33 +267,118 @@ impl CsvMapping {
 pub fn open(input: Input, opts: &ReaderOptions) -> Result<Box<dyn TraceReader>, TraceError> {
     let map = opts.csv.clone().unwrap_or_default();
     let single = map.volume.is_none();
-    let parser = Csv { fields: Vec::new(), object_size: opts.object_size(), map };
+    let splitter = match map.sep {
+        Sep::Char(c) if c.is_ascii() => Splitter::Csv(Box::new(new_csv_reader(c as u8)), c as u8),
+        sep => Splitter::Plain(sep, Vec::new()),
+    };
+    let parser = Csv { splitter, record: csv::ByteRecord::new(), object_size: opts.object_size(), map };
     Ok(if single { LineTrace::boxed_single(input, opts, parser) } else { LineTrace::boxed(input, opts, parser) })
+}
+
+/// The message of the error [`Feed`] returns when a quoted field is still open at the end of the line.
+const OPEN_QUOTE: &str = "a quoted field is not closed on its line";
+
+/// The `csv` reader's input: the current line and its newline, then an error if more is asked for (a quote
+/// left open), so that a record never runs into the next line.
+struct Feed {
+    line: Vec<u8>,
+    pos: usize,
+}
+
+impl std::io::Read for Feed {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let rest = &self.line[self.pos..];
+        if rest.is_empty() {
+            return Err(std::io::Error::other(OPEN_QUOTE));
+        }
+        let n = rest.len().min(buf.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+fn new_csv_reader(sep: u8) -> csv::Reader<Feed> {
+    csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .delimiter(sep)
+        .terminator(csv::Terminator::Any(b'\n'))
+        .buffer_capacity(1 << 12)
+        .from_reader(Feed { line: Vec::with_capacity(256), pos: 0 })
+}
+
+/// How a line becomes fields.
+enum Splitter {
+    /// The `csv` crate (quotes), fed one line at a time; the separator byte.
+    Csv(Box<csv::Reader<Feed>>, u8),
+    /// Runs of blanks, or a non-ASCII separator, without quoting: byte ranges of the fields (reused).
+    Plain(Sep, Vec<(usize, usize)>),
 }
 
 struct Csv {
     map: CsvMapping,
     object_size: u64,
-    /// Byte ranges of the current line's fields (reused).
-    fields: Vec<(usize, usize)>,
+    splitter: Splitter,
+    /// The current line's fields, with `Splitter::Csv` (reused).
+    record: csv::ByteRecord,
 }
 
 impl Csv {
+    /// Splits `line` into fields; returns how many.
+    fn split(&mut self, line: &str, ctx: &LineCtx) -> Result<usize, TraceError> {
+        match &mut self.splitter {
+            Splitter::Csv(rdr, sep) => {
+                let feed = rdr.get_mut();
+                feed.line.clear();
+                feed.line.extend_from_slice(line.as_bytes());
+                feed.line.push(b'\n');
+                feed.pos = 0;
+                match rdr.read_byte_record(&mut self.record) {
+                    Ok(true) => Ok(self.record.len()),
+                    Ok(false) => Ok(0),
+                    Err(e) => {
+                        // The reader is mid-record: start afresh for the next line.
+                        **rdr = new_csv_reader(*sep);
+                        let open = matches!(e.kind(), csv::ErrorKind::Io(io) if io.to_string() == OPEN_QUOTE);
+                        Err(if open {
+                            ctx.error("a closing quote on the same line", shown(line))
+                        } else {
+                            ctx.error("CSV fields", format!("{} ({e})", shown(line)))
+                        })
+                    }
+                }
+            }
+            Splitter::Plain(sep, fields) => {
+                fields.clear();
+                let base = line.as_ptr() as usize;
+                let mut push = |f: &str| fields.push((f.as_ptr() as usize - base, f.len()));
+                match *sep {
+                    Sep::Char(c) => line.split(c).for_each(&mut push),
+                    Sep::Blanks => line.split([' ', '\t']).filter(|f| !f.is_empty()).for_each(&mut push),
+                }
+                Ok(fields.len())
+            }
+        }
+    }
+
     fn request(&mut self, line: &str, ctx: &LineCtx, volumes: &mut VolumeMap) -> Result<Request, TraceError> {
-        self.fields.clear();
-        let base = line.as_ptr() as usize;
-        let mut push = |f: &str| self.fields.push((f.as_ptr() as usize - base, f.len()));
-        match self.map.sep {
-            Sep::Char(c) => line.split(c).for_each(&mut push),
-            Sep::Blanks => line.split([' ', '\t']).filter(|f| !f.is_empty()).for_each(&mut push),
-        }
+        let n = self.split(line, ctx)?;
         let need = self.map.max_column() + 1;
-        if self.fields.len() < need {
-            return Err(ctx.error(format!("at least {need} fields"), format!("{} field(s)", self.fields.len())));
+        if n < need {
+            return Err(ctx.error(format!("at least {need} fields"), format!("{n} field(s)")));
         }
-        let field = |c: usize| {
-            let (at, n) = self.fields[c];
-            line.get(at..at + n).unwrap_or("").trim()
+        let (splitter, record) = (&self.splitter, &self.record);
+        let field = |c: usize| -> &str {
+            let f = match splitter {
+                // The line is UTF-8 and unquoting removes only ASCII quotes, so every field is UTF-8.
+                Splitter::Csv(..) => record.get(c).and_then(|b| std::str::from_utf8(b).ok()).unwrap_or(""),
+                Splitter::Plain(_, fields) => {
+                    let (at, n) = fields[c];
+                    line.get(at..at + n).unwrap_or("")
+                }
+            };
+            f.trim()
         };
         let m = &self.map;
         let what = |key: &str, c: usize, what: &str| format!("{what} in column {c} ({key})");

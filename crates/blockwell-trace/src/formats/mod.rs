@@ -92,6 +92,12 @@ impl Format {
         Self::ALL.iter().map(|f| f.name()).collect()
     }
 
+    /// Whether the format records the operation, so that a writer keeps writes as writes. Those that do not
+    /// (lis, oracle, plain) read every request as a read, and their writers would turn writes into reads.
+    pub fn carries_writes(self) -> bool {
+        !matches!(self, Format::Lis | Format::Oracle | Format::Plain)
+    }
+
     /// Parses a `--format` value.
     pub fn from_name(s: &str) -> Result<Self, TraceError> {
         Self::ALL

@@ -20,8 +20,20 @@
 //!
 //! A file whose length is not a multiple of 24 ends in a truncated record: an error
 //! `file:N: expected a 24-byte record (record N at byte offset B), found K bytes`, where N is the 1-based record
-//! number (the "line" of [`TraceError::Parse`]). Records are decoded in bulk straight from the decompressor's
-//! buffer (no per-record allocation). Detected by a file name containing `oracleGeneral` or ending `.oracle`.
+//! number (the "line" of [`TraceError::Parse`]). An uncompressed file is checked before its first record is
+//! read (so a file in another format given `--format oracle` fails at once); a compressed one when its end is
+//! reached.
+//!
+//! The format has no magic number, so every record is checked for plausibility, and an implausible one is an
+//! error `file:N: expected …, found …` like a malformed line (through the same `--skip-bad-lines` budget):
+//!
+//! - `obj_size` must not be 0 (a file of zeros, or another binary format, is not a trace);
+//! - `next_access_vtime` must be -1 or `i64::MAX` (no next access), or a request number from N (the record's
+//!   own 1-based number: the next access comes later; N itself is accepted for writers that count from 0) to
+//!   2^40 - 1. Text or random bytes read as records give values far beyond that, or negative ones.
+//!
+//! Records are decoded in bulk straight from the decompressor's buffer (no per-record allocation). Detected by a
+//! file name containing `oracleGeneral` or ending `.oracle`.
 //!
 //! The writer writes one record per block each request touches at `object_size` bytes (a zero-length request:
 //! the block holding its offset), with `obj_id` the packed key of (volume, block), `obj_size` = object_size and
@@ -44,6 +56,8 @@ pub const RECORD: usize = 24;
 const BLOCK_BITS: u32 = 48;
 /// Requests decoded ahead for `next_request`.
 const CHUNK: usize = 4096;
+/// The largest plausible next-access request number (2^40 - 1: about 10^12 requests, beyond any trace).
+const MAX_VTIME: i64 = (1 << 40) - 1;
 
 pub fn open(input: Input, opts: &ReaderOptions) -> Result<Box<dyn TraceReader>, TraceError> {
     Ok(Box::new(Oracle {
@@ -56,6 +70,8 @@ pub fn open(input: Input, opts: &ReaderOptions) -> Result<Box<dyn TraceReader>, 
         },
         skip_limit: opts.skip_bad_lines,
         bad: BadLines::default(),
+        tail_checked: false,
+        tail_reported: false,
         records: 0,
         carry: [0; RECORD],
         carry_len: 0,
@@ -73,6 +89,9 @@ struct Oracle {
     dec: Decoder,
     skip_limit: u64,
     bad: BadLines,
+    /// Whether a partial last record was reported before reading (uncompressed files, whose length is known).
+    tail_checked: bool,
+    tail_reported: bool,
     /// Records decoded so far (including skipped ones).
     records: u64,
     /// A record split across two buffer fills.
@@ -98,26 +117,48 @@ struct Decoder {
     names: Vec<String>,
 }
 
+/// Why a record is refused.
+#[derive(Clone, Copy, Debug)]
+enum Bad {
+    /// A block whose byte offset overflows at the object size.
+    Overflow(u64),
+    /// `obj_size` 0.
+    Size,
+    /// An impossible `next_access_vtime`.
+    Next(i64),
+}
+
 impl Decoder {
-    /// Decodes one record into a request and its next-access index; `Err(block)` for a block whose byte
-    /// offset overflows.
+    /// Decodes record `index` (0-based) into a request and its next-access index, or says why the record is
+    /// refused (see the module documentation).
     #[inline(always)]
-    fn decode(&mut self, rec: &[u8]) -> Result<(Request, u64), u64> {
+    fn decode(&mut self, rec: &[u8], index: u64) -> Result<(Request, u64), Bad> {
         let mut b = [0u8; RECORD];
         b.copy_from_slice(&rec[..RECORD]);
         let time = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
         let id = u64::from_le_bytes([b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11]]);
+        let size = u32::from_le_bytes([b[12], b[13], b[14], b[15]]);
         let next = i64::from_le_bytes([b[16], b[17], b[18], b[19], b[20], b[21], b[22], b[23]]);
         let raw_vol = (id >> BLOCK_BITS) as usize;
         let block = id & ((1 << BLOCK_BITS) - 1);
         if block > self.max_block {
-            return Err(block);
+            return Err(Bad::Overflow(block));
+        }
+        if size == 0 {
+            return Err(Bad::Size);
+        }
+        // A later request: its number is at least this record's (1-based, index + 1; the 0-based convention
+        // gives index + 1 for the very next request).
+        let never = next == -1 || next == i64::MAX;
+        let later = next > index as i64 && next <= MAX_VTIME;
+        if !(never || later) {
+            return Err(Bad::Next(next));
         }
         let volume = match self.vol_ids.get(raw_vol) {
             Some(&v) if v != u32::MAX => v,
             _ => self.new_volume(raw_vol),
         };
-        let next = if next <= 0 || next == i64::MAX { NEVER } else { next as u64 - 1 };
+        let next = if never { NEVER } else { next as u64 - 1 };
         let r = Request {
             time_ns: time as u64 * 1_000_000_000,
             volume,
@@ -139,46 +180,71 @@ impl Decoder {
         v
     }
 
-    /// The error for record `index` (0-based) naming a block too large.
-    fn overflow(&self, file: &std::path::Path, index: u64, block: u64) -> TraceError {
-        TraceError::Parse {
-            file: file.to_path_buf(),
-            line: index + 1,
-            expected: format!("a block whose byte offset at {} B fits in 64 bits", self.unit),
-            found: format!("block {block}"),
-        }
+    /// The error for record `index` (0-based), refused for `why`.
+    fn error(&self, file: &std::path::Path, index: u64, why: Bad) -> TraceError {
+        let (expected, found) = match why {
+            Bad::Overflow(block) => {
+                (format!("a block whose byte offset at {} B fits in 64 bits", self.unit), format!("block {block}"))
+            }
+            Bad::Size => ("a nonzero obj_size (not an oracleGeneral trace? wrong --format?)".into(), "0".into()),
+            Bad::Next(next) => (
+                format!(
+                    "a next_access_vtime of -1 or from {} to 2^40 (not an oracleGeneral trace? wrong --format?)",
+                    index + 1
+                ),
+                next.to_string(),
+            ),
+        };
+        TraceError::Parse { file: file.to_path_buf(), line: index + 1, expected, found }
+    }
+}
+
+/// The error for a last record cut short: `records` whole records, then `partial` bytes.
+fn partial_record(file: &std::path::Path, records: u64, partial: usize) -> TraceError {
+    TraceError::Parse {
+        file: file.to_path_buf(),
+        line: records + 1,
+        expected: format!("a {RECORD}-byte record (record {} at byte offset {})", records + 1, records * RECORD as u64),
+        found: match partial {
+            1 => "1 byte".into(),
+            k => format!("{k} bytes"),
+        },
     }
 }
 
 impl Oracle {
     /// Decodes up to `max` more requests into `out` and `next`; fewer only at the end of the file.
     fn fill(&mut self, out: &mut Vec<Request>, next: &mut Vec<u64>, max: usize) -> Result<(), TraceError> {
+        if !self.tail_checked {
+            // An uncompressed file's length is known: a partial last record is reported before any is read.
+            self.tail_checked = true;
+            if self.input.compression == crate::Compression::None {
+                if let Ok(m) = std::fs::metadata(&self.input.path) {
+                    let (records, partial) = (m.len() / RECORD as u64, (m.len() % RECORD as u64) as usize);
+                    if partial > 0 && m.is_file() {
+                        let e = partial_record(&self.input.path, records, partial);
+                        self.tail_reported = true;
+                        self.bad.absorb(e, self.skip_limit)?;
+                    }
+                }
+            }
+        }
         let target = out.len() + max;
         let file = &self.input.path;
         while out.len() < target && !self.done {
             let buf = match self.input.reader.fill_buf() {
                 Ok(b) => b,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(source) => return Err(TraceError::Io { file: file.clone(), source }),
+                Err(source) => return Err(self.input.read_error(source, "record", self.records)),
             };
             if buf.is_empty() {
                 self.done = true;
                 if self.carry_len > 0 {
-                    let e = TraceError::Parse {
-                        file: file.clone(),
-                        line: self.records + 1,
-                        expected: format!(
-                            "a {RECORD}-byte record (record {} at byte offset {})",
-                            self.records + 1,
-                            self.records * RECORD as u64
-                        ),
-                        found: match self.carry_len {
-                            1 => "1 byte".into(),
-                            k => format!("{k} bytes"),
-                        },
-                    };
+                    let e = partial_record(file, self.records, self.carry_len);
                     self.carry_len = 0;
-                    self.bad.absorb(e, self.skip_limit)?;
+                    if !self.tail_reported {
+                        self.bad.absorb(e, self.skip_limit)?;
+                    }
                 }
                 break;
             }
@@ -191,7 +257,8 @@ impl Oracle {
                 if self.carry_len == RECORD {
                     self.carry_len = 0;
                     let carry = self.carry;
-                    results[0] = Some(self.dec.decode(&carry).map_err(|b| self.dec.overflow(file, self.records, b)));
+                    results[0] =
+                        Some(self.dec.decode(&carry, self.records).map_err(|b| self.dec.error(file, self.records, b)));
                     self.records += 1;
                 }
                 take
@@ -201,16 +268,16 @@ impl Oracle {
                 out.reserve(n);
                 next.reserve(n);
                 for rec in buf[..n * RECORD].chunks_exact(RECORD) {
+                    let index = self.records + done as u64;
                     done += 1;
-                    match self.dec.decode(rec) {
+                    match self.dec.decode(rec, index) {
                         Ok((r, nx)) => {
                             out.push(r);
                             next.push(nx);
                         }
-                        Err(block) => {
+                        Err(why) => {
                             // Rare: judged after the buffer's borrow ends.
-                            let index = self.records + done as u64 - 1;
-                            results[1] = Some(Err(self.dec.overflow(file, index, block)));
+                            results[1] = Some(Err(self.dec.error(file, index, why)));
                             break;
                         }
                     }
