@@ -401,14 +401,8 @@ impl Sim {
         }
         let mut reads: Vec<BlockKey> = Vec::new();
         let mut async_reads: Vec<BlockKey> = Vec::new();
-        let mut i = 0;
-        while i < items.len() {
-            let mut k = i + 1;
-            while k < items.len() && items[k].0.raw() == items[k - 1].0.raw() + 1 {
-                k += 1;
-            }
-            let run = &items[i..k];
-            i = k;
+        // Each run of consecutive blocks is one request.
+        for run in items.chunk_by(|a, b| b.0.raw() == a.0.raw() + 1) {
             let first = run[0].0;
             let n = run.len() as u64;
             match self.block.as_mut() {
@@ -476,14 +470,8 @@ impl Sim {
         let mut segments: Vec<(BlockKey, u64, u32)> = Vec::new();
         let mut plain: Vec<(BlockKey, u32)> = Vec::new();
         let mut shadow_reqs_all: Vec<DevReq> = Vec::new();
-        let mut i = 0;
-        while i < items.len() {
-            let mut k = i + 1;
-            while k < items.len() && items[k].0.raw() == items[k - 1].0.raw() + 1 {
-                k += 1;
-            }
-            let run = &items[i..k];
-            i = k;
+        // Each run of consecutive blocks is one request.
+        for run in items.chunk_by(|a, b| b.0.raw() == a.0.raw() + 1) {
             let first = run[0].0;
             let n = run.len() as u64;
             // The estimate: without the cache, the run's blocks clustered; with it, the segments it reads.
