@@ -1,0 +1,205 @@
+//! Slot entries, journal records, and the codecs of table and journal blocks.
+//!
+//! A table block: a 32-byte header (magic `BWTB`, CRC-32C, checkpoint sequence, block index, entry count)
+//! and up to [`ENTRIES_PER_BLOCK`] entries of 16 bytes (origin block or [`Entry::FREE`], flags, hint). A
+//! journal block: a 32-byte header (magic `BWJN`, CRC-32C, commit sequence, mount count, part, parts, record
+//! count) and up to [`ENTRIES_PER_BLOCK`] records of 16 bytes (origin block, flags, slot).
+
+use crate::{block_crc, get_u16, get_u32, get_u64, put_u16, put_u32, put_u64, META_BLOCK};
+
+/// Entries (or records) in one 4 KiB block.
+pub const ENTRIES_PER_BLOCK: usize = ((META_BLOCK as usize) - HEADER) / 16;
+
+const HEADER: usize = 32;
+const TABLE_MAGIC: u32 = u32::from_le_bytes(*b"BWTB");
+const JOURNAL_MAGIC: u32 = u32::from_le_bytes(*b"BWJN");
+const CRC_AT: usize = 4;
+const FLAG_DIRTY: u32 = 1;
+
+/// What one slot holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// The origin block whose copy the slot holds, or [`Entry::FREE`].
+    pub block: u64,
+    /// The copy is newer than the origin's.
+    pub dirty: bool,
+    /// A policy hint (larger: used more recently); kept at checkpoints, 0 from the journal.
+    pub hint: u32,
+}
+
+impl Entry {
+    pub const FREE_BLOCK: u64 = u64::MAX;
+    pub const FREE: Entry = Entry { block: Self::FREE_BLOCK, dirty: false, hint: 0 };
+
+    pub fn mapped(block: u64, dirty: bool) -> Entry {
+        Entry { block, dirty, hint: 0 }
+    }
+
+    #[inline]
+    pub fn is_free(&self) -> bool {
+        self.block == Self::FREE_BLOCK
+    }
+
+    fn encode(&self, b: &mut [u8]) {
+        put_u64(b, 0, self.block);
+        put_u32(b, 8, if self.dirty { FLAG_DIRTY } else { 0 });
+        put_u32(b, 12, self.hint);
+    }
+
+    fn decode(b: &[u8]) -> Result<Entry, String> {
+        let block = get_u64(b, 0);
+        let flags = get_u32(b, 8);
+        if flags & !FLAG_DIRTY != 0 {
+            return Err(format!("unknown entry flags {flags:#x}"));
+        }
+        if block == Self::FREE_BLOCK && flags != 0 {
+            return Err("a free slot marked dirty".to_string());
+        }
+        Ok(Entry { block, dirty: flags & FLAG_DIRTY != 0, hint: get_u32(b, 12) })
+    }
+}
+
+/// One change of the durable table: slot `slot` now holds `entry`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Record {
+    pub slot: u64,
+    pub entry: Entry,
+}
+
+/// Encodes table block `index` of checkpoint `seq` from `entries` (at most [`ENTRIES_PER_BLOCK`]).
+pub(crate) fn encode_table_block(uuid: &[u8; 16], seq: u64, index: u64, entries: &[Entry]) -> Vec<u8> {
+    debug_assert!(entries.len() <= ENTRIES_PER_BLOCK);
+    let mut b = vec![0u8; META_BLOCK as usize];
+    put_u32(&mut b, 0, TABLE_MAGIC);
+    put_u64(&mut b, 8, seq);
+    put_u64(&mut b, 16, index);
+    put_u32(&mut b, 24, entries.len() as u32);
+    for (i, e) in entries.iter().enumerate() {
+        e.encode(&mut b[HEADER + 16 * i..HEADER + 16 * (i + 1)]);
+    }
+    let crc = block_crc(uuid, &b, CRC_AT);
+    put_u32(&mut b, CRC_AT, crc);
+    b
+}
+
+/// Decodes table block `index`, which must belong to checkpoint `seq` and hold `count` entries.
+pub(crate) fn decode_table_block(
+    uuid: &[u8; 16],
+    b: &[u8],
+    seq: u64,
+    index: u64,
+    count: usize,
+    out: &mut Vec<Entry>,
+) -> Result<(), String> {
+    if get_u32(b, 0) != TABLE_MAGIC {
+        return Err("not a table block (bad magic)".to_string());
+    }
+    if get_u32(b, CRC_AT) != block_crc(uuid, b, CRC_AT) {
+        return Err("checksum mismatch".to_string());
+    }
+    let (s, i, n) = (get_u64(b, 8), get_u64(b, 16), get_u32(b, 24) as usize);
+    if s != seq || i != index {
+        return Err(format!("belongs to checkpoint {s} block {i}, expected checkpoint {seq} block {index}"));
+    }
+    if n != count {
+        return Err(format!("holds {n} entries, expected {count}"));
+    }
+    for k in 0..n {
+        out.push(Entry::decode(&b[HEADER + 16 * k..HEADER + 16 * (k + 1)]).map_err(|e| format!("entry {k}: {e}"))?);
+    }
+    Ok(())
+}
+
+/// The header of a journal block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct JournalHeader {
+    pub seq: u64,
+    pub mount: u64,
+    pub part: u16,
+    pub parts: u16,
+}
+
+/// Encodes part `part` of `parts` of commit `seq` (written under mount count `mount`).
+pub(crate) fn encode_journal_block(uuid: &[u8; 16], h: JournalHeader, records: &[Record]) -> Vec<u8> {
+    debug_assert!(records.len() <= ENTRIES_PER_BLOCK);
+    let mut b = vec![0u8; META_BLOCK as usize];
+    put_u32(&mut b, 0, JOURNAL_MAGIC);
+    put_u64(&mut b, 8, h.seq);
+    put_u64(&mut b, 16, h.mount);
+    put_u16(&mut b, 24, h.part);
+    put_u16(&mut b, 26, h.parts);
+    put_u16(&mut b, 28, records.len() as u16);
+    for (i, r) in records.iter().enumerate() {
+        let at = HEADER + 16 * i;
+        r.entry.encode(&mut b[at..at + 16]);
+        // The hint field of a record carries its slot.
+        put_u32(&mut b, at + 12, r.slot as u32);
+    }
+    let crc = block_crc(uuid, &b, CRC_AT);
+    put_u32(&mut b, CRC_AT, crc);
+    b
+}
+
+/// Decodes a journal block: `None` when it is not a valid journal block of this device (torn, stale from an
+/// earlier format, never written).
+pub(crate) fn decode_journal_block(uuid: &[u8; 16], b: &[u8]) -> Option<(JournalHeader, Vec<Record>)> {
+    if get_u32(b, 0) != JOURNAL_MAGIC || get_u32(b, CRC_AT) != block_crc(uuid, b, CRC_AT) {
+        return None;
+    }
+    let h = JournalHeader { seq: get_u64(b, 8), mount: get_u64(b, 16), part: get_u16(b, 24), parts: get_u16(b, 26) };
+    let n = get_u16(b, 28) as usize;
+    if n > ENTRIES_PER_BLOCK || h.parts == 0 || h.part >= h.parts {
+        return None;
+    }
+    let mut out = Vec::with_capacity(n);
+    for k in 0..n {
+        let at = HEADER + 16 * k;
+        let slot = u64::from(get_u32(b, at + 12));
+        let mut e = Entry::decode(&b[at..at + 16]).ok()?;
+        e.hint = 0;
+        out.push(Record { slot, entry: e });
+    }
+    Some((h, out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const U: [u8; 16] = [7; 16];
+
+    #[test]
+    fn table_blocks_round_trip_and_detect_damage() {
+        let entries: Vec<Entry> = (0..ENTRIES_PER_BLOCK as u64)
+            .map(|i| if i % 3 == 0 { Entry::FREE } else { Entry::mapped(i * 7, i % 2 == 0) })
+            .collect();
+        let b = encode_table_block(&U, 5, 2, &entries);
+        let mut out = Vec::new();
+        decode_table_block(&U, &b, 5, 2, entries.len(), &mut out).unwrap();
+        assert_eq!(out, entries);
+        // Another device's block, another checkpoint, another index, one flipped bit.
+        assert!(decode_table_block(&[8; 16], &b, 5, 2, entries.len(), &mut Vec::new()).is_err());
+        assert!(decode_table_block(&U, &b, 6, 2, entries.len(), &mut Vec::new()).is_err());
+        assert!(decode_table_block(&U, &b, 5, 3, entries.len(), &mut Vec::new()).is_err());
+        for bit in [0usize, 100, 4095 * 8] {
+            let mut c = b.clone();
+            c[bit / 8] ^= 1 << (bit % 8);
+            assert!(decode_table_block(&U, &c, 5, 2, entries.len(), &mut Vec::new()).is_err(), "bit {bit}");
+        }
+    }
+
+    #[test]
+    fn journal_blocks_round_trip_and_detect_damage() {
+        let recs: Vec<Record> =
+            (0..40).map(|i| Record { slot: i * 3, entry: Entry::mapped(1000 + i, i % 2 == 1) }).collect();
+        let h = JournalHeader { seq: 9, mount: 2, part: 1, parts: 3 };
+        let b = encode_journal_block(&U, h, &recs);
+        let (h2, r2) = decode_journal_block(&U, &b).unwrap();
+        assert_eq!((h2, r2), (h, recs));
+        let mut torn = b.clone();
+        torn[100..].fill(0);
+        assert!(decode_journal_block(&U, &torn).is_none(), "a torn block is not trusted");
+        assert!(decode_journal_block(&[1; 16], &b).is_none(), "a block of another format is not trusted");
+        assert!(decode_journal_block(&U, &vec![0; 4096]).is_none());
+    }
+}
