@@ -37,10 +37,6 @@ impl SequentialCutoff {
         self.cutoff
     }
 
-    pub fn is_off(&self) -> bool {
-        self.cutoff == 0
-    }
-
     /// Whether a request at `offset` of `len` bytes would bypass, without recording it.
     pub fn would_bypass(&self, volume: u32, offset: u64, len: u64) -> bool {
         if self.cutoff == 0 {

@@ -34,11 +34,23 @@
 //!   is dropped ([`Fate::Dropped`]).
 //! - [`WritePolicy::Around`]: every written block is dropped from the level.
 //! - [`WritePolicy::Ignore`]: writes are counted and change nothing (the time simulator's block level).
+//! - [`WritePolicy::Back`]: as `Allocate`, and the blocks written into the level are *dirty*; a request that
+//!   bypasses the level still updates the blocks it holds (dm-cache's rule: cached blocks are written in the
+//!   cache), so the level never holds an older copy than the next level.
 //!
-//! Writes count as block hits only when the level held the block's data ([`Fate::Update`]).
+//! Whatever the policy, a write to a dirty block updates it ([`Fate::Update`]): the level holds the only current
+//! copy. Writes count as block hits only when the level held the block's data ([`Fate::Update`]).
 //!
-//! **State**: per block in flight 24 B (token, flags) in a hash map; per block with state (dirty, pinned) 9 B
-//! in a hash map; admission's and the prefetcher's own state (see their modules); the policy's metadata.
+//! ## Dirty blocks and cleaning
+//! Dirty blocks are kept in key order. [`CacheLevel::clean_plan`] hands the driver dirty blocks to write back,
+//! in key order from where the previous pass stopped, merged into runs of consecutive blocks, skipping blocks
+//! with a write in flight ([`CacheLevel::set_pinned`]); [`CacheLevel::clean_done`] marks a block clean unless a
+//! write reached it after it was handed out. How many to clean, and when, is a [`crate::cleaner::Cleaner`]'s
+//! decision. A dirty victim leaves the level with [`Victim::dirty`] set: the driver writes it back.
+//!
+//! **State**: per block in flight 24 B (token, flags) in a hash map; per block with state (dirty, pinned,
+//! cleaning) 9 B in a hash map, plus about 40 B per dirty block in the ordered dirty set; admission's and the
+//! prefetcher's own state (see their modules); the policy's metadata.
 
 use crate::admission::{Admission, AdmissionSpec};
 use crate::cache::{BlockCache, CacheConfig, CacheError, Op};
@@ -48,6 +60,7 @@ use crate::key::{block_span, BlockKey, MAX_BLOCK, MAX_VOLUME};
 use crate::policy::{Access, DynPolicy, Evicted, Outcome, NEVER};
 use crate::prefetch::{BlockState, BlockView, Demand, Fetch, Prefetcher, U64Map};
 use crate::redcap::{ReadPlan, Redcap};
+use std::collections::BTreeSet;
 
 /// What writes do to the level.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -60,6 +73,10 @@ pub enum WritePolicy {
     /// Writes pass the level: counted, nothing changes (the time simulator's block level, whose model of seed
     /// `001_*` caches reads only).
     Ignore,
+    /// Write-back: as [`WritePolicy::Allocate`], and every block written into the level is dirty until it is
+    /// cleaned ([`CacheLevel::clean_plan`]) or written back when evicted (its [`Victim::dirty`]). A bypassed
+    /// write still updates the blocks the level holds.
+    Back,
 }
 
 /// When a missed block enters the policy.
@@ -106,6 +123,16 @@ impl LevelConfig {
             volume_bytes: u64::MAX,
             insert: Insert::OnIssue,
         }
+    }
+
+    /// Admit always, no cutoff, allocate every written block, insert on issue: with no prefetcher and no reads
+    /// in flight, a request is then a plain policy step ([`BlockCache::access_blocks`]).
+    pub fn is_plain(&self) -> bool {
+        self.insert == Insert::OnIssue
+            && self.admission == AdmissionSpec::Always
+            && self.sequential_cutoff == 0
+            && self.write == WritePolicy::Allocate
+            && self.partial_write_allocate
     }
 }
 
@@ -248,6 +275,8 @@ impl Flight {
 
 const DIRTY: u8 = 1;
 const PINNED: u8 = 2;
+/// Handed out by [`CacheLevel::clean_plan`] and not written since.
+const CLEANING: u8 = 4;
 
 /// Blocks per prefetch group inserted into the policy at once.
 const PREFETCH_GROUP: usize = 256;
@@ -261,6 +290,9 @@ pub struct CacheLevel<P: DynPolicy + ?Sized = dyn DynPolicy> {
     admission: Admission,
     cutoff: SequentialCutoff,
     flags: U64Map<u8>,
+    /// The dirty blocks, in key order, and where the next cleaning pass starts.
+    dirty: BTreeSet<u64>,
+    clean_cursor: u64,
     clusterer: Clusterer,
     next_token: u64,
     redcap: Option<RedcapTiming>,
@@ -285,6 +317,8 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
             admission: config.admission.build(capacity),
             cutoff: SequentialCutoff::new(config.sequential_cutoff),
             flags: U64Map::default(),
+            dirty: BTreeSet::new(),
+            clean_cursor: 0,
             clusterer: Clusterer::new(config.cluster_max_blocks.max(1)).expect("at least one block"),
             next_token: 0,
             redcap: None,
@@ -339,13 +373,7 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
     /// Neither prefetching, admission, cutoff nor reads in flight: a request is a plain policy step.
     #[inline]
     pub fn is_plain(&self) -> bool {
-        self.config.insert == Insert::OnIssue
-            && self.prefetcher.is_none()
-            && self.admission.is_always()
-            && self.cutoff.is_off()
-            && self.inflight.is_empty()
-            && self.config.write == WritePolicy::Allocate
-            && self.config.partial_write_allocate
+        self.config.is_plain() && self.prefetcher.is_none() && self.admission.is_always() && self.inflight.is_empty()
     }
 
     /// Where a block is.
@@ -368,14 +396,6 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
         self.cutoff.would_bypass(volume, offset, len)
     }
 
-    /// A plain step for the one-pass simulator: valid only while [`CacheLevel::is_plain`]; exactly what
-    /// [`CacheLevel::access`] followed by [`CacheLevel::complete_all`] does then, without building fates.
-    #[inline]
-    pub fn access_plain(&mut self, op: Op, first: BlockKey, n: u64, next_use: &[u64], plan: &mut crate::Plan) {
-        debug_assert!(self.is_plain());
-        self.cache.access_blocks(op, first, n, next_use, plan);
-    }
-
     fn token(&mut self) -> u64 {
         self.next_token += 1;
         self.next_token
@@ -395,32 +415,56 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
         }
         match (req.op, self.config.write) {
             (Op::Read, _) => self.read(req, plan),
-            (Op::Write, WritePolicy::Allocate) => self.write(req, plan),
+            (Op::Write, WritePolicy::Allocate | WritePolicy::Back) => self.write(req, plan),
             (Op::Write, WritePolicy::Ignore) => {
                 plan.fates.extend((0..req.n).map(|_| Fate::Pass));
                 self.count(Op::Write, req.n, 0);
             }
-            (Op::Write, WritePolicy::Around) => {
-                for i in 0..req.n {
-                    let key = BlockKey::from_raw(req.first.raw() + i);
-                    plan.fates.push(if self.drop_block(key) { Fate::Dropped } else { Fate::Pass });
-                }
-                self.count(Op::Write, req.n, 0);
-            }
+            (Op::Write, WritePolicy::Around) => self.write_around(req, plan),
         }
+    }
+
+    /// A write that does not allocate: drops the blocks it reaches, except dirty ones (and, written back, every
+    /// resident one), which it updates.
+    fn write_around(&mut self, req: &Request<'_>, plan: &mut StepPlan) {
+        let keep_resident = self.config.write == WritePolicy::Back;
+        let mut hits = 0;
+        for i in 0..req.n {
+            let key = BlockKey::from_raw(req.first.raw() + i);
+            let f = if self.has_data(key) && (keep_resident || self.is_dirty(key)) {
+                self.written_into(key);
+                hits += 1;
+                Fate::Update
+            } else if self.drop_block(key) {
+                Fate::Dropped
+            } else {
+                Fate::Pass
+            };
+            plan.fates.push(f);
+        }
+        self.count(Op::Write, req.n, hits);
+    }
+
+    /// A block the level holds was written: dirty under write-back, and no longer clean for a cleaning pass.
+    fn written_into(&mut self, key: BlockKey) {
+        let was_dirty = self.is_dirty(key);
+        if was_dirty {
+            self.cache.stats_mut().dirty_write_hits += 1;
+        }
+        if self.config.write == WritePolicy::Back || was_dirty {
+            self.set_flag(key, DIRTY, true);
+        }
+        self.set_flag(key, CLEANING, false);
     }
 
     fn bypass(&mut self, req: &Request<'_>, plan: &mut StepPlan) {
         plan.bypass = true;
         self.cache.stats_mut().bypassed += 1;
-        for i in 0..req.n {
-            let key = BlockKey::from_raw(req.first.raw() + i);
-            let f = if req.op == Op::Write && self.drop_block(key) { Fate::Dropped } else { Fate::Pass };
-            plan.fates.push(f);
+        if req.op == Op::Write {
+            return self.write_around(req, plan);
         }
-        if req.op == Op::Read {
-            self.clusterer.cluster(&[Fetch { first: req.first, n: req.n, sync: true }], &mut plan.reads);
-        }
+        plan.fates.extend((0..req.n).map(|_| Fate::Pass));
+        self.clusterer.cluster(&[Fetch { first: req.first, n: req.n, sync: true }], &mut plan.reads);
         self.count(req.op, req.n, 0);
     }
 
@@ -597,7 +641,7 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
                 self.cache.stats_mut().fills_dropped += 1;
                 if whole {
                     self.touch(key, nu, plan);
-                    Fate::Allocate
+                    self.allocated(key)
                 } else {
                     self.drop_block(key);
                     Fate::Dropped
@@ -606,6 +650,8 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
                 if self.touch(key, nu, plan) == Outcome::PrefetchHit {
                     self.cache.stats_mut().prefetch_used += 1;
                 }
+                // (A victim of this very request cannot be this block: it was just touched.)
+                self.written_into(key);
                 hits += 1;
                 Fate::Update
             } else if !whole {
@@ -615,17 +661,24 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
                 Fate::Pass
             } else {
                 self.touch(key, nu, plan);
-                if self.cache.contains(key) {
-                    Fate::Allocate
-                } else {
-                    Fate::Pass
-                }
+                self.allocated(key)
             };
             plan.fates.push(fate);
             key = key.next();
         }
         plan.hits = hits;
         self.count(Op::Write, req.n, hits);
+    }
+
+    /// A written block entered the policy (or the policy declined it: OPT).
+    fn allocated(&mut self, key: BlockKey) -> Fate {
+        if !self.cache.contains(key) {
+            return Fate::Pass;
+        }
+        if self.config.write == WritePolicy::Back {
+            self.set_flag(key, DIRTY, true);
+        }
+        Fate::Allocate
     }
 
     /// Moves the policy's victims (in `self.evicted`) into the plan, counting them.
@@ -641,6 +694,10 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
                 self.cache.stats_mut().fills_dropped += 1;
             }
             let flags = self.flags.remove(&v.key.raw()).unwrap_or(0);
+            if flags & DIRTY != 0 {
+                self.dirty.remove(&v.key.raw());
+                self.cache.stats_mut().dirty_evictions += 1;
+            }
             if let Some(p) = self.prefetcher.as_mut() {
                 p.on_evict(&v);
             }
@@ -659,7 +716,9 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
         if self.inflight.remove(&key.raw()).is_some() {
             self.cache.stats_mut().fills_dropped += 1;
         }
-        self.flags.remove(&key.raw());
+        if self.flags.remove(&key.raw()).is_some_and(|f| f & DIRTY != 0) {
+            self.dirty.remove(&key.raw());
+        }
         let was = self.cache.invalidate(key);
         if was {
             self.cache.stats_mut().invalidations += 1;
@@ -765,13 +824,97 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
         if on {
             if self.cache.contains(key) {
                 *self.flags.entry(key.raw()).or_insert(0) |= flag;
+                if flag == DIRTY {
+                    self.dirty.insert(key.raw());
+                }
             }
         } else if let Some(f) = self.flags.get_mut(&key.raw()) {
             *f &= !flag;
             if *f == 0 {
                 self.flags.remove(&key.raw());
             }
+            if flag == DIRTY {
+                self.dirty.remove(&key.raw());
+            }
         }
+    }
+
+    /// Dirty blocks now.
+    pub fn dirty_count(&self) -> u64 {
+        self.dirty.len() as u64
+    }
+
+    /// The dirty blocks, in key order.
+    pub fn dirty_blocks(&self) -> impl Iterator<Item = BlockKey> + '_ {
+        self.dirty.iter().map(|&k| BlockKey::from_raw(k))
+    }
+
+    /// Hands out up to `max` dirty blocks to write back, in key order from where the previous pass stopped
+    /// (wrapping once), as runs of consecutive blocks of at most `max_run` blocks, appended to `out`. Blocks
+    /// with a write in flight, and blocks already handed out, are skipped. Returns how many were handed out;
+    /// each is then [`CacheLevel::clean_done`] or [`CacheLevel::clean_failed`].
+    pub fn clean_plan(&mut self, max: u64, max_run: u64, out: &mut Vec<DeviceRead>) -> u64 {
+        let max_run = max_run.max(1);
+        let mut n = 0;
+        let start = self.clean_cursor;
+        let keys = self.dirty.range(start..).chain(self.dirty.range(..start));
+        let mut last = None;
+        for &k in keys {
+            if n >= max {
+                break;
+            }
+            let f = self.flags.get_mut(&k).expect("a dirty block has flags");
+            if *f & (PINNED | CLEANING) != 0 || self.inflight.contains_key(&k) {
+                continue;
+            }
+            *f |= CLEANING;
+            n += 1;
+            last = Some(k);
+            match out.last_mut() {
+                Some(r) if r.first.raw() + r.n == k && r.n < max_run => r.n += 1,
+                _ => out.push(DeviceRead { first: BlockKey::from_raw(k), n: 1, sync: false }),
+            }
+        }
+        if let Some(k) = last {
+            self.clean_cursor = k + 1;
+        }
+        n
+    }
+
+    /// The write-back of a block handed out by [`CacheLevel::clean_plan`] completed (and is durable in the next
+    /// level): the block is clean, unless a write reached it since (then it stays dirty). True when it became
+    /// clean.
+    pub fn clean_done(&mut self, key: BlockKey) -> bool {
+        match self.flags.get(&key.raw()) {
+            Some(f) if f & CLEANING != 0 => {
+                self.set_flag(key, CLEANING, false);
+                self.set_flag(key, DIRTY, false);
+                self.cache.stats_mut().cleaned += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The write-back of a block handed out by [`CacheLevel::clean_plan`] failed: it stays dirty.
+    pub fn clean_failed(&mut self, key: BlockKey) {
+        self.set_flag(key, CLEANING, false);
+    }
+
+    /// Puts a block back in the level without counting an access (a warm restart from a persistent cache):
+    /// it enters the policy as a demand access would, with its dirty bit. Victims go to `plan.victims` (not
+    /// cleared).
+    pub fn restore(&mut self, key: BlockKey, dirty: bool, plan: &mut StepPlan) {
+        self.touch(key, NEVER, plan);
+        if dirty {
+            self.set_flag(key, DIRTY, true);
+        }
+    }
+
+    /// Changes what writes do (a mode switch of a running level; switching away from write-back is the
+    /// driver's to do only once no block is dirty).
+    pub fn set_write_policy(&mut self, write: WritePolicy) {
+        self.config.write = write;
     }
 
     /// A backend read of `bytes` took `ns` (feeds REDCAP's estimate of the time of a read).
@@ -812,6 +955,11 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
             if !self.cache.contains(BlockKey::from_raw(k)) {
                 return Err(format!("block {:#x} in flight or flagged but not resident", k));
             }
+        }
+        let flagged = self.flags.values().filter(|&&f| f & DIRTY != 0).count();
+        if flagged != self.dirty.len() || self.dirty.iter().any(|k| !self.flags.get(k).is_some_and(|f| f & DIRTY != 0))
+        {
+            return Err(format!("{} blocks flagged dirty, {} in the dirty set", flagged, self.dirty.len()));
         }
         Ok(())
     }

@@ -22,6 +22,7 @@
 pub mod admission;
 pub mod arena;
 pub mod cache;
+pub mod cleaner;
 pub mod cluster;
 pub mod cutoff;
 pub mod dedup;

@@ -18,6 +18,9 @@
 //!   dropped by a write-around write, TRIM, a partial write over an in-flight block or a failed read),
 //!   `fills_dropped` (completed reads not installed because a write, an eviction or an invalidation overtook
 //!   them).
+//! - **Write-back**: `dirty_write_hits` (writes to blocks already dirty: overwrites the level absorbed, which
+//!   the next level never sees), `dirty_evictions` (dirty blocks evicted, each written back: dm-cache's
+//!   "replaced dirty blocks"), `cleaned` (dirty blocks written back by cleaning, flushing or detaching).
 
 use serde::{Deserialize, Serialize};
 use std::ops::AddAssign;
@@ -90,6 +93,15 @@ pub struct Stats {
     pub invalidations: u64,
     /// Completed reads not installed because something overtook them.
     pub fills_dropped: u64,
+    /// Writes to blocks already dirty (absorbed overwrites).
+    #[serde(default)]
+    pub dirty_write_hits: u64,
+    /// Dirty blocks evicted (each written back to the next level).
+    #[serde(default)]
+    pub dirty_evictions: u64,
+    /// Dirty blocks written back by cleaning.
+    #[serde(default)]
+    pub cleaned: u64,
 }
 
 impl Stats {

@@ -4,7 +4,7 @@
 use blockwell_core::admission::AdmissionSpec;
 use blockwell_core::level::{CacheLevel, Fate, LevelConfig, Request, StepPlan, WritePolicy};
 use blockwell_core::prefetch::{PrefetcherKind, PrefetcherSpec};
-use blockwell_core::{BlockKey, CacheConfig, Op, Plan, PolicyKind, PolicySpec, Preset};
+use blockwell_core::{BlockCache, BlockKey, CacheConfig, Op, Plan, PolicyKind, PolicySpec, Preset};
 
 const BS: u64 = 4096;
 
@@ -51,9 +51,10 @@ fn a_block_in_flight_is_a_delayed_hit_counted_as_a_miss() {
 
 #[test]
 fn plain_step_equals_the_full_step_with_instant_reads() {
-    // A deterministic mix of reads and writes with reuse: the fast path and the full path agree, counter for
-    // counter.
-    let mut a = level(64, |_| {}, None);
+    // A deterministic mix of reads and writes with reuse: the policy's own step (what `sim` runs when the
+    // level is plain) and the full step agree, counter for counter.
+    let cc = CacheConfig::new(BS, 64 * BS).unwrap();
+    let mut a = BlockCache::new(cc, PolicySpec::new(PolicyKind::Lru).build(Preset::Default, 64).unwrap());
     let mut b = level(64, |_| {}, None);
     let (mut p, mut sp) = (Plan::default(), StepPlan::default());
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
@@ -64,7 +65,7 @@ fn plain_step_equals_the_full_step_with_instant_reads() {
         let op = if x % 5 == 0 { Op::Write } else { Op::Read };
         let first = (x >> 8) % 200;
         let n = 1 + (x >> 20) % 4;
-        a.access_plain(op, k(first), n, &[], &mut p);
+        a.access_blocks(op, k(first), n, &[], &mut p);
         b.access(&Request::blocks(op, k(first), n, BS), &mut sp);
         b.complete_all();
     }
@@ -231,4 +232,121 @@ fn the_cache_command_prefetches_as_a_group() {
         assert!(l.fetch_done(k(b), p.token));
     }
     assert_eq!(PrefetcherKind::NoPrefetch.name(), "none");
+}
+
+fn write(l: &mut CacheLevel, b: u64, n: u64, plan: &mut StepPlan) {
+    l.access(&Request::blocks(Op::Write, k(b), n, BS), plan);
+}
+
+fn back(blocks: u64) -> CacheLevel {
+    level(
+        blocks,
+        |c| {
+            c.write = WritePolicy::Back;
+            c.partial_write_allocate = false;
+        },
+        None,
+    )
+}
+
+#[test]
+fn write_back_dirties_what_it_writes_and_victims_carry_it() {
+    let mut l = back(4);
+    let mut p = StepPlan::default();
+    write(&mut l, 0, 2, &mut p);
+    assert_eq!(p.fates, [Fate::Allocate, Fate::Allocate]);
+    assert!(l.is_dirty(k(0)) && l.is_dirty(k(1)));
+    read(&mut l, 5, 1, &mut p);
+    l.complete_all();
+    assert!(!l.is_dirty(k(5)), "a read fill is clean");
+    write(&mut l, 1, 1, &mut p);
+    assert_eq!(p.fates, [Fate::Update]);
+    assert_eq!(l.stats().dirty_write_hits, 1, "an overwrite of a dirty block is absorbed");
+    // A partial write to an absent block passes; to a dirty block it updates.
+    l.access(&Request::bytes(Op::Write, 0, 9 * BS + 1, 10, BS).unwrap(), &mut p);
+    assert_eq!(p.fates, [Fate::Pass]);
+    l.access(&Request::bytes(Op::Write, 0, BS + 1, 10, BS).unwrap(), &mut p);
+    assert_eq!(p.fates, [Fate::Update]);
+    // Fill the level: the oldest dirty block leaves dirty.
+    for b in [6, 7] {
+        read(&mut l, b, 1, &mut p);
+        l.complete_all();
+    }
+    let victims: Vec<(u64, bool)> = p.victims.iter().map(|v| (v.key.block(), v.dirty)).collect();
+    assert_eq!(victims, [(0, true)]);
+    assert_eq!(l.stats().dirty_evictions, 1);
+    assert_eq!(l.dirty_count(), 1);
+    l.validate().unwrap();
+}
+
+#[test]
+fn cleaning_hands_out_runs_in_key_order_and_a_write_keeps_a_block_dirty() {
+    let mut l = back(64);
+    let mut p = StepPlan::default();
+    for b in [9, 3, 4, 5, 20, 21, 7] {
+        write(&mut l, b, 1, &mut p);
+    }
+    l.set_pinned(k(7), true);
+    let mut runs = Vec::new();
+    assert_eq!(l.clean_plan(4, 2, &mut runs), 4);
+    let got: Vec<(u64, u64)> = runs.iter().map(|r| (r.first.block(), r.n)).collect();
+    assert_eq!(got, [(3, 2), (5, 1), (9, 1)], "key order, runs of at most 2, the pinned block skipped");
+    // The next pass continues after block 9 and wraps; blocks handed out are not handed out again.
+    let mut more = Vec::new();
+    assert_eq!(l.clean_plan(10, 8, &mut more), 2);
+    let got: Vec<(u64, u64)> = more.iter().map(|r| (r.first.block(), r.n)).collect();
+    assert_eq!(got, [(20, 2)]);
+    // A write to block 4 while it is being written back: it stays dirty.
+    write(&mut l, 4, 1, &mut p);
+    for b in [3, 4, 5, 9, 20] {
+        assert_eq!(l.clean_done(k(b)), b != 4, "block {b}");
+    }
+    l.clean_failed(k(21));
+    assert_eq!(l.dirty_blocks().map(|b| b.block()).collect::<Vec<_>>(), [4, 7, 21]);
+    assert_eq!(l.stats().cleaned, 4);
+    l.set_pinned(k(7), false);
+    let mut last = Vec::new();
+    assert_eq!(l.clean_plan(u64::MAX, 64, &mut last), 3);
+    l.validate().unwrap();
+}
+
+#[test]
+fn a_bypassed_write_back_updates_what_the_level_holds() {
+    let mut l = level(
+        64,
+        |c| {
+            c.write = WritePolicy::Back;
+            c.sequential_cutoff = 2 * BS;
+        },
+        None,
+    );
+    let mut p = StepPlan::default();
+    read(&mut l, 1, 1, &mut p);
+    l.complete_all();
+    // A 3-block sequential write reaches the cutoff: it bypasses, but the held block 1 is updated, dirty.
+    write(&mut l, 0, 3, &mut p);
+    assert!(p.bypass);
+    assert_eq!(p.fates, [Fate::Pass, Fate::Update, Fate::Pass]);
+    assert!(l.is_dirty(k(1)) && !l.has_data(k(0)));
+    // Write-around never drops a dirty block.
+    let mut a = level(8, |c| c.write = WritePolicy::Around, None);
+    read(&mut a, 0, 1, &mut p);
+    a.complete_all();
+    a.set_dirty(k(0), true);
+    write(&mut a, 0, 1, &mut p);
+    assert_eq!(p.fates, [Fate::Update]);
+    assert!(a.is_dirty(k(0)));
+}
+
+#[test]
+fn restore_puts_blocks_back_without_counting() {
+    let mut l = back(2);
+    let mut p = StepPlan::default();
+    l.restore(k(1), true, &mut p);
+    l.restore(k(2), false, &mut p);
+    l.restore(k(3), false, &mut p);
+    assert_eq!(p.victims.iter().map(|v| (v.key.block(), v.dirty)).collect::<Vec<_>>(), [(1, true)]);
+    assert_eq!(l.stats().read.blocks + l.stats().write.blocks, 0);
+    read(&mut l, 3, 1, &mut p);
+    assert_eq!(p.fates, [Fate::Hit]);
 }

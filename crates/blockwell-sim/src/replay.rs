@@ -9,7 +9,7 @@
 //! reader is opened a second time for the replay).
 
 use blockwell_core::admission::AdmissionSpec;
-use blockwell_core::cache::{CacheConfig, CacheError, Plan};
+use blockwell_core::cache::{BlockCache, CacheConfig, CacheError, Plan};
 use blockwell_core::key::{block_span, BlockKey};
 use blockwell_core::level::{self, CacheLevel, LevelConfig, StepPlan};
 use blockwell_core::policy::{Policy, PolicyError, PolicySpec, PolicyVisitor, Preset, NEVER};
@@ -298,37 +298,64 @@ trait Runner: Send {
     fn finish(self: Box<Self>) -> (Stats, usize);
 }
 
+/// How one simulated cache steps.
+enum Step<P: Policy> {
+    /// No prefetcher, admission or cutoff: a request is the policy's own step, on the concrete type, so the
+    /// policy's code inlines into the replay loop.
+    Plain(BlockCache<P>),
+    /// The whole cache step, through the policy's object-safe face.
+    Full(CacheLevel),
+}
+
 struct SimCache<P: Policy> {
-    level: CacheLevel<P>,
-    /// No prefetcher, admission or cutoff: each request is a plain policy step.
-    plain: bool,
+    step: Step<P>,
     plan: Plan,
-    step: StepPlan,
+    step_plan: StepPlan,
+    block_size: u64,
     validate: bool,
+}
+
+impl<P: Policy> SimCache<P> {
+    fn reset_stats(&mut self) {
+        match &mut self.step {
+            Step::Plain(c) => c.reset_stats(),
+            Step::Full(l) => l.reset_stats(),
+        }
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        match &self.step {
+            Step::Plain(c) => c.policy().validate(),
+            Step::Full(l) => l.validate(),
+        }
+    }
 }
 
 impl<P: Policy> Runner for SimCache<P> {
     fn run(&mut self, batch: &Batch, warmup: u64) {
         let mut at = 0usize;
         let with_next = !batch.next_use.is_empty();
-        let bs = self.level.config().cache.block_size;
         for (i, r) in batch.reqs.iter().enumerate() {
             if warmup > 0 && batch.start + i as u64 == warmup {
-                self.level.reset_stats();
+                self.reset_stats();
             }
             let n = r.n as usize;
             let nu = if with_next { &batch.next_use[at..at + n] } else { &[][..] };
-            if self.plain {
-                self.level.access_plain(r.op, r.first, n as u64, nu, &mut self.plan);
-            } else {
-                let req = level::Request { next_use: nu, ..level::Request::blocks(r.op, r.first, n as u64, bs) };
-                self.level.access(&req, &mut self.step);
-                // Reads complete at once: nothing is in flight at the next request.
-                self.level.complete_all();
+            match &mut self.step {
+                Step::Plain(c) => c.access_blocks(r.op, r.first, n as u64, nu, &mut self.plan),
+                Step::Full(l) => {
+                    let req = level::Request {
+                        next_use: nu,
+                        ..level::Request::blocks(r.op, r.first, n as u64, self.block_size)
+                    };
+                    l.access(&req, &mut self.step_plan);
+                    // Reads complete at once: nothing is in flight at the next request.
+                    l.complete_all();
+                }
             }
             at += n;
             if self.validate {
-                if let Err(e) = self.level.validate() {
+                if let Err(e) = self.validate() {
                     panic!("invariant broken after request {}: {e}", batch.start + i as u64);
                 }
             }
@@ -336,7 +363,10 @@ impl<P: Policy> Runner for SimCache<P> {
     }
 
     fn finish(self: Box<Self>) -> (Stats, usize) {
-        (*self.level.stats(), self.level.policy().len())
+        match self.step {
+            Step::Plain(c) => (*c.stats(), c.policy().len()),
+            Step::Full(l) => (*l.stats(), l.policy().len()),
+        }
     }
 }
 
@@ -350,16 +380,20 @@ impl PolicyVisitor for MakeRunner<'_> {
     type Output = Result<Box<dyn Runner>, PrefetchError>;
     fn visit<P: Policy>(self, config: P::Config) -> Self::Output {
         let policy = P::new(self.config.cache.capacity_blocks(), &config);
-        let prefetcher = match self.prefetch.kind {
-            PrefetcherKind::NoPrefetch => None,
-            _ => Some(self.prefetch.build(self.config.cache.block_size)?),
+        let step = if self.config.is_plain() && self.prefetch.kind == PrefetcherKind::NoPrefetch {
+            Step::Plain(BlockCache::new(self.config.cache, Box::new(policy)))
+        } else {
+            let prefetcher = match self.prefetch.kind {
+                PrefetcherKind::NoPrefetch => None,
+                _ => Some(self.prefetch.build(self.config.cache.block_size)?),
+            };
+            Step::Full(CacheLevel::new(self.config, Box::new(policy), prefetcher))
         };
-        let level = CacheLevel::new(self.config, Box::new(policy), prefetcher);
         Ok(Box::new(SimCache {
-            plain: level.is_plain(),
-            level,
+            step,
             plan: Plan::default(),
-            step: StepPlan::default(),
+            step_plan: StepPlan::default(),
+            block_size: self.config.cache.block_size,
             validate: self.validate,
         }))
     }
