@@ -9,9 +9,9 @@
 //! ```text
 //! 0       superblock, copy A (4 KiB)        magic, version, UUID, block size, geometry, origin identity,
 //! 4 KiB   superblock, copy B (4 KiB)        clean-shutdown and detached flags, checkpoint and journal heads
-//! 8 KiB   slot table, copy 0                one 16-byte entry per slot, 254 per 4 KiB block
+//! 8 KiB   slot table, copy 0                one 24-byte entry per slot, 169 per 4 KiB block
 //! ...     slot table, copy 1
-//! ...     journal                           a ring of 4 KiB blocks of 16-byte records (slot -> entry)
+//! ...     journal                           a ring of 4 KiB blocks of 24-byte records (slot -> entry)
 //! aligned data                              slot i at data_offset + i * block_size
 //! ```
 //! Every metadata block carries a CRC-32C ([`crc32c`]) seeded with the device's UUID, so a block from an
@@ -30,7 +30,7 @@
 //! The choice against the two peers: dm-cache keeps its mapping in a transactional copy-on-write B-tree
 //! (`persistent-data`), committed by flipping the superblock; bcache journals B-tree keys and writes B-tree
 //! nodes log-structured. A cache device's mapping is dense (every slot has exactly one entry) and small
-//! (16 bytes a slot), so a flat table needs no tree: a commit costs its records, not a path of tree nodes, and
+//! (24 bytes a slot), so a flat table needs no tree: a commit costs its records, not a path of tree nodes, and
 //! a checkpoint is one sequential write, amortised over a ring's worth of records.
 
 pub mod check;

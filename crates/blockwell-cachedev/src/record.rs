@@ -1,16 +1,18 @@
 //! Slot entries, journal records, and the codecs of table and journal blocks.
 //!
 //! A table block: a 32-byte header (magic `BWTB`, CRC-32C, checkpoint sequence, block index, entry count)
-//! and up to [`ENTRIES_PER_BLOCK`] entries of 16 bytes (origin block or [`Entry::FREE`], flags, hint). A
-//! journal block: a 32-byte header (magic `BWJN`, CRC-32C, commit sequence, mount count, part, parts, record
-//! count) and up to [`ENTRIES_PER_BLOCK`] records of 16 bytes (origin block, flags, slot).
+//! and up to [`ENTRIES_PER_BLOCK`] entries. A journal block: a 32-byte header (magic `BWJN`, CRC-32C, commit
+//! sequence, mount count, part, parts, record count) and up to [`ENTRIES_PER_BLOCK`] records. Entries and
+//! records share one 24-byte layout: origin block (or [`Entry::FREE_BLOCK`]) u64, flags u32 (bit 0 dirty),
+//! data CRC u32, hint u32, slot u32 (a table entry's own index, checked when read).
 
 use crate::{block_crc, get_u16, get_u32, get_u64, put_u16, put_u32, put_u64, META_BLOCK};
 
 /// Entries (or records) in one 4 KiB block.
-pub const ENTRIES_PER_BLOCK: usize = ((META_BLOCK as usize) - HEADER) / 16;
+pub const ENTRIES_PER_BLOCK: usize = ((META_BLOCK as usize) - HEADER) / ENTRY;
 
 const HEADER: usize = 32;
+const ENTRY: usize = 24;
 const TABLE_MAGIC: u32 = u32::from_le_bytes(*b"BWTB");
 const JOURNAL_MAGIC: u32 = u32::from_le_bytes(*b"BWJN");
 const CRC_AT: usize = 4;
@@ -25,14 +27,23 @@ pub struct Entry {
     pub dirty: bool,
     /// A policy hint (larger: used more recently); kept at checkpoints, 0 from the journal.
     pub hint: u32,
+    /// CRC-32C of the slot's data when the entry is clean (0 when dirty or unknown): recovery keeps a clean
+    /// block only while its data still has this checksum.
+    pub crc: u32,
 }
 
 impl Entry {
     pub const FREE_BLOCK: u64 = u64::MAX;
-    pub const FREE: Entry = Entry { block: Self::FREE_BLOCK, dirty: false, hint: 0 };
+    pub const FREE: Entry = Entry { block: Self::FREE_BLOCK, dirty: false, hint: 0, crc: 0 };
 
-    pub fn mapped(block: u64, dirty: bool) -> Entry {
-        Entry { block, dirty, hint: 0 }
+    /// A dirty entry.
+    pub fn dirty(block: u64) -> Entry {
+        Entry { block, dirty: true, hint: 0, crc: 0 }
+    }
+
+    /// A clean entry whose data has checksum `crc`.
+    pub fn clean(block: u64, crc: u32) -> Entry {
+        Entry { block, dirty: false, hint: 0, crc }
     }
 
     #[inline]
@@ -40,13 +51,16 @@ impl Entry {
         self.block == Self::FREE_BLOCK
     }
 
-    fn encode(&self, b: &mut [u8]) {
+    fn encode(&self, b: &mut [u8], slot: u64) {
         put_u64(b, 0, self.block);
         put_u32(b, 8, if self.dirty { FLAG_DIRTY } else { 0 });
-        put_u32(b, 12, self.hint);
+        put_u32(b, 12, self.crc);
+        put_u32(b, 16, self.hint);
+        put_u32(b, 20, slot as u32);
     }
 
-    fn decode(b: &[u8]) -> Result<Entry, String> {
+    /// The entry and the slot it names.
+    fn decode(b: &[u8]) -> Result<(Entry, u64), String> {
         let block = get_u64(b, 0);
         let flags = get_u32(b, 8);
         if flags & !FLAG_DIRTY != 0 {
@@ -55,7 +69,8 @@ impl Entry {
         if block == Self::FREE_BLOCK && flags != 0 {
             return Err("a free slot marked dirty".to_string());
         }
-        Ok(Entry { block, dirty: flags & FLAG_DIRTY != 0, hint: get_u32(b, 12) })
+        let e = Entry { block, dirty: flags & FLAG_DIRTY != 0, crc: get_u32(b, 12), hint: get_u32(b, 16) };
+        Ok((e, u64::from(get_u32(b, 20))))
     }
 }
 
@@ -74,8 +89,9 @@ pub(crate) fn encode_table_block(uuid: &[u8; 16], seq: u64, index: u64, entries:
     put_u64(&mut b, 8, seq);
     put_u64(&mut b, 16, index);
     put_u32(&mut b, 24, entries.len() as u32);
+    let first = index * ENTRIES_PER_BLOCK as u64;
     for (i, e) in entries.iter().enumerate() {
-        e.encode(&mut b[HEADER + 16 * i..HEADER + 16 * (i + 1)]);
+        e.encode(&mut b[HEADER + ENTRY * i..HEADER + ENTRY * (i + 1)], first + i as u64);
     }
     let crc = block_crc(uuid, &b, CRC_AT);
     put_u32(&mut b, CRC_AT, crc);
@@ -104,8 +120,14 @@ pub(crate) fn decode_table_block(
     if n != count {
         return Err(format!("holds {n} entries, expected {count}"));
     }
+    let first = index * ENTRIES_PER_BLOCK as u64;
     for k in 0..n {
-        out.push(Entry::decode(&b[HEADER + 16 * k..HEADER + 16 * (k + 1)]).map_err(|e| format!("entry {k}: {e}"))?);
+        let (e, slot) =
+            Entry::decode(&b[HEADER + ENTRY * k..HEADER + ENTRY * (k + 1)]).map_err(|e| format!("entry {k}: {e}"))?;
+        if slot != first + k as u64 {
+            return Err(format!("entry {k} names slot {slot}"));
+        }
+        out.push(e);
     }
     Ok(())
 }
@@ -130,10 +152,9 @@ pub(crate) fn encode_journal_block(uuid: &[u8; 16], h: JournalHeader, records: &
     put_u16(&mut b, 26, h.parts);
     put_u16(&mut b, 28, records.len() as u16);
     for (i, r) in records.iter().enumerate() {
-        let at = HEADER + 16 * i;
-        r.entry.encode(&mut b[at..at + 16]);
-        // The hint field of a record carries its slot.
-        put_u32(&mut b, at + 12, r.slot as u32);
+        let at = HEADER + ENTRY * i;
+        let e = Entry { hint: 0, ..r.entry };
+        e.encode(&mut b[at..at + ENTRY], r.slot);
     }
     let crc = block_crc(uuid, &b, CRC_AT);
     put_u32(&mut b, CRC_AT, crc);
@@ -153,11 +174,9 @@ pub(crate) fn decode_journal_block(uuid: &[u8; 16], b: &[u8]) -> Option<(Journal
     }
     let mut out = Vec::with_capacity(n);
     for k in 0..n {
-        let at = HEADER + 16 * k;
-        let slot = u64::from(get_u32(b, at + 12));
-        let mut e = Entry::decode(&b[at..at + 16]).ok()?;
-        e.hint = 0;
-        out.push(Record { slot, entry: e });
+        let at = HEADER + ENTRY * k;
+        let (entry, slot) = Entry::decode(&b[at..at + ENTRY]).ok()?;
+        out.push(Record { slot, entry });
     }
     Some((h, out))
 }
@@ -171,7 +190,11 @@ mod tests {
     #[test]
     fn table_blocks_round_trip_and_detect_damage() {
         let entries: Vec<Entry> = (0..ENTRIES_PER_BLOCK as u64)
-            .map(|i| if i % 3 == 0 { Entry::FREE } else { Entry::mapped(i * 7, i % 2 == 0) })
+            .map(|i| match i % 3 {
+                0 => Entry::FREE,
+                1 => Entry::dirty(i * 7),
+                _ => Entry::clean(i * 7, i as u32 * 31),
+            })
             .collect();
         let b = encode_table_block(&U, 5, 2, &entries);
         let mut out = Vec::new();
@@ -190,8 +213,12 @@ mod tests {
 
     #[test]
     fn journal_blocks_round_trip_and_detect_damage() {
-        let recs: Vec<Record> =
-            (0..40).map(|i| Record { slot: i * 3, entry: Entry::mapped(1000 + i, i % 2 == 1) }).collect();
+        let recs: Vec<Record> = (0..40)
+            .map(|i| Record {
+                slot: i * 3,
+                entry: if i % 2 == 1 { Entry::dirty(1000 + i) } else { Entry::clean(1000 + i, 77) },
+            })
+            .collect();
         let h = JournalHeader { seq: 9, mount: 2, part: 1, parts: 3 };
         let b = encode_journal_block(&U, h, &recs);
         let (h2, r2) = decode_journal_block(&U, &b).unwrap();

@@ -21,15 +21,15 @@ fn open_opts() -> OpenOptions {
 }
 
 fn rec(slot: u64, block: u64, dirty: bool) -> Record {
-    Record { slot, entry: Entry::mapped(block, dirty) }
+    Record { slot, entry: if dirty { Entry::dirty(block) } else { Entry::clean(block, block as u32 ^ 0x5555) } }
 }
 
 fn free(slot: u64) -> Record {
     Record { slot, entry: Entry::FREE }
 }
 
-fn blocks(entries: &[Entry]) -> Vec<(u64, bool)> {
-    entries.iter().map(|e| (e.block, e.dirty)).collect()
+fn blocks(entries: &[Entry]) -> Vec<(u64, bool, u32)> {
+    entries.iter().map(|e| (e.block, e.dirty, e.crc)).collect()
 }
 
 /// A small xorshift for deterministic randomness.
@@ -122,7 +122,7 @@ fn power_loss_at_any_point_recovers_a_committed_prefix() {
     let slots = m.geometry().slots;
     let mut rng = Rng(99);
     // (tick after the commit returned, table then)
-    let mut states: Vec<(u64, Vec<(u64, bool)>)> = vec![(clock.now(), blocks(m.entries()))];
+    let mut states: Vec<(u64, Vec<(u64, bool, u32)>)> = vec![(clock.now(), blocks(m.entries()))];
     for round in 0..100u64 {
         let n = 1 + rng.next() % 500;
         let recs: Vec<Record> = (0..n)
@@ -171,7 +171,7 @@ fn parts_of_an_interrupted_commit_never_join_a_later_one() {
     m.commit(&dev, &[rec(0, 1, true)]).unwrap();
     let g = *m.geometry();
     let pos = m.journal_pos;
-    let big = |block: u64| -> Vec<Record> { (0..600).map(|s| rec(s, block + s, true)).collect() };
+    let big = |block: u64| -> Vec<Record> { (0..400).map(|s| rec(s, block + s, true)).collect() };
     m.commit(&dev, &big(10_000)).unwrap();
     let first_mount = dev.snapshot();
     let at = (g.journal_offset + pos * META_BLOCK) as usize;
