@@ -28,7 +28,10 @@ fn free(slot: u64) -> Record {
     Record { slot, entry: Entry::FREE }
 }
 
-fn blocks(entries: &[Entry]) -> Vec<(u64, bool, u32)> {
+/// A table as (block, dirty, crc) per slot.
+type Table = Vec<(u64, bool, u32)>;
+
+fn blocks(entries: &[Entry]) -> Table {
     entries.iter().map(|e| (e.block, e.dirty, e.crc)).collect()
 }
 
@@ -122,7 +125,7 @@ fn power_loss_at_any_point_recovers_a_committed_prefix() {
     let slots = m.geometry().slots;
     let mut rng = Rng(99);
     // (tick after the commit returned, table then)
-    let mut states: Vec<(u64, Vec<(u64, bool, u32)>)> = vec![(clock.now(), blocks(m.entries()))];
+    let mut states: Vec<(u64, Table)> = vec![(clock.now(), blocks(m.entries()))];
     for round in 0..100u64 {
         let n = 1 + rng.next() % 500;
         let recs: Vec<Record> = (0..n)
