@@ -7,6 +7,8 @@
 //!   cache size for replacement policies with and without kernel read-ahead.
 //! - [`dedup`]: seed `003_*` Tables 1 and 3 and Figures 4–5, offset- vs content-based caching across cache
 //!   sizes, hash-table fractions, policies and volumes (on the trace replay of [`crate::dedup`]).
+//! - [`es_equivalence`]: seed `002_*` Table II, the extended-storage tier capacity equivalent to DRAM per
+//!   slowdown factor (on the sequential model of [`crate::estier`]).
 //!
 //! Every run of the time-aware grids is independent; [`par_map`] spreads them over threads and returns results
 //! in grid order, so the output does not depend on the thread count (tested). The command-line front is
@@ -14,6 +16,7 @@
 //! `docs/experiments/`.
 
 pub mod dedup;
+pub mod es_equivalence;
 pub mod policies;
 pub mod redcap;
 
@@ -35,6 +38,11 @@ pub enum Error {
     Dedup(#[from] crate::dedup::DedupRunError),
     #[error(transparent)]
     ContentGen(#[from] crate::gen_content::ContentGenError),
+    #[error(transparent)]
+    Es(#[from] crate::estier::EsError),
+    /// An extended-storage workload that cannot be generated; `name` is the name given.
+    #[error("{name}: {source}")]
+    EsWorkload { name: String, source: crate::estier::EsError },
     #[error("the trace has no block accesses")]
     NoAccesses,
     /// A run failed; `run` names it (benchmark, layout, policy, ...).
