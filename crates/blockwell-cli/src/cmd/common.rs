@@ -216,20 +216,6 @@ impl std::fmt::Display for SizeSpec {
     }
 }
 
-/// The font embedded for plot text (see `assets/FONTS.md`).
-static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
-
-/// Registers the embedded font with plotters (once); every plotting command calls it first.
-pub fn register_font() -> anyhow::Result<()> {
-    static ONCE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let ok = *ONCE
-        .get_or_init(|| plotters::style::register_font("sans-serif", plotters::style::FontStyle::Normal, FONT).is_ok());
-    if !ok {
-        anyhow::bail!("the embedded plot font does not load");
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

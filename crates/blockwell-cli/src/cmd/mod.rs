@@ -11,6 +11,7 @@ pub mod experiment_es;
 pub mod mount;
 pub mod mrc;
 pub mod options;
+pub mod plot;
 pub mod serve;
 pub mod sim;
 pub mod status;
