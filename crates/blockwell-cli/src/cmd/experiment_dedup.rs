@@ -63,12 +63,7 @@ pub struct DedupArgs {
     pub policy: PolicySpec,
 
     /// Policies compared at --policy-size (the content cache works under any of them).
-    #[arg(
-        long,
-        value_name = "LIST",
-        default_value = "lru,arc,2q,s3fifo,clock",
-        value_parser = parse_arg::<List<PolicySpec>>
-    )]
+    #[arg(long, value_name = "LIST", default_value = "lru,arc,2q,s3fifo,clock", value_parser = parse_arg::<List<PolicySpec>>)]
     pub policies: List<PolicySpec>,
 
     /// Cache size of the policy table, the fraction sweep and the multi-volume table (per volume).
@@ -76,12 +71,7 @@ pub struct DedupArgs {
     pub policy_size: Bytes,
 
     /// Hash-table fractions of the sweep (as 1/N or decimals).
-    #[arg(
-        long,
-        value_name = "LIST",
-        default_value = "1/128,1/64,1/32,1/16,1/8",
-        value_parser = parse_arg::<List<Fraction>>
-    )]
+    #[arg(long, value_name = "LIST", default_value = "1/128,1/64,1/32,1/16,1/8", value_parser = parse_arg::<List<Fraction>>)]
     pub fractions: List<Fraction>,
 
     /// Hash-table fraction of the other tables.
