@@ -4,7 +4,7 @@
 //! cores; [`mrc`] computes miss-ratio curves; [`analysis`] summarizes a trace; [`gen`] generates synthetic
 //! workloads; [`gen_content`] adds content digests; [`dedup`] compares offset- and content-based caching
 //! (seed 003); [`estier`] models seed `002_*`'s extended-storage tier (DRAM page cache → slower memory tier →
-//! disk) and its equivalent-capacity analysis.
+//! disk) and its equivalent-capacity analysis; [`experiments`] runs the seed papers' experiment grids.
 
 pub mod analysis;
 pub mod dedup;

@@ -244,7 +244,7 @@ fn files_written_concurrently_interleave_only_on_block_groups() {
 #[test]
 fn spec_errors_name_the_problem() {
     let e = WorkloadSpec::parse("nope").unwrap_err();
-    assert!(matches!(&e, SpecError::Unknown { name, .. } if name == "nope"), "{e}");
+    assert!(matches!(&e, SpecError::Unknown(u) if u.name == "nope" && u.what == "workload"), "{e}");
     assert!(e.to_string().contains("strided-4k"), "{e}");
     let e = WorkloadSpec::parse("strided-4k(procs=8,bogus=1)").unwrap_err();
     assert!(matches!(&e, SpecError::UnknownParam { param, .. } if param == "bogus"), "{e}");

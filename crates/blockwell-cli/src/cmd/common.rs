@@ -216,25 +216,6 @@ impl std::fmt::Display for SizeSpec {
     }
 }
 
-/// Parses a comma-separated list of sizes.
-pub fn parse_sizes(s: &str) -> anyhow::Result<Vec<SizeSpec>> {
-    s.split(',').filter(|x| !x.trim().is_empty()).map(SizeSpec::parse).collect()
-}
-
-/// The font embedded for plot text (see `assets/FONTS.md`).
-static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
-
-/// Registers the embedded font with plotters (once); every plotting command calls it first.
-pub fn register_font() -> anyhow::Result<()> {
-    static ONCE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let ok = *ONCE
-        .get_or_init(|| plotters::style::register_font("sans-serif", plotters::style::FontStyle::Normal, FONT).is_ok());
-    if !ok {
-        anyhow::bail!("the embedded plot font does not load");
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,7 +231,7 @@ mod tests {
         assert_eq!(SizeSpec::parse("2692blocks").unwrap(), SizeSpec::Blocks(2692));
         assert_eq!(SizeSpec::parse("64MiB").unwrap(), SizeSpec::Bytes(64 << 20));
         assert!(SizeSpec::parse("-1%").is_err());
-        assert_eq!(parse_sizes("1%,5%,64MiB").unwrap().len(), 3);
+        assert_eq!("1%,5%,64MiB".parse::<crate::cmd::options::List<SizeSpec>>().unwrap().len(), 3);
         assert_eq!(SizeSpec::Percent(5.0).blocks(4096, 269_210), 13460, "rounded down, as the reference");
         assert_eq!(SizeSpec::Percent(0.0001).blocks(4096, 10), 1, "at least one block");
     }

@@ -1,10 +1,12 @@
 //! `blockwell disk`: the device timing models — list them, time one request, and validate a model against a
 //! DiskSim validation trace (measured service times of a real disk), optionally plotting both CDFs.
 
-use crate::cmd::mrc::PlotKind;
+use crate::cmd::plot::{chart, drawing_error, labelled_line, legend, save, Figure, PlotKind};
 use anyhow::{bail, Context};
 use blockwell_disk::validate::{self, Validation};
 use blockwell_disk::{DiskOp, DiskRequest, DiskSpec};
+use plotters::coord::Shift;
+use plotters::prelude::{DrawingArea, DrawingBackend, RGBColor, SeriesLabelPosition};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -223,7 +225,8 @@ fn run_validate(a: ValidateArgs) -> anyhow::Result<ExitCode> {
     }
     if let (Some(path), Some(kind)) = (a.plot.as_deref(), kind) {
         let title = format!("{}: service-time CDFs ({})", spec.label(), file_name(&a.trace));
-        plot(path, kind, &title, &v).with_context(|| format!("--plot {}", path.display()))?;
+        save(path, kind, (1000, 640), &Cdfs { title: &title, v: &v })
+            .with_context(|| format!("--plot {}", path.display()))?;
         if !a.json {
             println!("plot     {}", path.display());
         }
@@ -234,8 +237,6 @@ fn run_validate(a: ValidateArgs) -> anyhow::Result<ExitCode> {
 fn file_name(p: &Path) -> String {
     p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_else(|| p.display().to_string())
 }
-
-use super::common::register_font;
 
 /// Sorted values as CDF points, thinned to at most ~2000 steps.
 fn cdf(values: &[f64]) -> Vec<(f64, f64)> {
@@ -250,75 +251,45 @@ fn cdf(values: &[f64]) -> Vec<(f64, f64)> {
     out
 }
 
-fn plot(path: &Path, kind: PlotKind, title: &str, v: &Validation) -> anyhow::Result<()> {
-    use plotters::prelude::*;
-    register_font()?;
-    let size = (1000, 640);
-    match kind {
-        PlotKind::Png => draw(BitMapBackend::new(path, size).into_drawing_area(), title, v),
-        PlotKind::Svg => draw(SVGBackend::new(path, size).into_drawing_area(), title, v),
-    }
+/// Both service-time CDFs, in ms.
+struct Cdfs<'a> {
+    title: &'a str,
+    v: &'a Validation,
 }
 
-fn draw<DB: plotters::prelude::DrawingBackend>(
-    root: plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
-    title: &str,
-    v: &Validation,
-) -> anyhow::Result<()> {
-    use plotters::prelude::*;
-    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing failed: {e}");
-    let measured = cdf(&v.measured_us);
-    let simulated = cdf(&v.simulated_us);
-    // x axis: up to the 99.5th percentile of either, rounded up to 5 ms.
-    let p995 = |s: &[f64]| {
-        let mut s = s.to_vec();
-        s.sort_by(f64::total_cmp);
-        s.get(((s.len() as f64) * 0.995) as usize).copied().unwrap_or(0.0) / 1000.0
-    };
-    let x_max = ((p995(&v.measured_us).max(p995(&v.simulated_us)) / 5.0).ceil() * 5.0).max(5.0);
-    root.fill(&WHITE).map_err(e)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
-        .margin(20)
-        .x_label_area_size(50)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0f64..x_max, 0f64..1f64)
-        .map_err(e)?;
-    chart
-        .configure_mesh()
-        .x_desc("service time (ms)")
-        .y_desc("fraction of requests")
-        .y_label_formatter(&|y| format!("{y:.1}"))
-        .label_style(("sans-serif", 15))
-        .axis_desc_style(("sans-serif", 17))
-        .draw()
-        .map_err(e)?;
-    let blue = RGBColor(31, 119, 180);
-    let orange = RGBColor(255, 127, 14);
-    chart
-        .draw_series(LineSeries::new(measured, blue.stroke_width(2)))
-        .map_err(e)?
-        .label(format!("measured (mean {:.2} ms)", v.mean_measured_us / 1000.0))
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], blue.stroke_width(2)));
-    chart
-        .draw_series(LineSeries::new(simulated, orange.stroke_width(2)))
-        .map_err(e)?
-        .label(format!(
+impl Figure for Cdfs<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> anyhow::Result<()> {
+        let v = self.v;
+        let measured = cdf(&v.measured_us);
+        let simulated = cdf(&v.simulated_us);
+        // x axis: up to the 99.5th percentile of either, rounded up to 5 ms.
+        let p995 = |s: &[f64]| {
+            let mut s = s.to_vec();
+            s.sort_by(f64::total_cmp);
+            s.get(((s.len() as f64) * 0.995) as usize).copied().unwrap_or(0.0) / 1000.0
+        };
+        let x_max = ((p995(&v.measured_us).max(p995(&v.simulated_us)) / 5.0).ceil() * 5.0).max(5.0);
+        let mut chart = chart(&root, self.title, 0f64..x_max, 0f64..1f64)?;
+        chart
+            .configure_mesh()
+            .x_desc("service time (ms)")
+            .y_desc("fraction of requests")
+            .y_label_formatter(&|y| format!("{y:.1}"))
+            .label_style(("sans-serif", 15))
+            .axis_desc_style(("sans-serif", 17))
+            .draw()
+            .map_err(drawing_error)?;
+        let label = format!("measured (mean {:.2} ms)", v.mean_measured_us / 1000.0);
+        labelled_line(&mut chart, measured, RGBColor(31, 119, 180), label)?;
+        let label = format!(
             "simulated (mean {:.2} ms, {:+.1} %; demerit {:.2} ms = {:.1} %)",
             v.mean_simulated_us / 1000.0,
             100.0 * v.relative_error,
             v.demerit_us / 1000.0,
             v.demerit_pct
-        ))
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], orange.stroke_width(2)));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 15))
-        .draw()
-        .map_err(e)?;
-    root.present().map_err(e)?;
-    Ok(())
+        );
+        labelled_line(&mut chart, simulated, RGBColor(255, 127, 14), label)?;
+        legend(&mut chart, SeriesLabelPosition::LowerRight)?;
+        root.present().map_err(drawing_error)
+    }
 }

@@ -2,9 +2,9 @@
 //! simulator, as tables, CSV, JSON and SVG plots. The grids live in `blockwell_sim::experiments`; this module
 //! parses options, prints and plots.
 
-use crate::cmd::common::{register_font, SizeSpec, TraceArgs};
-use crate::cmd::mrc::PlotKind;
+use crate::cmd::common::{SizeSpec, TraceArgs};
 use crate::cmd::options::{parse_arg, BlockSize, Format, List, OutputArgs, PolicyList};
+use crate::cmd::plot::{drawing_error, save, Figure, PlotKind};
 use crate::cmd::tsim::parse_scheduler;
 use anyhow::{bail, Context};
 use blockwell_core::policy::{PolicySpec, Preset};
@@ -224,24 +224,7 @@ fn split_list(s: &str) -> Vec<String> {
 
 impl RunArgs {
     fn plot_kind(&self) -> anyhow::Result<PlotKind> {
-        match self.plot_format.to_ascii_lowercase().as_str() {
-            "svg" => Ok(PlotKind::Svg),
-            "png" => Ok(PlotKind::Png),
-            other => bail!("--plot-format: unknown format '{other}' (known: svg, png)"),
-        }
-    }
-}
-
-trait Ext {
-    fn ext(self) -> &'static str;
-}
-
-impl Ext for PlotKind {
-    fn ext(self) -> &'static str {
-        match self {
-            PlotKind::Svg => "svg",
-            PlotKind::Png => "png",
-        }
+        PlotKind::from_name(&self.plot_format).context("--plot-format")
     }
 }
 
@@ -473,94 +456,93 @@ fn line_plot(
     x_labels: Option<&[String]>,
     lines: &[Line],
 ) -> anyhow::Result<()> {
-    use plotters::prelude::*;
-    register_font()?;
-    let size = (1200, 680);
-    match kind {
-        PlotKind::Svg => {
-            draw_lines(SVGBackend::new(path, size).into_drawing_area(), title, x_desc, y_desc, x_labels, lines)
-        }
-        PlotKind::Png => {
-            draw_lines(BitMapBackend::new(path, size).into_drawing_area(), title, x_desc, y_desc, x_labels, lines)
-        }
-    }
+    save(path, kind, (1200, 680), &LinePlot { title, x_desc, y_desc, x_labels, lines })
 }
 
-fn draw_lines<DB: plotters::prelude::DrawingBackend>(
-    root: plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
-    title: &str,
-    x_desc: &str,
-    y_desc: &str,
-    x_labels: Option<&[String]>,
-    lines: &[Line],
-) -> anyhow::Result<()> {
-    use plotters::prelude::*;
-    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing failed: {e}");
-    let pts = || lines.iter().flat_map(|l| l.points.iter().copied());
-    let (x0, x1) = pts().fold((f64::MAX, f64::MIN), |(a, b), (x, _)| (a.min(x), b.max(x)));
-    let (y0, y1) = pts().fold((f64::MAX, f64::MIN), |(a, b), (_, y)| (a.min(y), b.max(y)));
-    let (x0, x1) = if x0 <= x1 { (x0, x1) } else { (0.0, 1.0) };
-    let (y0, y1) = if y0 <= y1 { (y0.min(0.0), y1.max(0.0)) } else { (0.0, 1.0) };
-    let pad_x = ((x1 - x0) * 0.05).max(0.5);
-    let pad_y = ((y1 - y0) * 0.08).max(1e-9);
-    root.fill(&WHITE).map_err(e)?;
-    let (plot_area, legend) = root.split_horizontally(root.dim_in_pixel().0.saturating_sub(260));
-    let mut chart = ChartBuilder::on(&plot_area)
-        .caption(title, ("sans-serif", 20))
-        .margin(20)
-        .x_label_area_size(50)
-        .y_label_area_size(80)
-        .build_cartesian_2d((x0 - pad_x)..(x1 + pad_x), (y0 - pad_y)..(y1 + pad_y))
-        .map_err(e)?;
-    let labels = x_labels.map(<[String]>::to_vec);
-    let fmt_x = move |x: &f64| -> String {
-        match &labels {
-            Some(l) => {
-                let i = x.round();
-                if (x - i).abs() < 1e-6 && i >= 0.0 {
-                    l.get(i as usize).cloned().unwrap_or_default()
-                } else {
-                    String::new()
+/// Lines with a legend beside the chart.
+#[derive(Clone, Copy)]
+struct LinePlot<'a> {
+    title: &'a str,
+    x_desc: &'a str,
+    y_desc: &'a str,
+    x_labels: Option<&'a [String]>,
+    lines: &'a [Line],
+}
+
+impl Figure for LinePlot<'_> {
+    fn draw<DB: plotters::prelude::DrawingBackend>(
+        &self,
+        root: plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+    ) -> anyhow::Result<()> {
+        use plotters::prelude::*;
+        let LinePlot { title, x_desc, y_desc, x_labels, lines } = *self;
+        let e = drawing_error::<DB::ErrorType>;
+        let pts = || lines.iter().flat_map(|l| l.points.iter().copied());
+        let (x0, x1) = pts().fold((f64::MAX, f64::MIN), |(a, b), (x, _)| (a.min(x), b.max(x)));
+        let (y0, y1) = pts().fold((f64::MAX, f64::MIN), |(a, b), (_, y)| (a.min(y), b.max(y)));
+        let (x0, x1) = if x0 <= x1 { (x0, x1) } else { (0.0, 1.0) };
+        let (y0, y1) = if y0 <= y1 { (y0.min(0.0), y1.max(0.0)) } else { (0.0, 1.0) };
+        let pad_x = ((x1 - x0) * 0.05).max(0.5);
+        let pad_y = ((y1 - y0) * 0.08).max(1e-9);
+        root.fill(&WHITE).map_err(e)?;
+        let (plot_area, legend) = root.split_horizontally(root.dim_in_pixel().0.saturating_sub(260));
+        let mut chart = ChartBuilder::on(&plot_area)
+            .caption(title, ("sans-serif", 20))
+            .margin(20)
+            .x_label_area_size(50)
+            .y_label_area_size(80)
+            .build_cartesian_2d((x0 - pad_x)..(x1 + pad_x), (y0 - pad_y)..(y1 + pad_y))
+            .map_err(e)?;
+        let labels = x_labels.map(<[String]>::to_vec);
+        let fmt_x = move |x: &f64| -> String {
+            match &labels {
+                Some(l) => {
+                    let i = x.round();
+                    if (x - i).abs() < 1e-6 && i >= 0.0 {
+                        l.get(i as usize).cloned().unwrap_or_default()
+                    } else {
+                        String::new()
+                    }
                 }
+                None => format!("{x:.0}"),
             }
-            None => format!("{x:.0}"),
+        };
+        let mut mesh = chart.configure_mesh();
+        mesh.x_desc(x_desc)
+            .y_desc(y_desc)
+            .x_label_formatter(&fmt_x)
+            .light_line_style(TRANSPARENT)
+            .label_style(("sans-serif", 14))
+            .axis_desc_style(("sans-serif", 16));
+        if let Some(l) = x_labels {
+            mesh.x_labels(l.len().max(2) * 4);
         }
-    };
-    let mut mesh = chart.configure_mesh();
-    mesh.x_desc(x_desc)
-        .y_desc(y_desc)
-        .x_label_formatter(&fmt_x)
-        .light_line_style(TRANSPARENT)
-        .label_style(("sans-serif", 14))
-        .axis_desc_style(("sans-serif", 16));
-    if let Some(l) = x_labels {
-        mesh.x_labels(l.len().max(2) * 4);
-    }
-    mesh.draw().map_err(e)?;
-    for l in lines {
-        let (r, g, b) = PALETTE[l.color % PALETTE.len()];
-        let c = RGBColor(r, g, b);
-        let style = c.stroke_width(2);
-        if l.dashed {
-            chart.draw_series(DashedLineSeries::new(l.points.clone(), 8, 5, style)).map_err(e)?;
-        } else {
-            chart.draw_series(LineSeries::new(l.points.clone(), style)).map_err(e)?;
+        mesh.draw().map_err(e)?;
+        for l in lines {
+            let (r, g, b) = PALETTE[l.color % PALETTE.len()];
+            let c = RGBColor(r, g, b);
+            let style = c.stroke_width(2);
+            if l.dashed {
+                chart.draw_series(DashedLineSeries::new(l.points.clone(), 8, 5, style)).map_err(e)?;
+            } else {
+                chart.draw_series(LineSeries::new(l.points.clone(), style)).map_err(e)?;
+            }
+            chart.draw_series(l.points.iter().map(|&p| Circle::new(p, 3, c.filled()))).map_err(e)?;
         }
-        chart.draw_series(l.points.iter().map(|&p| Circle::new(p, 3, c.filled()))).map_err(e)?;
-    }
-    // The legend, beside the chart so that it hides no data.
-    for (i, l) in lines.iter().enumerate() {
-        let (r, g, b) = PALETTE[l.color % PALETTE.len()];
-        let c = RGBColor(r, g, b);
-        let y = 70 + 20 * i as i32;
-        let segments: &[(i32, i32)] = if l.dashed { &[(4, 12), (18, 26), (32, 40)] } else { &[(4, 40)] };
-        for &(a, b) in segments {
-            legend.draw(&PathElement::new(vec![(a, y), (b, y)], c.stroke_width(2))).map_err(e)?;
+        // The legend, beside the chart so that it hides no data.
+        for (i, l) in lines.iter().enumerate() {
+            let (r, g, b) = PALETTE[l.color % PALETTE.len()];
+            let c = RGBColor(r, g, b);
+            let y = 70 + 20 * i as i32;
+            let segments: &[(i32, i32)] = if l.dashed { &[(4, 12), (18, 26), (32, 40)] } else { &[(4, 40)] };
+            for &(a, b) in segments {
+                legend.draw(&PathElement::new(vec![(a, y), (b, y)], c.stroke_width(2))).map_err(e)?;
+            }
+            legend.draw(&Text::new(l.label.clone(), (48, y - 7), ("sans-serif", 13))).map_err(e)?;
         }
-        legend.draw(&Text::new(l.label.clone(), (48, y - 7), ("sans-serif", 13))).map_err(e)?;
+        root.present().map_err(e)?;
+        Ok(())
     }
-    root.present().map_err(e)?;
-    Ok(())
 }
 
 /// One SVG per benchmark: improvement (%) against processes, a line per layout × configuration (the second

@@ -2,21 +2,18 @@
 //! rates across cache sizes (Table 3's layout), Table 1's nine categories, the hash-table fraction sweep
 //! (Figures 4–5), silent writes eliminated, other policies, and unified vs private caches for 2–4 volumes.
 //! On a generated trace with content by default, or on `--trace` files with digests (FIU, or CSV with a
-//! `digest=` column).
+//! `digest=` column). The grid is [`blockwell_sim::experiments::dedup`]; this module parses the options, reads
+//! the traces and prints the tables, CSV and JSON.
 
-use crate::cmd::common::{parse_bytes, report_skipped};
+use crate::cmd::common::report_skipped;
+use crate::cmd::options::{parse_arg, Bytes, Fraction, List};
 use anyhow::{bail, Context};
 use blockwell_core::dedup::Category;
-use blockwell_core::policy::{parse_policy_list, PolicySpec, Preset};
+use blockwell_core::policy::{PolicySpec, Preset};
 use blockwell_sim::analysis::human_bytes;
-use blockwell_sim::dedup::{
-    fraction_sweep, load, load_requests, merge_by_time, unified_vs_private, BlockAccess, Comparison, DedupRun,
-    FractionPoint, UnifiedVsPrivate,
-};
-use blockwell_sim::gen::{GenConfig, Workload};
-use blockwell_sim::gen_content::{ContentGenConfig, ContentGenerator};
+use blockwell_sim::dedup::{load, DedupRun};
+use blockwell_sim::experiments::dedup::{DedupGrid, DedupReport, Generated, Source};
 use blockwell_trace::{Format, ReaderOptions, Request, TraceReader};
-use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -48,45 +45,46 @@ pub struct DedupArgs {
     pub limit: Option<u64>,
 
     /// Cache block size.
-    #[arg(long, value_name = "BYTES", default_value = "4096")]
-    pub block_size: String,
+    #[arg(long, value_name = "BYTES", default_value = "4096", value_parser = parse_arg::<Bytes>)]
+    pub block_size: Bytes,
 
     /// Cache sizes (comma-separated byte counts: 4MiB, 64MiB, ...).
     #[arg(
-        long = "cache",
+        long,
         visible_alias = "sizes",
         value_name = "SIZE,...",
-        default_value = "2MiB,4MiB,8MiB,16MiB,32MiB,64MiB,128MiB"
+        default_value = "2MiB,4MiB,8MiB,16MiB,32MiB,64MiB,128MiB",
+        value_parser = parse_arg::<List<Bytes>>
     )]
-    pub sizes: String,
+    pub cache: List<Bytes>,
 
     /// Replacement policy of both caches.
-    #[arg(long, value_name = "POLICY", default_value = "lru")]
-    pub policy: String,
+    #[arg(long, value_name = "POLICY", default_value = "lru", value_parser = parse_arg::<PolicySpec>)]
+    pub policy: PolicySpec,
 
     /// Policies compared at --policy-size (the content cache works under any of them).
-    #[arg(long, value_name = "LIST", default_value = "lru,arc,2q,s3fifo,clock")]
-    pub policies: String,
+    #[arg(long, value_name = "LIST", default_value = "lru,arc,2q,s3fifo,clock", value_parser = parse_arg::<List<PolicySpec>>)]
+    pub policies: List<PolicySpec>,
 
     /// Cache size of the policy table, the fraction sweep and the multi-volume table (per volume).
-    #[arg(long, value_name = "BYTES", default_value = "16MiB")]
-    pub policy_size: String,
+    #[arg(long, value_name = "BYTES", default_value = "16MiB", value_parser = parse_arg::<Bytes>)]
+    pub policy_size: Bytes,
 
     /// Hash-table fractions of the sweep (as 1/N or decimals).
-    #[arg(long, value_name = "LIST", default_value = "1/128,1/64,1/32,1/16,1/8")]
-    pub fractions: String,
+    #[arg(long, value_name = "LIST", default_value = "1/128,1/64,1/32,1/16,1/8", value_parser = parse_arg::<List<Fraction>>)]
+    pub fractions: List<Fraction>,
 
     /// Hash-table fraction of the other tables.
-    #[arg(long, value_name = "F", default_value = "1/64")]
-    pub hash_fraction: String,
+    #[arg(long, value_name = "F", default_value = "1/64", value_parser = parse_arg::<Fraction>)]
+    pub hash_fraction: Fraction,
 
     /// Budget bytes per extra reference (reference pages hold block_size / ref_bytes references).
     #[arg(long, value_name = "BYTES", default_value_t = 48)]
     pub ref_bytes: u64,
 
     /// Volume counts of the unified-vs-private table (generated traces only).
-    #[arg(long, value_name = "LIST", default_value = "2,3,4")]
-    pub volumes: String,
+    #[arg(long, value_name = "LIST", default_value = "2,3,4", value_parser = parse_arg::<List<usize>>)]
+    pub volumes: List<usize>,
 
     /// Generated: requests per volume.
     #[arg(long, value_name = "N", default_value_t = 200_000)]
@@ -138,80 +136,21 @@ pub struct DedupArgs {
     pub json: Option<PathBuf>,
 }
 
-/// A policy's row.
-#[derive(Clone, Debug, Serialize)]
-pub struct PolicyRow {
-    pub policy: String,
-    pub comparison: Comparison,
-}
-
-/// Everything the experiment measured.
-#[derive(Clone, Debug, Serialize)]
-pub struct DedupReport {
-    pub source: String,
-    pub block_size: u64,
-    pub policy: String,
-    pub hash_fraction: f64,
-    pub ref_bytes: u64,
-    pub block_accesses: u64,
-    pub sizes: Vec<Comparison>,
-    pub fractions: Vec<FractionPoint>,
-    pub policies: Vec<PolicyRow>,
-    pub volumes: Vec<UnifiedVsPrivate>,
-}
-
-fn parse_fraction(s: &str) -> anyhow::Result<f64> {
-    let s = s.trim();
-    let v = match s.split_once('/') {
-        Some((a, b)) => {
-            let a: f64 = a.trim().parse().with_context(|| format!("'{s}'"))?;
-            let b: f64 = b.trim().parse().with_context(|| format!("'{s}'"))?;
-            a / b
-        }
-        None => s.parse().with_context(|| format!("'{s}'"))?,
-    };
-    if !(v > 0.0 && v < 1.0) {
-        bail!("'{s}': a fraction must be between 0 and 1");
-    }
-    Ok(v)
-}
-
-fn list<T>(s: &str, f: impl Fn(&str) -> anyhow::Result<T>) -> anyhow::Result<Vec<T>> {
-    s.split(',').map(str::trim).filter(|x| !x.is_empty()).map(f).collect()
-}
-
 impl DedupArgs {
-    fn gen_config(&self, seed: u64, volumes: u32) -> ContentGenConfig {
-        ContentGenConfig {
-            addresses: GenConfig {
-                workload: Workload::Zipf,
-                requests: self.requests * volumes as u64,
-                blocks: self.blocks,
-                block_size: 4096,
-                request_size: 4096,
-                write_ratio: self.write_ratio,
-                volumes,
-                alpha: self.alpha,
-                seed,
-                ..GenConfig::default()
-            },
+    /// The generator settings of a run without --trace.
+    fn generated(&self) -> Generated {
+        Generated {
+            requests: self.requests,
+            blocks: self.blocks,
+            alpha: self.alpha,
+            write_ratio: self.write_ratio,
             dup_ratio: self.dup_ratio,
             zero_fraction: self.zero_fraction,
             cross_volume: self.cross_volume,
             rewrite_ratio: self.rewrite_ratio,
             pool: self.pool,
-            image_seed: Some(self.seed),
-            volume_base: 0,
+            seed: self.seed,
         }
-    }
-
-    /// Requests of one generated volume (own address seed, the shared image).
-    fn generated(&self, i: u64, block_size: u64) -> anyhow::Result<Vec<Request>> {
-        let mut cfg = self.gen_config(self.seed.wrapping_add(i), 1);
-        cfg.volume_base = i as u32;
-        cfg.addresses.block_size = block_size;
-        cfg.addresses.request_size = block_size;
-        Ok(ContentGenerator::new(cfg)?.collect())
     }
 
     fn open(&self, path: &Path) -> anyhow::Result<Box<dyn TraceReader>> {
@@ -236,6 +175,22 @@ impl DedupArgs {
         report_skipped(r.as_ref());
         Ok(out)
     }
+
+    /// The source: the --trace files (the first one's block accesses; every one's requests when there are two
+    /// or more), or the generator.
+    fn source(&self, block_size: u64) -> anyhow::Result<Source> {
+        let Some(path) = self.trace.first() else {
+            return Ok(Source::Generated(self.generated()));
+        };
+        let mut r = self.open(path)?;
+        let accesses = load(r.as_mut(), block_size, self.limit)?;
+        report_skipped(r.as_ref());
+        let volumes = match self.trace.len() {
+            1 => Vec::new(),
+            _ => self.trace.iter().map(|p| self.read_requests(p)).collect::<Result<_, _>>()?,
+        };
+        Ok(Source::Traces { name: path.display().to_string(), accesses, volumes })
+    }
 }
 
 /// Runs the experiment; prints the tables and writes `--csv`/`--json`.
@@ -253,94 +208,32 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Measures every table.
+/// Checks the options and runs the grid ([`DedupGrid`]).
 pub fn measure(a: &DedupArgs) -> anyhow::Result<DedupReport> {
-    let block_size = parse_bytes(&a.block_size).context("--block-size")?;
-    let sizes = list(&a.sizes, parse_bytes).context("--cache")?;
-    let fractions = list(&a.fractions, parse_fraction).context("--fractions")?;
-    let policies = parse_policy_list(&a.policies).context("--policies")?;
-    let policy_size = parse_bytes(&a.policy_size).context("--policy-size")?;
-    let volumes = list(&a.volumes, |s| Ok(s.parse::<usize>()?)).context("--volumes")?;
-    if volumes.iter().any(|&v| !(2..=16).contains(&v)) {
+    if a.volumes.iter().any(|&v| !(2..=16).contains(&v)) {
         bail!("--volumes: counts between 2 and 16");
     }
     if a.trace.len() > 4 {
         bail!("--trace: at most four files");
     }
-    let run = DedupRun {
-        policy: PolicySpec::parse(&a.policy).context("--policy")?,
+    let block_size = a.block_size.0;
+    let base = DedupRun {
+        policy: a.policy.clone(),
         preset: Preset::Default,
         block_size,
-        hash_fraction: parse_fraction(&a.hash_fraction).context("--hash-fraction")?,
+        hash_fraction: a.hash_fraction.0,
         ref_bytes: a.ref_bytes,
     };
-    // Single-volume accesses: the first trace, or generated volume 0.
-    let (source, single): (String, Vec<BlockAccess>) = match a.trace.first() {
-        Some(path) => {
-            let mut r = a.open(path)?;
-            let acc = load(r.as_mut(), block_size, a.limit)?;
-            report_skipped(r.as_ref());
-            (path.display().to_string(), acc)
-        }
-        None => {
-            let reqs = a.generated(0, block_size)?;
-            let c = a.gen_config(a.seed, 1);
-            let src = format!(
-                "generated: zipf(alpha={}) over {} blocks, {} requests, write ratio {}, dup {}, zero {}, \
-                 cross-volume {}, rewrite {}, pool {}, seed {}",
-                a.alpha,
-                a.blocks,
-                a.requests,
-                a.write_ratio,
-                c.dup_ratio,
-                c.zero_fraction,
-                c.cross_volume,
-                c.rewrite_ratio,
-                c.pool,
-                a.seed
-            );
-            (src, load_requests(&reqs, block_size)?)
-        }
-    };
-    if single.is_empty() {
-        bail!("the trace has no block accesses");
+    Ok(DedupGrid {
+        source: a.source(block_size)?,
+        base,
+        sizes: a.cache.iter().map(|b| b.0).collect(),
+        fractions: a.fractions.iter().map(|f| f.0).collect(),
+        policies: a.policies.to_vec(),
+        policy_size: a.policy_size.0,
+        volumes: a.volumes.to_vec(),
     }
-    let mut rows = Vec::new();
-    for &s in &sizes {
-        rows.push(run.compare(&single, s)?);
-    }
-    let sweep = fraction_sweep(&run, &single, policy_size, &fractions)?;
-    let mut prow = Vec::new();
-    for p in &policies {
-        let r = DedupRun { policy: p.clone(), ..run.clone() };
-        prow.push(PolicyRow { policy: p.label().to_string(), comparison: r.compare(&single, policy_size)? });
-    }
-    let mut vrows = Vec::new();
-    if a.trace.len() >= 2 {
-        let traces: Vec<Vec<Request>> = a.trace.iter().map(|p| a.read_requests(p)).collect::<Result<_, _>>()?;
-        let n = traces.len();
-        let acc = load_requests(&merge_by_time(traces), block_size)?;
-        vrows.push(unified_vs_private(&run, &acc, n, policy_size * n as u64)?);
-    } else if a.trace.is_empty() {
-        for &n in &volumes {
-            let traces: Vec<Vec<Request>> =
-                (0..n as u64).map(|i| a.generated(i, block_size)).collect::<Result<_, _>>()?;
-            let acc = load_requests(&merge_by_time(traces), block_size)?;
-            vrows.push(unified_vs_private(&run, &acc, n, policy_size * n as u64)?);
-        }
-    }
-    Ok(DedupReport {
-        source,
-        block_size,
-        policy: run.policy.label().to_string(),
-        hash_fraction: run.hash_fraction,
-        ref_bytes: run.ref_bytes,
-        block_accesses: single.len() as u64,
-        sizes: rows,
-        fractions: sweep,
-        policies: prow,
-        volumes: vrows,
-    })
+    .run()?)
 }
 
 fn pct(x: f64) -> String {
@@ -639,6 +532,9 @@ mod tests {
         assert_eq!(r.volumes.len(), 1, "two traces: one unified-vs-private row");
         assert!(r.volumes[0].unified_content_hits > 0, "identical volumes share content");
         assert!(r.sizes[0].silent_writes() > 0);
-        assert!(measure(&args(&["--fractions", "2"])).is_err());
+        let e = Cli::try_parse_from(["x", "--fractions", "1/64,2"]).err().unwrap().to_string();
+        assert!(e.contains("--fractions") && e.contains("'2' is not a fraction between 0 and 1"), "{e}");
+        let e = measure(&args(&["--volumes", "1,2"])).unwrap_err().to_string();
+        assert_eq!(e, "--volumes: counts between 2 and 16");
     }
 }

@@ -2,16 +2,19 @@
 //! relative to DRAM, the extended-storage tier capacity that matches the time of a DRAM tier of each reference
 //! size (bisection, [`blockwell_sim::estier::search`]), the mean capacity ratio per slowdown (the paper's
 //! Table II) and the break-even price ratio, on generated PostMark-like and Bonnie-like workloads.
-//! Model and parameters: `docs/extended-storage.md`; measured tables: `docs/experiments/es-equivalence.md`.
+//! Model and parameters: `docs/extended-storage.md`; measured tables: `docs/experiments/es-equivalence.md`. The
+//! grid is [`blockwell_sim::experiments::es_equivalence`]; this module parses the options and prints the tables,
+//! CSV and JSON.
 
-use crate::cmd::common::{parse_bytes, parse_sizes};
-use crate::cmd::options::{Format, OutputArgs};
+use crate::cmd::common::SizeSpec;
+use crate::cmd::options::{parse_arg, Bytes, Format, List, OutputArgs};
 use anyhow::{bail, Context};
 use blockwell_core::PolicySpec;
 use blockwell_disk::DiskSpec;
-use blockwell_sim::estier::{
-    equivalence_table, simulate, EsConfig, EsMode, EsReport, EsTable, EsWorkload, SearchConfig,
-};
+use blockwell_sim::estier::{EsConfig, EsMode, EsTable, SearchConfig};
+use blockwell_sim::experiments::es_equivalence::{EsGrid, LevelLine};
+use blockwell_sim::experiments::Error as GridError;
+use blockwell_sim::replay::CacheSize;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -36,34 +39,29 @@ pub struct EsArgs {
     pub seed: u64,
 
     /// Reference DRAM tier sizes: comma-separated `25%` (of the workload's working set), `256MiB` or
-    /// `65536blocks` (4 KiB pages).
-    #[arg(
-        long = "cache",
-        visible_alias = "sizes",
-        value_name = "SIZE,...",
-        default_value = "12.5%,25%,37.5%,50%,62.5%,75%"
-    )]
-    pub sizes: String,
+    /// `65536blocks` (4 KiB pages) [default: 12.5%,25%,37.5%,50%,62.5%,75%].
+    #[arg(long, visible_alias = "sizes", value_name = "SIZE,...", value_parser = parse_arg::<List<SizeSpec>>)]
+    pub cache: Option<List<SizeSpec>>,
 
     /// Slowdown factors of file memory relative to DRAM.
-    #[arg(long, value_name = "LIST", default_value = "1,2,3,4,5")]
-    pub slowdowns: String,
+    #[arg(long, value_name = "LIST", default_value = "1,2,3,4,5", value_parser = parse_arg::<List<f64>>)]
+    pub slowdowns: List<f64>,
 
     /// DRAM page cache above the tier (0 = none: seed 002's experimental model).
-    #[arg(long, value_name = "BYTES", default_value = "0")]
-    pub page_cache: String,
+    #[arg(long, value_name = "BYTES", default_value = "0", value_parser = parse_arg::<Bytes>)]
+    pub page_cache: Bytes,
 
     /// Tier mode with a page cache: inclusive or exclusive.
     #[arg(long, default_value = "inclusive")]
     pub mode: String,
 
     /// Replacement policy of both levels.
-    #[arg(long, default_value = "lru")]
-    pub policy: String,
+    #[arg(long, default_value = "lru", value_parser = parse_arg::<PolicySpec>)]
+    pub policy: PolicySpec,
 
     /// Disk model (blockwell disk list).
-    #[arg(long, default_value = "cheetah9lp")]
-    pub disk: String,
+    #[arg(long, default_value = "cheetah9lp", value_parser = parse_arg::<DiskSpec>)]
+    pub disk: DiskSpec,
 
     /// Nanoseconds of one DRAM page copy (a tier transfer costs this × slowdown + --transfer-ns).
     #[arg(long, value_name = "NS", default_value_t = 1950)]
@@ -92,49 +90,52 @@ pub struct EsArgs {
     pub output: OutputArgs,
 }
 
-fn parse_list_f64(s: &str) -> anyhow::Result<Vec<f64>> {
-    s.split(',')
-        .map(str::trim)
-        .filter(|x| !x.is_empty())
-        .map(|x| x.parse::<f64>().with_context(|| format!("'{x}' is not a number")))
-        .collect()
-}
-
 /// The hierarchy every search starts from.
 pub fn base_config(a: &EsArgs) -> anyhow::Result<EsConfig> {
-    let policy = PolicySpec::parse(&a.policy).context("--policy")?;
-    let page_cache = parse_bytes(&a.page_cache).context("--page-cache")?;
     Ok(EsConfig {
-        dram_blocks: usize::try_from(page_cache / 4096).context("--page-cache")?,
-        dram_policy: policy.clone(),
-        es_policy: policy,
+        dram_blocks: usize::try_from(a.page_cache.0 / 4096).context("--page-cache")?,
+        dram_policy: a.policy.clone(),
+        es_policy: a.policy.clone(),
         dram_ns: a.dram_ns,
         transfer_ns: a.transfer_ns,
         mode: EsMode::from_name(&a.mode).context("--mode")?,
-        disk: DiskSpec::parse(&a.disk).context("--disk")?,
+        disk: a.disk.clone(),
         ..EsConfig::default()
     })
 }
 
-/// Runs the searches and returns one table per workload.
-pub fn tables(a: &EsArgs) -> anyhow::Result<Vec<EsTable>> {
-    let base = base_config(a)?;
-    let slowdowns = parse_list_f64(&a.slowdowns).context("--slowdowns")?;
-    if slowdowns.is_empty() || slowdowns.iter().any(|&s| !(s.is_finite() && s >= 1.0)) {
+/// The grid the options describe: the paper's ([`EsGrid::paper`]) with the options applied.
+pub fn grid(a: &EsArgs) -> anyhow::Result<EsGrid> {
+    if a.slowdowns.iter().any(|&s| !(s.is_finite() && s >= 1.0)) {
         bail!("--slowdowns: give factors >= 1");
     }
-    let sizes = parse_sizes(&a.sizes).context("--cache")?;
-    let search = SearchConfig { tolerance: a.tolerance, max_blocks: None, threads: a.threads.max(1) };
-    let mut out = Vec::new();
-    for name in a.workload.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-        let w = EsWorkload::named(name, a.scale, a.seed).with_context(|| format!("--workload {name}"))?;
-        let refs: Vec<usize> = sizes.iter().map(|s| s.blocks(4096, w.working_set).max(1) as usize).collect::<Vec<_>>();
-        if refs.is_empty() {
-            bail!("--cache: no size given");
-        }
-        out.push(equivalence_table(&base, &w, &refs, &slowdowns, &search)?);
+    let mut g = EsGrid::paper();
+    if let Some(c) = &a.cache {
+        // Reference sizes are counted in 4 KiB pages.
+        g.sizes = c
+            .iter()
+            .map(|&s| match s {
+                SizeSpec::Bytes(b) => CacheSize::Blocks(b / 4096),
+                SizeSpec::Blocks(n) => CacheSize::Blocks(n),
+                SizeSpec::Percent(p) => CacheSize::PercentOfFootprint(p),
+            })
+            .collect();
     }
-    Ok(out)
+    g.base = base_config(a)?;
+    g.workloads = a.workload.split(',').map(str::trim).filter(|x| !x.is_empty()).map(str::to_string).collect();
+    g.scale = a.scale;
+    g.seed = a.seed;
+    g.slowdowns = a.slowdowns.to_vec();
+    g.search = SearchConfig { tolerance: a.tolerance, max_blocks: None, threads: a.threads.max(1) };
+    Ok(g)
+}
+
+/// A grid error as the command says it: a workload that cannot be generated is named with `--workload`.
+fn grid_error(e: GridError) -> anyhow::Error {
+    match e {
+        GridError::EsWorkload { name, source } => anyhow::Error::new(source).context(format!("--workload {name}")),
+        e => e.into(),
+    }
 }
 
 fn mib(blocks: usize) -> f64 {
@@ -216,32 +217,6 @@ pub fn csv(out: &mut dyn Write, tables: &[EsTable]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// One line of `--levels`.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct LevelLine {
-    pub workload: String,
-    pub es_blocks: usize,
-    pub slowdown: f64,
-    pub report: EsReport,
-}
-
-/// Per-level metrics of every table's reference sizes at slowdown 1 and at the largest slowdown.
-pub fn level_lines(a: &EsArgs, tables: &[EsTable]) -> anyhow::Result<Vec<LevelLine>> {
-    let base = base_config(a)?;
-    let mut out = Vec::new();
-    for t in tables {
-        let w = EsWorkload::named(&t.workload, a.scale, a.seed)?;
-        let smax = t.rows.iter().map(|r| r.slowdown).fold(1.0, f64::max);
-        for &b in &t.reference_blocks {
-            for s in [1.0, smax] {
-                let report = simulate(&EsConfig { es_blocks: b, slowdown: s, ..base.clone() }, &w)?;
-                out.push(LevelLine { workload: t.workload.clone(), es_blocks: b, slowdown: s, report });
-            }
-        }
-    }
-    Ok(out)
-}
-
 /// Prints `--levels`.
 pub fn print_levels(out: &mut dyn Write, lines: &[LevelLine]) -> std::io::Result<()> {
     writeln!(
@@ -288,8 +263,9 @@ pub fn print_levels(out: &mut dyn Write, lines: &[LevelLine]) -> std::io::Result
 
 /// `blockwell experiment es-equivalence`.
 pub fn run(a: EsArgs) -> anyhow::Result<ExitCode> {
-    let t = tables(&a)?;
-    let levels = if a.levels { level_lines(&a, &t)? } else { Vec::new() };
+    let g = grid(&a)?;
+    let t = g.tables().map_err(grid_error)?;
+    let levels = if a.levels { g.levels(&t).map_err(grid_error)? } else { Vec::new() };
     let mut out = Vec::new();
     match a.output.format() {
         Format::Table => {
@@ -326,6 +302,10 @@ mod tests {
         Cli::parse_from(v).a
     }
 
+    fn tables(a: &EsArgs) -> anyhow::Result<Vec<EsTable>> {
+        grid(a)?.tables().map_err(grid_error)
+    }
+
     #[test]
     fn run_writes_tables_csv_and_json() {
         let dir = tempfile::tempdir().unwrap();
@@ -357,32 +337,33 @@ mod tests {
     }
 
     #[test]
-    fn levels_report_the_reference_and_the_slowest_tier() {
-        let a = args(&["--workload", "bonnie", "--levels"]);
-        let t = tables(&a).unwrap();
-        let l = level_lines(&a, &t).unwrap();
+    fn levels_print_a_header_a_line_per_run_and_a_legend() {
+        let g = grid(&args(&["--workload", "bonnie", "--levels"])).unwrap();
+        let l = g.levels(&g.tables().unwrap()).unwrap();
         assert_eq!(l.len(), 2 * 2, "2 sizes × (slowdown 1, slowdown 3)");
-        assert_eq!((l[0].slowdown, l[1].slowdown), (1.0, 3.0));
-        // Same tier size: same misses, three times the tier time.
-        assert_eq!(l[0].report.es.read_misses, l[1].report.es.read_misses);
-        assert_eq!(3 * l[0].report.es.time_ns, l[1].report.es.time_ns);
         let mut buf = Vec::new();
         print_levels(&mut buf, &l).unwrap();
-        assert_eq!(String::from_utf8(buf).unwrap().lines().count(), 1 + 4 + 1);
+        let text = String::from_utf8(buf).unwrap();
+        assert_eq!(text.lines().count(), 1 + 4 + 1);
+        assert!(text.lines().nth(2).unwrap().starts_with("bonnie "), "{text}");
     }
 
     #[test]
-    fn bad_options_are_errors() {
+    fn bad_options_are_errors_naming_the_option() {
+        for (flag, value) in [("--slowdowns", "two"), ("--disk", "floppy"), ("--cache", "big"), ("--policy", "nosuch")]
+        {
+            let e = Cli::try_parse_from(["x", flag, value]).err().unwrap().to_string();
+            assert!(e.contains(&format!("invalid value '{value}' for '{flag} <")), "{e}");
+        }
         let with = |f: fn(&mut EsArgs)| {
             let mut a = args(&[]);
             f(&mut a);
-            tables(&a)
+            tables(&a).map_err(|e| format!("{e:#}"))
         };
-        assert!(with(|a| a.slowdowns = "0.5".into()).is_err());
-        assert!(with(|a| a.slowdowns = "two".into()).is_err());
-        assert!(with(|a| a.workload = "tpcc".into()).is_err());
-        assert!(with(|a| a.mode = "sideways".into()).is_err());
-        assert!(with(|a| a.disk = "floppy".into()).is_err());
-        assert!(with(|a| a.sizes = "big".into()).is_err());
+        assert_eq!(with(|a| a.slowdowns = List(vec![1.0, 0.5])).unwrap_err(), "--slowdowns: give factors >= 1");
+        let e = with(|a| a.workload = "tpcc".into()).unwrap_err();
+        assert!(e.starts_with("--workload tpcc: unknown workload 'tpcc'"), "{e}");
+        let e = with(|a| a.mode = "sideways".into()).unwrap_err();
+        assert!(e.starts_with("--mode: unknown tier mode 'sideways'"), "{e}");
     }
 }

@@ -11,6 +11,7 @@ pub mod experiment_es;
 pub mod mount;
 pub mod mrc;
 pub mod options;
+pub mod plot;
 pub mod serve;
 pub mod sim;
 pub mod status;
@@ -22,12 +23,12 @@ pub fn list() -> anyhow::Result<ExitCode> {
     use blockwell_core::policy::{PolicyKind, Preset};
     use blockwell_core::PolicySpec;
     println!("policies (parameters under each preset; override as name(key=value,...)):");
-    for &k in PolicyKind::ALL {
-        println!("  {:<10} {}", k.name(), k.summary());
-        if !k.aliases().is_empty() {
-            println!("  {:<10}   also: {}", "", k.aliases().join(", "));
+    for e in PolicyKind::REGISTRY.list() {
+        println!("  {:<10} {}", e.name, e.summary);
+        if !e.aliases.is_empty() {
+            println!("  {:<10}   also: {}", "", e.aliases.join(", "));
         }
-        let spec = PolicySpec::new(k);
+        let spec = PolicySpec::new(e.kind);
         let configs: Vec<(Preset, String)> =
             Preset::ALL.iter().map(|&p| (p, spec.config(p).map(|c| c.to_string()).unwrap_or_default())).collect();
         if configs.iter().all(|(_, c)| c == "{}") {
@@ -55,8 +56,8 @@ pub fn list() -> anyhow::Result<ExitCode> {
         println!("  {name:<10} {summary}");
     }
     println!("file layouts:");
-    for &k in blockwell_sim::layout::LayoutKind::ALL {
-        println!("  {:<14} {}", k.name(), k.summary());
+    for e in blockwell_sim::layout::LayoutKind::REGISTRY.list() {
+        println!("  {:<14} {}", e.name, e.summary);
     }
     println!("workload generators (defaults; override as name(key=value,...)):");
     for g in blockwell_sim::workloads::list() {

@@ -3,9 +3,12 @@
 
 use crate::cmd::common::{check_writable, for_each_request, progress_bar, report_skipped, SizeSpec, TraceArgs};
 use crate::cmd::options::{parse_arg, BlockSize, Format, List, OutputArgs};
+use crate::cmd::plot::{chart, drawing_error, labelled_line, legend, save, Figure, PlotKind};
 use anyhow::{bail, Context};
 use blockwell_sim::analysis::human_bytes;
 use blockwell_sim::mrc::{Mrc, MrcBuilder, MrcConfig, MrcPoint, Sampling};
+use plotters::coord::Shift;
+use plotters::prelude::{Circle, Color, DrawingArea, DrawingBackend, RGBColor, SeriesLabelPosition};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -54,23 +57,6 @@ pub struct Args {
     /// Plot the curve (miss ratio against cache size) to FILE.png or FILE.svg.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
-}
-
-/// Plot file kinds.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum PlotKind {
-    Png,
-    Svg,
-}
-
-impl PlotKind {
-    pub fn of(path: &Path) -> anyhow::Result<Self> {
-        match path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase()).as_deref() {
-            Some("png") => Ok(PlotKind::Png),
-            Some("svg") => Ok(PlotKind::Svg),
-            _ => bail!("--plot {}: the file name must end in .png or .svg", path.display()),
-        }
-    }
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
@@ -147,7 +133,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             a.input.trace.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
             sampling_label(&curve)
         );
-        plot(path, kind, &title, &curve, &points).with_context(|| format!("--plot {}", path.display()))?;
+        save(path, kind, (1000, 640), &Curve { title: &title, c: &curve, marks: &points })
+            .with_context(|| format!("--plot {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -257,79 +244,51 @@ fn write_csv(out: &mut impl Write, points: &[MrcPoint]) -> anyhow::Result<()> {
 // ---------------------------------------------------------------------------------------------------------------
 // Plotting
 
-use super::common::register_font;
-
-/// Plots the curve (densely sampled) with the table's points marked.
-pub fn plot(path: &Path, kind: PlotKind, title: &str, c: &Mrc, marks: &[MrcPoint]) -> anyhow::Result<()> {
-    use plotters::prelude::*;
-    register_font()?;
-    let size = (1000, 640);
-    match kind {
-        PlotKind::Png => draw(BitMapBackend::new(path, size).into_drawing_area(), title, c, marks),
-        PlotKind::Svg => draw(SVGBackend::new(path, size).into_drawing_area(), title, c, marks),
-    }
+/// The curve (densely sampled) with the table's points marked.
+struct Curve<'a> {
+    title: &'a str,
+    c: &'a Mrc,
+    marks: &'a [MrcPoint],
 }
 
-fn draw<DB: plotters::prelude::DrawingBackend>(
-    root: plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
-    title: &str,
-    c: &Mrc,
-    marks: &[MrcPoint],
-) -> anyhow::Result<()> {
-    use plotters::prelude::*;
-    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing failed: {e}");
-    let x_max = marks.iter().map(|p| p.cache_blocks).max().unwrap_or(1).max(c.footprint).max(1);
-    let steps = 500u64;
-    let mut dense: Vec<(u64, f64)> = (0..=steps).map(|i| x_max * i / steps).map(|b| (b, c.miss_ratio(b))).collect();
-    dense.dedup_by_key(|p| p.0);
-    let (lo, hi) = dense
-        .iter()
-        .map(|p| p.1)
-        .chain(marks.iter().map(|p| p.miss_ratio))
-        .fold((1.0f64, 0.0f64), |(lo, hi), y| (lo.min(y), hi.max(y)));
-    let mut y0 = ((lo * 20.0).floor() / 20.0).max(0.0);
-    let y1 = ((hi * 20.0).ceil() / 20.0).clamp(y0 + 0.05, 1.0);
-    if y1 - y0 < 0.05 {
-        y0 = (y1 - 0.05).max(0.0);
-    }
+impl Figure for Curve<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> anyhow::Result<()> {
+        let (c, marks) = (self.c, self.marks);
+        let x_max = marks.iter().map(|p| p.cache_blocks).max().unwrap_or(1).max(c.footprint).max(1);
+        let steps = 500u64;
+        let mut dense: Vec<(u64, f64)> = (0..=steps).map(|i| x_max * i / steps).map(|b| (b, c.miss_ratio(b))).collect();
+        dense.dedup_by_key(|p| p.0);
+        let (lo, hi) = dense
+            .iter()
+            .map(|p| p.1)
+            .chain(marks.iter().map(|p| p.miss_ratio))
+            .fold((1.0f64, 0.0f64), |(lo, hi), y| (lo.min(y), hi.max(y)));
+        let mut y0 = ((lo * 20.0).floor() / 20.0).max(0.0);
+        let y1 = ((hi * 20.0).ceil() / 20.0).clamp(y0 + 0.05, 1.0);
+        if y1 - y0 < 0.05 {
+            y0 = (y1 - 0.05).max(0.0);
+        }
 
-    root.fill(&WHITE).map_err(e)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
-        .margin(20)
-        .x_label_area_size(50)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0u64..x_max, y0..y1)
-        .map_err(e)?;
-    chart
-        .configure_mesh()
-        .x_desc(format!("cache size (blocks of {} B)", c.block_size))
-        .y_desc("miss ratio")
-        .x_label_formatter(&|x| short_count(*x))
-        .y_label_formatter(&|y| format!("{y:.2}"))
-        .label_style(("sans-serif", 15))
-        .axis_desc_style(("sans-serif", 17))
-        .draw()
-        .map_err(e)?;
-    let blue = RGBColor(31, 119, 180);
-    chart
-        .draw_series(LineSeries::new(dense, blue.stroke_width(2)))
-        .map_err(e)?
-        .label(if c.is_exact() { "LRU (exact)" } else { "LRU (SHARDS)" })
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], blue.stroke_width(2)));
-    chart
-        .draw_series(marks.iter().map(|p| Circle::new((p.cache_blocks, p.miss_ratio), 4, blue.filled())))
-        .map_err(e)?;
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 15))
-        .draw()
-        .map_err(e)?;
-    root.present().map_err(e)?;
-    Ok(())
+        let mut chart = chart(&root, self.title, 0u64..x_max, y0..y1)?;
+        chart
+            .configure_mesh()
+            .x_desc(format!("cache size (blocks of {} B)", c.block_size))
+            .y_desc("miss ratio")
+            .x_label_formatter(&|x| short_count(*x))
+            .y_label_formatter(&|y| format!("{y:.2}"))
+            .label_style(("sans-serif", 15))
+            .axis_desc_style(("sans-serif", 17))
+            .draw()
+            .map_err(drawing_error)?;
+        let blue = RGBColor(31, 119, 180);
+        let label = if c.is_exact() { "LRU (exact)" } else { "LRU (SHARDS)" };
+        labelled_line(&mut chart, dense, blue, label.to_string())?;
+        chart
+            .draw_series(marks.iter().map(|p| Circle::new((p.cache_blocks, p.miss_ratio), 4, blue.filled())))
+            .map_err(drawing_error)?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+        root.present().map_err(drawing_error)
+    }
 }
 
 /// `1500` → `1.5k`, `2000000` → `2M`.
@@ -354,12 +313,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn short_counts_and_plot_kinds() {
+    fn short_counts() {
         assert_eq!(short_count(950), "950");
         assert_eq!(short_count(1500), "1.5k");
         assert_eq!(short_count(2_000_000), "2M");
-        assert_eq!(PlotKind::of(Path::new("a.PNG")).unwrap(), PlotKind::Png);
-        assert_eq!(PlotKind::of(Path::new("a.svg")).unwrap(), PlotKind::Svg);
-        assert!(PlotKind::of(Path::new("a.pdf")).is_err());
     }
 }

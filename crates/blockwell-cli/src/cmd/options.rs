@@ -101,6 +101,25 @@ impl FromStr for FixedSize {
     }
 }
 
+/// A fraction in (0, 1), as `1/64` or `0.015625`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Fraction(pub f64);
+
+impl FromStr for Fraction {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> anyhow::Result<Self> {
+        let t = s.trim();
+        let x = match t.split_once('/') {
+            Some((a, b)) => a.trim().parse::<f64>().ok().zip(b.trim().parse::<f64>().ok()).map(|(a, b)| a / b),
+            None => t.parse::<f64>().ok(),
+        };
+        match x {
+            Some(x) if x > 0.0 && x < 1.0 => Ok(Fraction(x)),
+            _ => bail!("'{s}' is not a fraction between 0 and 1 (e.g. 1/64 or 0.015625)"),
+        }
+    }
+}
+
 /// A comma-separated list; commas inside parentheses belong to an item (`lru,lru-k(k=3,crp=20)`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct List<T>(pub Vec<T>);
@@ -201,7 +220,7 @@ macro_rules! deserialize_from_str {
 }
 pub(crate) use deserialize_from_str;
 
-deserialize_from_str!(Bytes, BlockSize, FixedSize);
+deserialize_from_str!(Bytes, BlockSize, FixedSize, Fraction);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Cache options
@@ -422,5 +441,15 @@ mod tests {
         assert_eq!(e.message(), "unknown preset 'x' (known: default, libcachesim, seed001)");
         let e = toml::from_str::<CacheArgs<One>>("polcy = \"lru\"\n").unwrap_err();
         assert!(e.message().contains("unknown field `polcy`"), "{}", e.message());
+    }
+
+    #[test]
+    fn fractions_are_ratios_or_decimals_strictly_between_0_and_1() {
+        assert_eq!("1/64".parse::<Fraction>().unwrap(), Fraction(1.0 / 64.0));
+        assert_eq!(" 0.25 ".parse::<Fraction>().unwrap(), Fraction(0.25));
+        for bad in ["1/1", "0", "2", "1/x", "half"] {
+            let e = bad.parse::<Fraction>().unwrap_err().to_string();
+            assert!(e.starts_with(&format!("'{bad}' is not a fraction between 0 and 1")), "{e}");
+        }
     }
 }

@@ -12,7 +12,9 @@
 //! loopback Prometheus endpoint (`--metrics`), and one log line per event on stderr (`--log-format`).
 //! SIGINT or SIGTERM stops accepting, drains in-flight requests, flushes, prints the counters and exits 0.
 
-use super::options::{de, defaults, deserialize_from_str, parse_arg, AdmitArgs, BlockSize, CacheArgs, FixedSize, One};
+use super::options::{
+    de, defaults, deserialize_from_str, parse_arg, AdmitArgs, BlockSize, CacheArgs, FixedSize, Fraction, One,
+};
 use anyhow::{anyhow, bail, Context};
 use blockwell_core::admission::AdmissionSpec;
 use blockwell_core::dedup::Category;
@@ -121,19 +123,6 @@ impl Delay {
     }
 }
 
-/// A fraction in (0, 1), as `1/64` or `0.015625`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Fraction(pub f64);
-
-impl FromStr for Fraction {
-    type Err = anyhow::Error;
-    fn from_str(s: &str) -> anyhow::Result<Self> {
-        parse_fraction(s)
-            .map(Fraction)
-            .ok_or_else(|| anyhow!("'{s}' is not a fraction between 0 and 1 (e.g. 1/64 or 0.015625)"))
-    }
-}
-
 /// `--busy-poll-us` / `busy_poll_us`: microseconds, up to one second.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BusyPollUs(u64);
@@ -159,7 +148,7 @@ impl FromStr for Sched {
     }
 }
 
-deserialize_from_str!(Delay, Fraction, BusyPollUs, Sched);
+deserialize_from_str!(Delay, BusyPollUs, Sched);
 
 /// Handles on the counters of a built stack.
 #[derive(Clone)]
@@ -349,16 +338,6 @@ fn option_key(toml_keys: bool, k: &str) -> String {
     } else {
         format!("--{}", k.replace('_', "-"))
     }
-}
-
-/// A fraction in (0, 1), as `1/64` or `0.015625`.
-fn parse_fraction(s: &str) -> Option<f64> {
-    let t = s.trim();
-    let x = match t.split_once('/') {
-        Some((a, b)) => a.trim().parse::<f64>().ok()? / b.trim().parse::<f64>().ok()?,
-        None => t.parse::<f64>().ok()?,
-    };
-    (x > 0.0 && x < 1.0).then_some(x)
 }
 
 impl ContentArgs {
@@ -1463,8 +1442,6 @@ mod tests {
         let cfg = ct.config().unwrap();
         assert_eq!((cfg.capacity_bytes, cfg.hash_fraction), (8 << 20, 0.03125));
         assert!(c.exports[0].stack.content && c.exports[1].stack.content && !c.exports[2].stack.content);
-        assert_eq!(parse_fraction("1/64"), Some(1.0 / 64.0));
-        assert_eq!(parse_fraction("1/1"), None);
     }
 
     #[test]

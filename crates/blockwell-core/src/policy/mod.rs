@@ -253,28 +253,13 @@ pub trait PolicyVisitor {
 
 macro_rules! registry {
     ($( $variant:ident => $ty:path, $name:literal, [$($alias:literal),*], $summary:literal; )*) => {
-        /// Every policy Blockwell has. The one registry: names, aliases, summaries, construction.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub enum PolicyKind { $($variant),* }
+        crate::spec_registry! {
+            /// Every policy Blockwell has. The one registry: names, aliases, summaries, construction.
+            #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+            pub enum PolicyKind: "policy" { $( $variant => $name, [$($alias),*], $summary; )* }
+        }
 
         impl PolicyKind {
-            pub const ALL: &'static [PolicyKind] = &[$(PolicyKind::$variant),*];
-
-            /// The canonical name (as on the command line).
-            pub fn name(self) -> &'static str {
-                match self { $(PolicyKind::$variant => $name),* }
-            }
-
-            /// Other accepted spellings.
-            pub fn aliases(self) -> &'static [&'static str] {
-                match self { $(PolicyKind::$variant => &[$($alias),*]),* }
-            }
-
-            /// One line for `--help` and docs.
-            pub fn summary(self) -> &'static str {
-                match self { $(PolicyKind::$variant => $summary),* }
-            }
-
             /// Whether the policy needs next-use times ([`Policy::NEEDS_NEXT_USE`]).
             pub fn needs_next_use(self) -> bool {
                 match self { $(PolicyKind::$variant => <$ty as Policy>::NEEDS_NEXT_USE),* }
@@ -315,22 +300,10 @@ registry! {
     Opt => opt::Opt, "opt", ["belady"], "Belady's optimal offline policy: evict the block used farthest in the future";
 }
 
-fn normalize(s: &str) -> String {
-    s.chars().filter(|c| *c != '-' && *c != '_').flat_map(|c| c.to_lowercase()).collect()
-}
-
-impl PolicyKind {
-    /// Finds a policy by name or alias; case, '-' and '_' are ignored ("LRU-K", "lruk", "lru_k").
-    pub fn from_name(s: &str) -> Result<Self, PolicyError> {
-        let n = normalize(s);
-        Self::ALL
-            .iter()
-            .copied()
-            .find(|k| normalize(k.name()) == n || k.aliases().iter().any(|a| normalize(a) == n))
-            .ok_or_else(|| PolicyError::Unknown {
-                name: s.to_string(),
-                known: Self::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
-            })
+/// Unknown policy names keep [`PolicyError::Unknown`]'s fields ([`crate::spec::UnknownName`]'s message).
+impl From<crate::spec::UnknownName> for PolicyError {
+    fn from(u: crate::spec::UnknownName) -> Self {
+        PolicyError::Unknown { name: u.name, known: u.known }
     }
 }
 

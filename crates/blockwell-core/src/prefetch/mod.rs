@@ -208,8 +208,8 @@ impl PrefetcherConfig for NoPrefetchConfig {
 /// Errors naming a prefetcher or its parameters.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum PrefetchError {
-    #[error("unknown prefetcher '{name}' (known: {known})")]
-    Unknown { name: String, known: String },
+    #[error(transparent)]
+    Unknown(#[from] crate::spec::UnknownName),
     #[error("prefetcher '{prefetcher}': bad parameter '{param}': {message}")]
     BadParam { prefetcher: String, param: String, message: String },
     #[error("prefetcher '{prefetcher}': invalid configuration: {message}")]
@@ -220,28 +220,13 @@ pub enum PrefetchError {
 
 macro_rules! registry {
     ($( $variant:ident => $cfg:path, $name:literal, [$($alias:literal),*], $summary:literal; )*) => {
-        /// Every prefetcher Blockwell has. The one registry: names, aliases, summaries, construction.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub enum PrefetcherKind { $($variant),* }
+        crate::spec_registry! {
+            /// Every prefetcher Blockwell has. The one registry: names, aliases, summaries, construction.
+            #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+            pub enum PrefetcherKind: "prefetcher" { $( $variant => $name, [$($alias),*], $summary; )* }
+        }
 
         impl PrefetcherKind {
-            pub const ALL: &'static [PrefetcherKind] = &[$(PrefetcherKind::$variant),*];
-
-            /// The canonical name (as on the command line).
-            pub fn name(self) -> &'static str {
-                match self { $(PrefetcherKind::$variant => $name),* }
-            }
-
-            /// Other accepted spellings.
-            pub fn aliases(self) -> &'static [&'static str] {
-                match self { $(PrefetcherKind::$variant => &[$($alias),*]),* }
-            }
-
-            /// One line for `--help` and docs.
-            pub fn summary(self) -> &'static str {
-                match self { $(PrefetcherKind::$variant => $summary),* }
-            }
-
             /// The default parameters, as a JSON object.
             pub fn defaults(self) -> Value {
                 match self {
@@ -280,25 +265,6 @@ registry! {
         "REDCAP segment fetch: on a read miss fetch the whole aligned segment (seed 000)";
 }
 
-fn normalize(s: &str) -> String {
-    s.chars().filter(|c| *c != '-' && *c != '_').flat_map(|c| c.to_lowercase()).collect()
-}
-
-impl PrefetcherKind {
-    /// Finds a prefetcher by name or alias; case, '-' and '_' are ignored.
-    pub fn from_name(s: &str) -> Result<Self, PrefetchError> {
-        let n = normalize(s.trim());
-        Self::ALL
-            .iter()
-            .copied()
-            .find(|k| normalize(k.name()) == n || k.aliases().iter().any(|a| normalize(a) == n))
-            .ok_or_else(|| PrefetchError::Unknown {
-                name: s.to_string(),
-                known: Self::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
-            })
-    }
-}
-
 /// One registry entry as [`list`] reports it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PrefetcherInfo {
@@ -311,13 +277,14 @@ pub struct PrefetcherInfo {
 
 /// Every prefetcher with its parameters and their defaults (for `--help`, docs and reports).
 pub fn list() -> Vec<PrefetcherInfo> {
-    PrefetcherKind::ALL
+    PrefetcherKind::REGISTRY
+        .list()
         .iter()
-        .map(|&kind| PrefetcherInfo {
-            kind,
-            name: kind.name(),
-            summary: kind.summary(),
-            params: match kind.defaults() {
+        .map(|e| PrefetcherInfo {
+            kind: e.kind,
+            name: e.name,
+            summary: e.summary,
+            params: match e.kind.defaults() {
                 Value::Object(m) => m.into_iter().collect(),
                 _ => Vec::new(),
             },

@@ -5,12 +5,18 @@
 //!   benchmark × processes × file layout × REDCAP configuration.
 //! - [`policies`]: seed `001_*` Figures 3–6 and Table 5, hit ratio, disk requests and execution time against
 //!   cache size for replacement policies with and without kernel read-ahead.
+//! - [`dedup`]: seed `003_*` Tables 1 and 3 and Figures 4–5, offset- vs content-based caching across cache
+//!   sizes, hash-table fractions, policies and volumes (on the trace replay of [`crate::dedup`]).
+//! - [`es_equivalence`]: seed `002_*` Table II, the extended-storage tier capacity equivalent to DRAM per
+//!   slowdown factor (on the sequential model of [`crate::estier`]).
 //!
-//! Every run of a grid is independent; [`par_map`] spreads them over threads and returns results in grid
-//! order, so the output does not depend on the thread count (tested). The command-line front is
+//! Every run of the time-aware grids is independent; [`par_map`] spreads them over threads and returns results
+//! in grid order, so the output does not depend on the thread count (tested). The command-line front is
 //! `blockwell experiment`; the measured tables and their comparison with the papers are in
 //! `docs/experiments/`.
 
+pub mod dedup;
+pub mod es_equivalence;
 pub mod policies;
 pub mod redcap;
 
@@ -28,6 +34,17 @@ pub enum Error {
     Trace(#[from] blockwell_trace::TraceError),
     #[error(transparent)]
     Layout(#[from] crate::layout::LayoutError),
+    #[error(transparent)]
+    Dedup(#[from] crate::dedup::DedupRunError),
+    #[error(transparent)]
+    ContentGen(#[from] crate::gen_content::ContentGenError),
+    #[error(transparent)]
+    Es(#[from] crate::estier::EsError),
+    /// An extended-storage workload that cannot be generated; `name` is the name given.
+    #[error("{name}: {source}")]
+    EsWorkload { name: String, source: crate::estier::EsError },
+    #[error("the trace has no block accesses")]
+    NoAccesses,
     /// A run failed; `run` names it (benchmark, layout, policy, ...).
     #[error("{run}: {source}")]
     Run { run: String, source: crate::vtime::Error },

@@ -62,45 +62,21 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-/// How a file system places files.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LayoutKind {
-    /// Files one after another in file-index order, each in one piece.
-    #[default]
-    Contiguous,
-    /// ext2/ext3-like block groups: a directory's files in one group, concurrently written files interleaved.
-    BlockGroups,
-    /// JFS-like: every file one extent, allocation groups per directory.
-    SingleExtent,
-    /// ReiserFS-like apparent randomness: small runs at pseudo-random places.
-    Scattered,
-}
-
-impl LayoutKind {
-    pub const ALL: &'static [LayoutKind] =
-        &[LayoutKind::Contiguous, LayoutKind::BlockGroups, LayoutKind::SingleExtent, LayoutKind::Scattered];
-
-    /// The kebab-case name (`block-groups`).
-    pub fn name(self) -> &'static str {
-        match self {
-            LayoutKind::Contiguous => "contiguous",
-            LayoutKind::BlockGroups => "block-groups",
-            LayoutKind::SingleExtent => "single-extent",
-            LayoutKind::Scattered => "scattered",
-        }
-    }
-
-    /// One line for help texts and docs.
-    pub fn summary(self) -> &'static str {
-        match self {
-            LayoutKind::Contiguous => "files one after another, each in one piece (ideal, defragmented)",
-            LayoutKind::BlockGroups => {
-                "ext2/ext3: directories spread over 128 MiB block groups, concurrently written files interleave"
-            }
-            LayoutKind::SingleExtent => "JFS-like: each file one extent, allocation groups per directory",
-            LayoutKind::Scattered => "ReiserFS-like apparent randomness: 1-16 block runs at pseudo-random places",
-        }
+blockwell_core::spec_registry! {
+    /// How a file system places files.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+    #[serde(rename_all = "kebab-case")]
+    pub enum LayoutKind: "layout" {
+        /// Files one after another in file-index order, each in one piece.
+        #[default]
+        Contiguous => "contiguous", [], "files one after another, each in one piece (ideal, defragmented)";
+        /// ext2/ext3-like block groups: a directory's files in one group, concurrently written files interleaved.
+        BlockGroups => "block-groups", [],
+            "ext2/ext3: directories spread over 128 MiB block groups, concurrently written files interleave";
+        /// JFS-like: every file one extent, allocation groups per directory.
+        SingleExtent => "single-extent", [], "JFS-like: each file one extent, allocation groups per directory";
+        /// ReiserFS-like apparent randomness: small runs at pseudo-random places.
+        Scattered => "scattered", [], "ReiserFS-like apparent randomness: 1-16 block runs at pseudo-random places";
     }
 }
 
@@ -113,21 +89,17 @@ impl fmt::Display for LayoutKind {
 impl FromStr for LayoutKind {
     type Err = LayoutError;
 
-    /// Case-insensitive; `_` is accepted for `-` (`block_groups`).
+    /// [`LayoutKind::from_name`]: case, `-` and `_` are ignored (`block_groups`, `BlockGroups`).
     fn from_str(s: &str) -> Result<Self, LayoutError> {
-        let n = s.trim().to_ascii_lowercase().replace('_', "-");
-        Self::ALL.iter().copied().find(|k| k.name() == n).ok_or_else(|| LayoutError::Unknown {
-            name: s.to_string(),
-            known: Self::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
-        })
+        Ok(Self::from_name(s)?)
     }
 }
 
 /// Bad layout names or parameters.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum LayoutError {
-    #[error("unknown layout '{name}' (known: {known})")]
-    Unknown { name: String, known: String },
+    #[error(transparent)]
+    Unknown(#[from] blockwell_core::spec::UnknownName),
     #[error("unknown layout parameter '{param}' (known: {known})")]
     UnknownParam { param: String, known: String },
     #[error("layout parameter '{param}': {message}")]
@@ -643,6 +615,7 @@ mod tests {
             assert_eq!(k.name().parse::<LayoutKind>().unwrap(), k);
             assert_eq!(serde_json::to_value(k).unwrap(), serde_json::Value::String(k.name().into()));
         }
+        assert_eq!(LayoutKind::REGISTRY.validate(LayoutKind::ALL), Ok(()));
         assert_eq!("Block_Groups".parse::<LayoutKind>().unwrap(), LayoutKind::BlockGroups);
         let e = "ntfs".parse::<LayoutKind>().unwrap_err().to_string();
         assert!(e.contains("'ntfs'") && e.contains("scattered"), "{e}");

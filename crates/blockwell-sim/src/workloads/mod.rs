@@ -33,8 +33,8 @@ pub const MAX_REQUESTS: u64 = 50_000_000;
 /// Errors naming the workload and the parameter.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SpecError {
-    #[error("unknown workload '{name}' (known: {known})")]
-    Unknown { name: String, known: String },
+    #[error(transparent)]
+    Unknown(#[from] blockwell_core::spec::UnknownName),
     #[error("workload spec '{spec}': {message}")]
     Syntax { spec: String, message: String },
     #[error("workload '{workload}': unknown parameter '{param}' (known: {known})")]
@@ -59,23 +59,13 @@ pub(crate) trait Params: Serialize + DeserializeOwned + Clone {
 
 macro_rules! registry {
     ($( $variant:ident => $ty:ty = $default:expr, $name:literal, $summary:literal; )*) => {
-        /// Every workload generator. The one registry: names, summaries, defaults, construction.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum WorkloadKind { $($variant),* }
+        blockwell_core::spec_registry! {
+            /// Every workload generator. The one registry: names, summaries, defaults, construction.
+            #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+            pub enum WorkloadKind: "workload" { $( $variant => $name, [], $summary; )* }
+        }
 
         impl WorkloadKind {
-            pub const ALL: &'static [WorkloadKind] = &[$(WorkloadKind::$variant),*];
-
-            /// The canonical name.
-            pub fn name(self) -> &'static str {
-                match self { $(WorkloadKind::$variant => $name),* }
-            }
-
-            /// One line for help texts and docs.
-            pub fn summary(self) -> &'static str {
-                match self { $(WorkloadKind::$variant => $summary),* }
-            }
-
             /// The default parameters, as a JSON object.
             pub fn defaults(self) -> Map<String, Value> {
                 match self { $(WorkloadKind::$variant => to_map(&$default)),* }
@@ -122,21 +112,6 @@ fn to_map<T: Serialize>(t: &T) -> Map<String, Value> {
     match serde_json::to_value(t) {
         Ok(Value::Object(m)) => m,
         _ => Map::new(),
-    }
-}
-
-fn normalize(s: &str) -> String {
-    s.trim().to_ascii_lowercase().replace('_', "-")
-}
-
-impl WorkloadKind {
-    /// Finds a generator by name (case-insensitive, `_` for `-`).
-    pub fn from_name(s: &str) -> Result<Self, SpecError> {
-        let n = normalize(s);
-        Self::ALL.iter().copied().find(|k| k.name() == n).ok_or_else(|| SpecError::Unknown {
-            name: s.trim().to_string(),
-            known: Self::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
-        })
     }
 }
 
@@ -243,14 +218,16 @@ pub struct GeneratorInfo {
 
 /// Every generator with its parameters and their defaults.
 pub fn list() -> Vec<GeneratorInfo> {
-    WorkloadKind::ALL
+    WorkloadKind::REGISTRY
+        .list()
         .iter()
-        .map(|&k| {
-            let d = k.defaults();
+        .map(|e| {
+            let d = e.kind.defaults();
             GeneratorInfo {
-                name: k.name(),
-                summary: k.summary(),
-                params: k
+                name: e.name,
+                summary: e.summary,
+                params: e
+                    .kind
                     .param_docs()
                     .iter()
                     .map(|&(p, doc)| (p, d.get(p).map_or_else(String::new, |v| v.to_string()), doc))
@@ -346,6 +323,14 @@ mod tests {
             docs.sort_unstable();
             assert_eq!(keys, docs, "{}", k.name());
         }
+    }
+
+    #[test]
+    fn every_generator_is_found_by_its_name() {
+        assert_eq!(WorkloadKind::REGISTRY.validate(WorkloadKind::ALL), Ok(()));
+        assert_eq!(WorkloadKind::from_name(" Strided_4K ").unwrap(), WorkloadKind::Strided4k);
+        let e = WorkloadSpec::parse("nope(procs=2)").unwrap_err();
+        assert_eq!(e.to_string(), format!("unknown workload 'nope' (known: {})", WorkloadKind::REGISTRY.known()));
     }
 
     #[test]
