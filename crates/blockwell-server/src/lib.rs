@@ -13,3 +13,4 @@ pub mod delay;
 pub mod file;
 pub mod nbd;
 pub mod stats;
+pub mod tier;

@@ -21,6 +21,7 @@
 //! Per cached block: its slot (see [`slots`]) plus the policy's metadata (see each policy's module doc).
 
 mod slots;
+pub(crate) use slots::BlockHasher;
 mod worker;
 
 use crate::backend::{forward_backend, Backend, OnMiss, ReadInto, ReadOutcome, SharedBytes};

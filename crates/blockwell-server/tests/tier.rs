@@ -1,0 +1,241 @@
+//! The persistent cache tier: modes, eviction and write-back, cleaning, restart, detach, refusals, and a
+//! random workload checked against a model.
+
+mod tier_common;
+
+use blockwell_cachedev::crash::CrashDev;
+use blockwell_cachedev::{CacheMode, Dev, MemDev};
+use blockwell_core::cleaner::CleanerSpec;
+use blockwell_server::backend::Backend;
+use blockwell_server::tier::{TierBackend, TierError};
+use std::sync::Arc;
+use tier_common::*;
+
+const CACHE: usize = 2 << 20;
+const ORIGIN: usize = 4 << 20;
+
+fn read(t: &impl Backend, off: u64, len: usize) -> Vec<u8> {
+    let mut b = vec![0u8; len];
+    t.read_at(&mut b, off).unwrap();
+    b
+}
+
+#[test]
+fn write_back_absorbs_writes_and_survives_a_clean_restart() {
+    let (_, cache, origin) = devices(CACHE, ORIGIN, CacheMode::WriteBack);
+    let t = open(cache.clone(), origin.clone(), config(ORIGIN as u64, CacheMode::WriteBack));
+    let data = pattern(1, 0, 64 * 1024);
+    t.write_at(&data, 0, false).unwrap();
+    assert_eq!(read(&t, 0, data.len()), data);
+    let s = t.snapshot();
+    assert_eq!((s.dirty_blocks, s.write_misses, s.read_hits), (16, 16, 16));
+    assert!(origin.current()[..data.len()].iter().all(|&b| b == 0), "write-back: the origin is untouched");
+    // Overwrites of dirty blocks are absorbed.
+    t.write_at(&pattern(2, 8192, 4096), 8192, false).unwrap();
+    assert_eq!(t.snapshot().dirty_write_hits, 1);
+    t.flush().unwrap();
+    t.validate().unwrap();
+    t.close().unwrap();
+    let t = open(cache.clone(), origin.clone(), config(ORIGIN as u64, CacheMode::WriteBack));
+    let r = t.recovery().clone();
+    assert!(r.clean_shutdown && r.dirty == 16 && r.mapped == 16, "{r:?}");
+    let mut want = data.clone();
+    want[8192..12288].copy_from_slice(&pattern(2, 8192, 4096));
+    assert_eq!(read(&t, 0, want.len()), want);
+    assert_eq!(t.snapshot().read_hits, 16, "a warm restart");
+    // Cleaning writes it all to the origin.
+    assert_eq!(t.clean_all().unwrap(), 16);
+    assert_eq!(&origin.current()[..want.len()], &want[..]);
+    assert_eq!(t.snapshot().dirty_blocks, 0);
+    t.validate().unwrap();
+}
+
+#[test]
+fn dirty_blocks_evicted_are_written_back_and_read_meanwhile() {
+    let (_, cache, origin) = devices(CACHE, ORIGIN, CacheMode::WriteBack);
+    let t = open(cache.clone(), origin.clone(), config(ORIGIN as u64, CacheMode::WriteBack));
+    let slots = t.snapshot().slots;
+    // Twice the cache in dirty writes: evictions of dirty blocks, written back by the writers themselves.
+    let n = 2 * slots;
+    for b in 0..n {
+        t.write_at(&pattern(b + 1, b * BS, BS as usize), b * BS, false).unwrap();
+    }
+    for b in (0..n).step_by(7) {
+        assert_eq!(read(&t, b * BS, BS as usize), pattern(b + 1, b * BS, BS as usize), "block {b}");
+    }
+    let s = t.snapshot();
+    assert!(s.dirty_evictions >= n - slots, "{s:?}");
+    assert!(s.cleaned_blocks > 0 && s.throttled > 0, "{s:?}");
+    t.validate().unwrap();
+    t.clean_all().unwrap();
+    for b in 0..n {
+        let at = (b * BS) as usize;
+        assert_eq!(&origin.current()[at..at + BS as usize], &pattern(b + 1, b * BS, BS as usize)[..], "block {b}");
+    }
+}
+
+#[test]
+fn the_cleaner_policy_sets_the_pace() {
+    let (_, cache, origin) = devices(CACHE, ORIGIN, CacheMode::WriteBack);
+    let mut cfg = config(ORIGIN as u64, CacheMode::WriteBack);
+    cfg.cleaner = CleanerSpec::Watermark { high: 10.0, low: 5.0, idle_ms: 0 };
+    let t = open(cache.clone(), origin.clone(), cfg);
+    let slots = t.snapshot().slots;
+    let n = slots * 15 / 100;
+    for b in 0..n {
+        t.write_at(&pattern(b + 1, b * BS, BS as usize), b * BS, false).unwrap();
+    }
+    let cleaned = t.clean_pass().unwrap();
+    let left = t.snapshot().dirty_blocks;
+    assert!(cleaned > 0 && left <= slots * 5 / 100 + 1, "cleaned {cleaned}, left {left} of {slots}");
+    // In origin order: the first blocks are on the origin.
+    assert_eq!(&origin.current()[..BS as usize], &pattern(1, 0, BS as usize)[..]);
+    assert_eq!(t.clean_pass().unwrap(), 0, "below the low mark: nothing more");
+}
+
+#[test]
+fn write_through_writes_the_origin_first_and_switching_from_write_back_cleans() {
+    let (_, cache, origin) = devices(CACHE, ORIGIN, CacheMode::WriteBack);
+    let t = open(cache.clone(), origin.clone(), config(ORIGIN as u64, CacheMode::WriteBack));
+    t.write_at(&pattern(1, 0, 8192), 0, false).unwrap();
+    assert_eq!(t.snapshot().dirty_blocks, 2);
+    t.set_mode(CacheMode::WriteThrough).unwrap();
+    let s = t.snapshot();
+    assert_eq!((s.dirty_blocks, s.mode.as_str()), (0, "write-through"));
+    assert_eq!(&origin.current()[..8192], &pattern(1, 0, 8192)[..]);
+    t.write_at(&pattern(2, 4096, 4096), 4096, false).unwrap();
+    assert_eq!(&origin.current()[4096..8192], &pattern(2, 4096, 4096)[..], "write-through");
+    assert_eq!(read(&t, 4096, 4096), pattern(2, 4096, 4096));
+    assert_eq!(t.snapshot().dirty_blocks, 0);
+    t.validate().unwrap();
+    t.close().unwrap();
+    // The mode is recorded.
+    let r = blockwell_cachedev::check::check(&*cache, None).unwrap();
+    assert_eq!(r.mode, "write-through");
+}
+
+#[test]
+fn write_around_and_read_only() {
+    let (_, cache, origin) = devices(CACHE, ORIGIN, CacheMode::WriteAround);
+    let t = open(cache.clone(), origin.clone(), config(ORIGIN as u64, CacheMode::WriteAround));
+    t.write_at(&pattern(1, 0, 4096), 0, false).unwrap();
+    assert_eq!(read(&t, 0, 4096), pattern(1, 0, 4096));
+    assert_eq!(t.snapshot().promotions, 1, "read into the cache");
+    t.write_at(&pattern(2, 0, 4096), 0, false).unwrap();
+    assert_eq!(t.snapshot().cached_blocks, 0, "write-around drops the copy");
+    assert_eq!(read(&t, 0, 4096), pattern(2, 0, 4096));
+    t.close().unwrap();
+    let t = open(cache.clone(), origin.clone(), config(ORIGIN as u64, CacheMode::ReadOnly));
+    let e = t.write_at(&[1; 512], 0, false).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(1), "EPERM");
+    assert_eq!(read(&t, 0, 4096), pattern(2, 0, 4096));
+}
+
+#[test]
+fn trim_and_write_zeroes_through_dirty_blocks() {
+    let (_, cache, origin) = devices(CACHE, ORIGIN, CacheMode::WriteBack);
+    let t = open(cache.clone(), origin.clone(), config(ORIGIN as u64, CacheMode::WriteBack));
+    t.write_at(&pattern(1, 0, 16384), 0, false).unwrap();
+    // Zero 6 KiB from 1 KiB: block 0 partly (zeroed in place), block 1 wholly, no more.
+    t.write_zeroes(1024, 6144, false, false).unwrap();
+    let got = read(&t, 0, 16384);
+    let mut want = pattern(1, 0, 16384);
+    want[1024..7168].fill(0);
+    assert_eq!(got, want);
+    t.trim(8192, 8192, false).unwrap();
+    assert_eq!(&read(&t, 0, 7168)[..], &want[..7168], "trim leaves other blocks alone");
+    t.clean_all().unwrap();
+    assert_eq!(&origin.current()[..7168], &want[..7168]);
+    t.validate().unwrap();
+}
+
+#[test]
+fn detach_makes_the_origin_current_and_the_cache_cold() {
+    let (_, cache, origin) = devices(CACHE, ORIGIN, CacheMode::WriteBack);
+    let t = open(cache.clone(), origin.clone(), config(ORIGIN as u64, CacheMode::WriteBack));
+    t.write_at(&pattern(9, 40960, 8192), 40960, false).unwrap();
+    t.detach().unwrap();
+    assert_eq!(&origin.current()[40960..49152], &pattern(9, 40960, 8192)[..]);
+    let t = open(cache.clone(), origin.clone(), config(ORIGIN as u64, CacheMode::WriteBack));
+    assert!(t.recovery().was_detached && t.recovery().mapped == 0);
+    assert_eq!(read(&t, 40960, 8192), pattern(9, 40960, 8192));
+}
+
+#[test]
+fn devices_of_another_origin_or_damaged_are_refused_untouched() {
+    let (_, cache, origin) = devices(CACHE, ORIGIN, CacheMode::WriteBack);
+    let before = cache.current();
+    let mut cfg = config(ORIGIN as u64, CacheMode::WriteBack);
+    cfg.origin.uuid = [1; 16];
+    let e = TierBackend::open(DevOrigin(origin.clone()), cache.clone(), cfg).err().unwrap();
+    assert!(matches!(e, TierError::Device(blockwell_cachedev::Error::OriginMismatch { .. })), "{e}");
+    assert!(e.to_string().contains("belongs to another origin"), "{e}");
+    assert_eq!(cache.current(), before, "nothing written");
+    // A damaged table.
+    let bad = Arc::new(MemDev::from_bytes(before.clone()));
+    bad.poke(8192 + 64, &[0x77]);
+    let e = TierBackend::open(DevOrigin(origin.clone()), bad.clone(), config(ORIGIN as u64, CacheMode::WriteBack))
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("corrupt metadata"), "{e}");
+    // Truncated.
+    let short = Arc::new(MemDev::from_bytes(before[..before.len() / 2].to_vec()));
+    let e =
+        TierBackend::open(DevOrigin(origin.clone()), short, config(ORIGIN as u64, CacheMode::WriteBack)).err().unwrap();
+    assert!(e.to_string().contains("truncated"), "{e}");
+    // Never formatted.
+    let blank: Arc<dyn Dev> = Arc::new(MemDev::new(CACHE));
+    let e = TierBackend::open(DevOrigin(origin), blank, config(ORIGIN as u64, CacheMode::WriteBack)).err().unwrap();
+    assert!(e.to_string().contains("not a Blockwell cache device"), "{e}");
+}
+
+/// A model of the device: the bytes every read must return.
+#[test]
+fn random_operations_match_a_model_in_every_mode() {
+    for mode in [CacheMode::WriteBack, CacheMode::WriteThrough, CacheMode::WriteAround] {
+        let (_, cache, origin) = devices(1 << 20, 2 << 20, mode);
+        let mut cfg = config(2 << 20, mode);
+        cfg.sequential_cutoff = 64 * 1024;
+        let t = open(cache.clone(), origin.clone(), cfg);
+        let mut model = vec![0u8; 2 << 20];
+        let mut rng = Rng(0x1234 + mode as u64);
+        for step in 0..4000u64 {
+            let sectors = (2 << 20) / 512;
+            let first = rng.below(sectors);
+            let len = (1 + rng.below(40)).min(sectors - first);
+            let (off, n) = (first * 512, (len * 512) as usize);
+            match rng.below(20) {
+                0..=8 => {
+                    let d = pattern(step + 1, off, n);
+                    t.write_at(&d, off, rng.below(10) == 0).unwrap();
+                    model[off as usize..off as usize + n].copy_from_slice(&d);
+                }
+                9..=16 => assert_eq!(read(&t, off, n), &model[off as usize..off as usize + n], "step {step} {mode}"),
+                17 => {
+                    t.write_zeroes(off, n as u64, rng.below(2) == 0, false).unwrap();
+                    model[off as usize..off as usize + n].fill(0);
+                }
+                18 => t.flush().unwrap(),
+                _ => {
+                    let _ = t.clean_pass().unwrap();
+                }
+            }
+            if step % 97 == 0 {
+                t.validate().unwrap_or_else(|e| panic!("step {step} {mode}: {e}"));
+            }
+        }
+        let s = t.snapshot();
+        assert!(s.degraded.is_none() && s.checksum_failures == 0, "{mode}: {s:?}");
+        if mode == CacheMode::WriteBack {
+            assert!(s.dirty_evictions > 100 && s.cleaned_blocks > 100 && s.dirty_write_hits > 100, "{s:?}");
+        }
+        assert!(s.promotions > 1000 && s.demotions > 1000, "{mode}: {s:?}");
+        t.clean_all().unwrap();
+        assert_eq!(read(&t, 0, 2 << 20), model, "{mode}");
+        t.validate().unwrap();
+        t.close().unwrap();
+        let t = open(cache, origin.clone(), config(2 << 20, mode));
+        assert_eq!(read(&t, 0, 2 << 20), model, "{mode} after a restart");
+        let _ = CrashDev::new(1, Default::default());
+    }
+}
