@@ -54,6 +54,24 @@ use std::time::{Duration, Instant};
 
 pub use blockwell_cachedev::CacheMode as TierMode;
 
+/// A [`Dev`] over any backend: the cache device through the slow-disk emulator, or an in-memory backend.
+pub struct BackendDev<B>(pub B);
+
+impl<B: Backend> Dev for BackendDev<B> {
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.0.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.0.write_at(buf, offset, false)
+    }
+    fn sync(&self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
 /// The default sequential cutoff of the tier (bcache's `sequential_cutoff`).
 pub const DEFAULT_SEQUENTIAL_CUTOFF: u64 = 4 << 20;
 
@@ -223,8 +241,8 @@ pub struct TierSnapshot {
 /// A persistent cache level over an origin. See the module documentation.
 pub struct TierBackend<O: Backend + 'static> {
     inner: Arc<Inner<O>>,
-    threads: Vec<JoinHandle<()>>,
-    closed: bool,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    closed: AtomicBool,
 }
 
 pub(crate) struct Inner<O> {
@@ -265,10 +283,11 @@ impl<O: Backend + 'static> TierBackend<O> {
     /// its blocks back in the engine in their recorded order, and starts the committer and the cleaner.
     pub fn open(origin: O, dev: Arc<dyn Dev>, config: TierConfig) -> Result<Self, TierError> {
         let inner = Arc::new(Inner::open(origin, dev, config)?);
-        let mut t = TierBackend { inner, threads: Vec::new(), closed: false };
-        t.threads.push(spawn("committer", t.inner.clone(), |i| i.committer_loop())?);
-        t.threads.push(spawn("cleaner", t.inner.clone(), |i| i.cleaner_loop())?);
-        Ok(t)
+        let threads = vec![
+            spawn("committer", inner.clone(), |i| i.committer_loop())?,
+            spawn("cleaner", inner.clone(), |i| i.cleaner_loop())?,
+        ];
+        Ok(TierBackend { inner, threads: Mutex::new(threads), closed: AtomicBool::new(false) })
     }
 
     pub fn origin(&self) -> &O {
@@ -312,34 +331,38 @@ impl<O: Backend + 'static> TierBackend<O> {
 
     /// A clean shutdown: stops the threads, commits, and checkpoints with the policy hints, marked clean.
     /// Dirty blocks stay dirty (a write-back cache keeps them across restarts).
-    pub fn close(mut self) -> io::Result<()> {
+    pub fn close(self) -> io::Result<()> {
         self.shutdown()
     }
 
     /// Cleans every dirty block, then marks the device detached: the origin alone is current.
-    pub fn detach(mut self) -> io::Result<()> {
+    pub fn detach(self) -> io::Result<()> {
         self.inner.clean_all()?;
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return Err(eio("the cache device is closed"));
+        }
         self.stop_threads();
-        self.closed = true;
         self.inner.detach()
     }
 
-    fn stop_threads(&mut self) {
+    fn stop_threads(&self) {
         self.inner.stop.store(true, Ordering::SeqCst);
         {
             let _g = self.inner.wake_lock.lock().unwrap_or_else(|e| e.into_inner());
             self.inner.wake.notify_all();
         }
-        for t in self.threads.drain(..) {
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        for t in threads {
             let _ = t.join();
         }
     }
 
-    fn shutdown(&mut self) -> io::Result<()> {
-        if self.closed {
+    /// The clean shutdown of [`TierBackend::close`], through a shared reference (a server that hands the
+    /// tier to several owners closes it once its clients are gone). Later calls do nothing.
+    pub fn shutdown(&self) -> io::Result<()> {
+        if self.closed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        self.closed = true;
         self.stop_threads();
         self.inner.shutdown()
     }
