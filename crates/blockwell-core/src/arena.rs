@@ -162,6 +162,13 @@ impl<T: Linked> Arena<T> {
         self.len -= 1;
     }
 
+    /// Unlinks `h` from `list`, which it must be on, and frees it.
+    #[inline]
+    pub fn free_from(&mut self, list: &mut List, h: Handle) {
+        list.remove(self, h);
+        self.free(h);
+    }
+
     #[inline]
     pub fn get(&self, h: Handle) -> &T {
         &self.slots[(h.get() - 1) as usize]
@@ -426,8 +433,7 @@ pub(crate) fn remove_from_one_list<T: Keyed + Linked>(
 ) -> bool {
     match index.remove(arena, key) {
         Some(h) => {
-            list.remove(arena, h);
-            arena.free(h);
+            arena.free_from(list, h);
             true
         }
         None => false,
@@ -485,6 +491,16 @@ impl KeyIndex {
             Ok(e) => Some(e.remove().0),
             Err(_) => None,
         }
+    }
+
+    /// Forgets entry `h`, which is on no list: removes its key and frees it. Returns the key.
+    #[inline]
+    pub fn forget<T: Keyed + Linked>(&mut self, arena: &mut Arena<T>, h: Handle) -> BlockKey {
+        let key = arena[h].key();
+        let found = self.remove(arena, key);
+        debug_assert_eq!(found, Some(h), "key {key} indexed to another entry");
+        arena.free(h);
+        key
     }
 
     /// Iterates over all handles (unspecified order).
@@ -560,5 +576,26 @@ mod tests {
         assert_eq!(idx.remove(&a, BlockKey::from_raw(70)), Some(hs[10]));
         assert_eq!(idx.get(&a, BlockKey::from_raw(70)), None);
         assert_eq!(idx.len(), 999);
+    }
+
+    #[test]
+    fn free_from_and_forget_release_the_slot() {
+        let mut a = Arena::with_capacity(4);
+        let mut idx = KeyIndex::with_capacity(4);
+        let mut l = List::new();
+        let hs: Vec<_> = (1..=3).map(|i| a.alloc(e(i))).collect();
+        for &h in &hs {
+            idx.insert(&a, h);
+            l.push_front(&mut a, h);
+        }
+        assert_eq!(idx.remove(&a, BlockKey::from_raw(2)), Some(hs[1]));
+        a.free_from(&mut l, hs[1]);
+        l.check(&a).unwrap();
+        assert_eq!((l.len(), a.len()), (2, 2));
+        assert_eq!(l.pop_back(&mut a), Some(hs[0]));
+        assert_eq!(idx.forget(&mut a, hs[0]), BlockKey::from_raw(1));
+        assert_eq!((idx.len(), a.len()), (1, 1));
+        assert_eq!(idx.get(&a, BlockKey::from_raw(1)), None);
+        assert_eq!(a.alloc(e(9)), hs[0], "the last slot freed is reused first");
     }
 }
