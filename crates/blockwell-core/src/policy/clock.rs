@@ -117,11 +117,7 @@ impl Clock {
                 continue;
             }
             self.list.remove(&mut self.arena, h);
-            let n = &self.arena[h];
-            let ev = Evicted { key: n.key(), unused_prefetch: n.links.flag() };
-            self.index.remove(&self.arena, ev.key);
-            self.arena.free(h);
-            out.push(ev);
+            super::evict(&mut self.arena, &mut self.index, h, out);
             return;
         }
     }

@@ -66,11 +66,7 @@ impl Fifo {
     #[inline]
     fn evict_one(&mut self, out: &mut Vec<Evicted>) {
         if let Some(h) = self.list.pop_back(&mut self.arena) {
-            let n = &self.arena[h];
-            let ev = Evicted { key: n.key, unused_prefetch: n.links.flag() };
-            self.index.remove(&self.arena, ev.key);
-            self.arena.free(h);
-            out.push(ev);
+            super::evict(&mut self.arena, &mut self.index, h, out);
         }
     }
 

@@ -309,12 +309,6 @@ impl Lirs {
         self.q.linked(&self.arena, h)
     }
 
-    #[inline]
-    fn forget(&mut self, h: Handle) {
-        self.index.remove(&self.arena, self.arena[h].key);
-        self.arena.free(h);
-    }
-
     /// Evicts the resident HIR block at the back of Q. If it is `keep` (the block being hit, see quirk 1) it
     /// stays resident outside Q instead.
     fn evict_hir(&mut self, keep: Option<Handle>, out: &mut Vec<Evicted>) {
@@ -324,15 +318,14 @@ impl Lirs {
             return;
         }
         self.resident -= 1;
-        let n = &mut self.arena[t];
-        out.push(Evicted { key: n.key, unused_prefetch: n.prefetched() });
         if self.in_s(t) {
             let n = &mut self.arena[t];
+            out.push(Evicted { key: n.key, unused_prefetch: n.prefetched() });
             n.set_resident(false);
             n.s.set_flag(false);
             self.nh.push_front(&mut self.arena, t);
         } else {
-            self.forget(t);
+            super::evict(&mut self.arena, &mut self.index, t, out);
         }
     }
 
@@ -376,7 +369,7 @@ impl Lirs {
             if !n.resident() {
                 self.s.remove(&mut self.arena, t);
                 self.nh.remove(&mut self.arena, t);
-                self.forget(t);
+                self.index.forget(&mut self.arena, t);
             } else if self.in_q(t) {
                 self.s.remove(&mut self.arena, t);
             } else if from_remove {
@@ -384,9 +377,7 @@ impl Lirs {
             } else {
                 self.s.remove(&mut self.arena, t);
                 self.resident -= 1;
-                let n = &self.arena[t];
-                out.push(Evicted { key: n.key, unused_prefetch: n.prefetched() });
-                self.forget(t);
+                super::evict(&mut self.arena, &mut self.index, t, out);
             }
         }
     }
@@ -410,7 +401,7 @@ impl Lirs {
             let Some(t) = self.nh.back() else { break };
             self.nh.remove(&mut self.arena, t);
             self.s.remove(&mut self.arena, t);
-            self.forget(t);
+            self.index.forget(&mut self.arena, t);
         }
     }
 
@@ -685,7 +676,7 @@ impl Policy for Lirs {
                 debug_assert!(none.is_empty());
             }
         } else {
-            self.forget(h);
+            self.index.forget(&mut self.arena, h);
         }
         true
     }

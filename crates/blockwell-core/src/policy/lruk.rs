@@ -175,11 +175,6 @@ impl LruK {
         h
     }
 
-    fn forget(&mut self, h: Handle) {
-        self.index.remove(&self.arena, self.arena[h].key);
-        self.arena.free(h);
-    }
-
     /// Eviction priority: smaller goes first.
     #[inline]
     fn prio(&self, h: Handle) -> u64 {
@@ -303,14 +298,14 @@ impl LruK {
     /// Turns a block that left the cache into a ghost entry (or forgets it).
     fn retire(&mut self, h: Handle) {
         if self.arena[h].links.flag() || self.max_ghosts == 0 {
-            self.forget(h);
+            self.index.forget(&mut self.arena, h);
             return;
         }
         self.arena[h].pos = GHOST;
         self.ghosts.push_front(&mut self.arena, h);
         while self.ghosts.len() > self.max_ghosts {
             let g = self.ghosts.pop_back(&mut self.arena).expect("over the bound");
-            self.forget(g);
+            self.index.forget(&mut self.arena, g);
         }
     }
 

@@ -9,6 +9,7 @@
 //!
 //! Adding a policy is one new file and one line in the `registry!` invocation below.
 
+use crate::arena::{Arena, Handle, KeyIndex, Keyed, Linked};
 use crate::key::BlockKey;
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{Map, Value};
@@ -188,6 +189,15 @@ pub(crate) fn prefetch_missing<P: Policy>(
         }
     }
     n
+}
+
+/// Evicts entry `h`, which is on no list, and reports it: drops its key from the index, frees it, and pushes it to
+/// `out` as an unused prefetch if its flag ("prefetched, not yet accessed") is set. For a block that leaves no ghost.
+#[inline]
+pub(crate) fn evict<T: Keyed + Linked>(arena: &mut Arena<T>, index: &mut KeyIndex, h: Handle, out: &mut Vec<Evicted>) {
+    let unused_prefetch = arena[h].links().flag();
+    let key = index.forget(arena, h);
+    out.push(Evicted { key, unused_prefetch });
 }
 
 /// Object-safe view of a [`Policy`], for callers that pick the policy at run time (the live server).

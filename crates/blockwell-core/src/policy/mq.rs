@@ -132,12 +132,12 @@ impl Mq {
     #[inline]
     fn remember(&mut self, h: Handle) {
         if self.qout_cap == 0 {
-            self.forget(h);
+            self.index.forget(&mut self.arena, h);
             return;
         }
         if self.qout.len() >= self.qout_cap {
             if let Some(old) = self.qout.pop_back(&mut self.arena) {
-                self.forget(old);
+                self.index.forget(&mut self.arena, old);
             }
         }
         let n = &mut self.arena[h];
@@ -147,24 +147,17 @@ impl Mq {
     }
 
     #[inline]
-    fn forget(&mut self, h: Handle) {
-        self.index.remove(&self.arena, self.arena[h].key);
-        self.arena.free(h);
-    }
-
-    #[inline]
     fn evict_one(&mut self, out: &mut Vec<Evicted>) {
         let Some(q) = self.queues.iter().position(|q| !q.is_empty()) else { return };
         let h = self.queues[q].pop_back(&mut self.arena).expect("non-empty queue");
         self.resident -= 1;
         let n = &self.arena[h];
-        let ev = Evicted { key: n.key, unused_prefetch: n.links.flag() };
-        if ev.unused_prefetch && n.freq == 0 {
-            self.forget(h);
+        if n.links.flag() && n.freq == 0 {
+            super::evict(&mut self.arena, &mut self.index, h, out);
         } else {
+            out.push(Evicted { key: n.key, unused_prefetch: n.links.flag() });
             self.remember(h);
         }
-        out.push(ev);
     }
 
     /// Takes `key` out of `Qout` if it is there, returning its entry (still indexed) and remembered frequency.
@@ -339,7 +332,7 @@ impl Policy for Mq {
                 let q = self.arena[h].queue as usize;
                 self.queues[q].remove(&mut self.arena, h);
                 self.resident -= 1;
-                self.forget(h);
+                self.index.forget(&mut self.arena, h);
                 true
             }
             _ => false,

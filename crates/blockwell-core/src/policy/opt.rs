@@ -103,11 +103,7 @@ impl Opt {
     #[inline]
     fn evict_top(&mut self, out: &mut Vec<Evicted>) {
         if let Some(h) = self.heap.pop(&mut self.arena, before) {
-            let n = &self.arena[h];
-            let ev = Evicted { key: n.key, unused_prefetch: n.links.flag() };
-            self.index.remove(&self.arena, ev.key);
-            self.arena.free(h);
-            out.push(ev);
+            super::evict(&mut self.arena, &mut self.index, h, out);
         }
     }
 

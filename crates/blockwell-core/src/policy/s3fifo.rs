@@ -165,14 +165,6 @@ impl S3Fifo {
         self.small.len() + self.main.len()
     }
 
-    /// Drops `h`, already unlinked, from the index and the arena.
-    #[inline]
-    fn discard(&mut self, h: Handle) {
-        let key = self.arena[h].key();
-        self.index.remove(&self.arena, key);
-        self.arena.free(h);
-    }
-
     /// Evicts one block (libCacheSim's `S3FIFO_evict`).
     #[inline]
     fn evict(&mut self, out: &mut Vec<Evicted>) {
@@ -194,16 +186,16 @@ impl S3Fifo {
                 self.main.push_front(&mut self.arena, h);
                 continue;
             }
-            out.push(Evicted { key: n.key(), unused_prefetch: unused });
             if unused || self.ghost_cap == 0 {
-                self.discard(h);
+                super::evict(&mut self.arena, &mut self.index, h, out);
             } else {
+                out.push(Evicted { key: n.key(), unused_prefetch: false });
                 n.freq = 0;
                 n.tag = GHOST;
                 self.ghost.push_front(&mut self.arena, h);
                 if self.ghost.len() > self.ghost_cap {
                     let old = self.ghost.pop_back(&mut self.arena).expect("ghost over its size is not empty");
-                    self.discard(old);
+                    self.index.forget(&mut self.arena, old);
                 }
             }
             return;
@@ -218,9 +210,8 @@ impl S3Fifo {
                 self.main.move_to_front(&mut self.arena, h);
                 continue;
             }
-            out.push(Evicted { key: n.key(), unused_prefetch: n.links.flag() });
             self.main.remove(&mut self.arena, h);
-            self.discard(h);
+            super::evict(&mut self.arena, &mut self.index, h, out);
             return;
         }
     }
@@ -390,7 +381,7 @@ impl Policy for S3Fifo {
                 } else {
                     self.small.remove(&mut self.arena, h);
                 }
-                self.discard(h);
+                self.index.forget(&mut self.arena, h);
                 true
             }
             _ => false,

@@ -108,11 +108,7 @@ impl Sieve {
         }
         self.hand = List::prev_of(&self.arena, h);
         self.list.remove(&mut self.arena, h);
-        let n = &self.arena[h];
-        let ev = Evicted { key: n.key(), unused_prefetch: n.links.flag() };
-        self.index.remove(&self.arena, ev.key);
-        self.arena.free(h);
-        out.push(ev);
+        super::evict(&mut self.arena, &mut self.index, h, out);
     }
 
     #[inline]
@@ -193,8 +189,7 @@ impl Policy for Sieve {
                 if self.hand == Some(h) {
                     self.hand = List::prev_of(&self.arena, h);
                 }
-                self.list.remove(&mut self.arena, h);
-                self.arena.free(h);
+                self.arena.free_from(&mut self.list, h);
                 true
             }
             None => false,
