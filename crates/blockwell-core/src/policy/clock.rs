@@ -39,7 +39,7 @@
 //! (2^bits − 1)·n + 1 steps. No allocation once the arena and index have grown to the capacity.
 
 use super::{Access, Evicted, Outcome, Policy};
-use crate::arena::{Arena, KeyIndex, Keyed, Links, List};
+use crate::arena::{Arena, KeyIndex, Keyed, Links, List, PackedKey};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -68,8 +68,7 @@ impl ClockConfig {
 
 #[derive(Clone, Debug)]
 struct Node {
-    /// The packed key, low word first.
-    key: [u32; 2],
+    key: PackedKey,
     /// Flag bit: prefetched, not yet accessed on demand.
     links: Links,
 }
@@ -77,8 +76,7 @@ struct Node {
 impl Node {
     #[inline]
     fn new(key: BlockKey) -> Self {
-        let raw = key.raw();
-        Node { key: [raw as u32, (raw >> 32) as u32], links: Links::default() }
+        Node { key: PackedKey::new(key), links: Links::default() }
     }
 }
 
@@ -87,7 +85,7 @@ crate::arena::linked_by_field!(Node);
 impl Keyed for Node {
     #[inline]
     fn key(&self) -> BlockKey {
-        BlockKey::from_raw(((self.key[1] as u64) << 32) | self.key[0] as u64)
+        self.key.get()
     }
 }
 

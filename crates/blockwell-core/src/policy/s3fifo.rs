@@ -68,7 +68,7 @@
 //! scan all of S and then M). No allocation once the arena and index have grown to capacity + ghost size.
 
 use super::{Access, Evicted, Outcome, Policy, Preset};
-use crate::arena::{Arena, Handle, KeyIndex, Keyed, Links, List};
+use crate::arena::{Arena, Handle, KeyIndex, Keyed, Links, List, PackedKey};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -101,8 +101,8 @@ const GHOST_BORN: u8 = 4;
 
 #[derive(Clone, Debug)]
 struct Node {
-    /// The packed key, low word first (two `u32` keep the node 4-byte aligned: 20 bytes instead of 24).
-    key: [u32; 2],
+    /// 4-byte aligned, so the node is 20 bytes, not 24.
+    key: PackedKey,
     /// Flag bit: prefetched, not yet accessed on demand.
     links: Links,
     /// Frequency counter (saturating).
@@ -114,8 +114,7 @@ struct Node {
 impl Node {
     #[inline]
     fn new(key: BlockKey, tag: u8) -> Self {
-        let raw = key.raw();
-        Node { key: [raw as u32, (raw >> 32) as u32], links: Links::default(), freq: 0, tag }
+        Node { key: PackedKey::new(key), links: Links::default(), freq: 0, tag }
     }
 
     #[inline]
@@ -129,7 +128,7 @@ crate::arena::linked_by_field!(Node);
 impl Keyed for Node {
     #[inline]
     fn key(&self) -> BlockKey {
-        BlockKey::from_raw(((self.key[1] as u64) << 32) | self.key[0] as u64)
+        self.key.get()
     }
 }
 
