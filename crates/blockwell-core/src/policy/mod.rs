@@ -25,6 +25,7 @@ pub mod lrfu;
 pub mod lru;
 pub mod lruk;
 pub mod mq;
+mod multilist;
 pub mod opt;
 pub mod s3fifo;
 pub mod sieve;
