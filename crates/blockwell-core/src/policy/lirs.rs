@@ -554,6 +554,10 @@ impl Policy for Lirs {
         Ok(())
     }
 
+    fn libcachesim_quirks(c: &LirsConfig) -> bool {
+        c.libcachesim_quirks
+    }
+
     fn new(capacity: usize, config: &LirsConfig) -> Self {
         assert!(capacity >= 1, "capacity must be at least one block");
         let hir_limit = ((config.hir_ratio * capacity as f64) as usize).clamp(1, capacity);

@@ -285,6 +285,10 @@ impl Policy for S3Fifo {
         Ok(())
     }
 
+    fn libcachesim_quirks(c: &S3FifoConfig) -> bool {
+        c.libcachesim_quirks
+    }
+
     fn new(capacity: usize, config: &S3FifoConfig) -> Self {
         assert!(capacity >= 1, "capacity must be at least one block");
         if let Err(e) = Self::check_config(config) {

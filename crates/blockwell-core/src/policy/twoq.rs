@@ -161,6 +161,10 @@ impl Policy for TwoQ {
         Ok(())
     }
 
+    fn libcachesim_quirks(c: &TwoQConfig) -> bool {
+        c.libcachesim_quirks
+    }
+
     fn new(capacity: usize, config: &TwoQConfig) -> Self {
         assert!(capacity >= 1, "capacity must be at least one block");
         if let Err(e) = Self::check_config(config) {
