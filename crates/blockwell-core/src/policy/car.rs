@@ -202,6 +202,7 @@ impl Policy for Car {
 
 #[cfg(test)]
 mod tests {
+    use super::super::proptest_model as model;
     use super::*;
     use proptest::prelude::*;
 
@@ -358,21 +359,6 @@ mod tests {
         );
     }
 
-    #[derive(Clone, Debug)]
-    enum Op {
-        Access(u64),
-        Prefetch(Vec<u64>),
-        Remove(u64),
-    }
-
-    fn op() -> impl Strategy<Value = Op> {
-        prop_oneof![
-            6 => (0u64..24).prop_map(Op::Access),
-            2 => proptest::collection::vec(0u64..24, 1..5).prop_map(Op::Prefetch),
-            1 => (0u64..24).prop_map(Op::Remove),
-        ]
-    }
-
     /// Figure 2 of the paper on plain vectors, O(n) per step. Clocks: index 0 = head (the hand), last = tail;
     /// ghosts: index 0 = LRU, last = MRU.
     struct Model {
@@ -432,35 +418,8 @@ mod tests {
 
     proptest! {
         #[test]
-        fn invariants_hold(cap in 1usize..9, ops in proptest::collection::vec(op(), 1..300)) {
-            let mut p = new(cap);
-            let mut out = Vec::new();
-            for o in ops {
-                out.clear();
-                match o {
-                    Op::Access(b) => {
-                        let was = p.contains(k(b));
-                        let r = p.access(Access::new(k(b)), &mut out);
-                        prop_assert_eq!(r.is_hit(), was);
-                        prop_assert!(p.contains(k(b)));
-                        prop_assert!(out.len() <= 1);
-                        for e in &out {
-                            prop_assert!(e.key != k(b) && !p.contains(e.key), "evicted {:?}", e.key);
-                        }
-                    }
-                    Op::Prefetch(bs) => {
-                        let g: Vec<Access> = bs.iter().map(|&b| Access::new(k(b))).collect();
-                        p.prefetch(&g, &mut out);
-                    }
-                    Op::Remove(b) => {
-                        let was = p.contains(k(b));
-                        prop_assert_eq!(p.remove(k(b)), was);
-                        prop_assert!(!p.contains(k(b)));
-                    }
-                }
-                p.validate().map_err(TestCaseError::fail)?;
-                prop_assert!(p.len() <= cap);
-            }
+        fn agrees_with_a_set_model(cap in 1usize..9, ops in proptest::collection::vec(model::op(), 1..300)) {
+            model::run(new(cap), &ops)?;
         }
 
         #[test]

@@ -407,6 +407,7 @@ impl Policy for Mq {
 
 #[cfg(test)]
 mod tests {
+    use super::super::proptest_model as model;
     use super::*;
     use crate::policy::PolicySpec;
     use proptest::prelude::*;
@@ -565,50 +566,16 @@ mod tests {
         assert_eq!(p.len(), 0);
     }
 
-    #[derive(Clone, Debug)]
-    enum Op {
-        Access(u64),
-        Prefetch(Vec<u64>),
-        Remove(u64),
-    }
-
-    fn op() -> impl Strategy<Value = Op> {
-        prop_oneof![
-            6 => (0u64..24).prop_map(Op::Access),
-            2 => proptest::collection::vec(0u64..24, 1..6).prop_map(Op::Prefetch),
-            1 => (0u64..24).prop_map(Op::Remove),
-        ]
-    }
-
     proptest! {
         #[test]
-        fn invariants_hold_under_random_operations(
+        fn agrees_with_a_set_model(
             cap in 1usize..8,
             queues in 1u32..6,
             life_time in 1u64..12,
             qout_ratio in prop_oneof![Just(0.0), 0.0f64..5.0],
-            ops in proptest::collection::vec(op(), 1..200),
+            ops in proptest::collection::vec(model::op(), 1..200),
         ) {
-            let mut p = Mq::new(cap, &cfg(queues, life_time, qout_ratio));
-            let mut out = Vec::new();
-            for o in ops {
-                match o {
-                    Op::Access(b) => {
-                        let was = p.contains(k(b));
-                        prop_assert_eq!(p.access(Access::new(k(b)), &mut out).is_hit(), was);
-                    }
-                    Op::Prefetch(g) => {
-                        let g: Vec<Access> = g.into_iter().map(|b| Access::new(k(b))).collect();
-                        p.prefetch(&g, &mut out);
-                    }
-                    Op::Remove(b) => {
-                        let was = p.contains(k(b));
-                        prop_assert_eq!(p.remove(k(b)), was);
-                    }
-                }
-                prop_assert!(p.validate().is_ok(), "{:?}", p.validate());
-                prop_assert!(p.len() <= cap);
-            }
+            model::run(Mq::new(cap, &cfg(queues, life_time, qout_ratio)), &ops)?;
         }
     }
 }

@@ -63,6 +63,7 @@ pub(crate) fn run_with<P: Policy + Clone>(mut p: P, ops: &[Op], may_decline: boo
         match o {
             &Op::Access(b) => {
                 let r = p.access(Access::new(k(b)), &mut out);
+                prop_assert!(out.len() <= 1, "an access to {} evicted {:?}", b, out);
                 for e in &out {
                     prop_assert!(e.key != k(b), "the accessed block {} was evicted", b);
                     m.evicted(e)?;
