@@ -417,47 +417,6 @@ impl<T: Linked> Iterator for ListIter<'_, T> {
     }
 }
 
-/// Checks the bookkeeping of a policy whose resident blocks all sit on one list (FIFO, LRU, CLOCK, SIEVE):
-/// the list's links, that list, index and arena agree in size, the capacity, and that every listed entry is
-/// indexed under its key. For `validate()`.
-pub(crate) fn check_one_list<T: Keyed + Linked>(
-    list: &List,
-    arena: &Arena<T>,
-    index: &KeyIndex,
-    capacity: usize,
-) -> Result<(), String> {
-    list.check(arena)?;
-    if list.len() != arena.len() || index.len() != arena.len() {
-        return Err(format!("list {} / index {} / arena {} disagree", list.len(), index.len(), arena.len()));
-    }
-    if arena.len() > capacity {
-        return Err(format!("{} blocks over capacity {capacity}", arena.len()));
-    }
-    for h in list.iter(arena) {
-        let key = arena[h].key();
-        if index.get(arena, key) != Some(h) {
-            return Err(format!("key {key} on the list but not indexed"));
-        }
-    }
-    Ok(())
-}
-
-/// Drops `key` from a one-list policy: index, list and arena. Returns whether it was there.
-pub(crate) fn remove_from_one_list<T: Keyed + Linked>(
-    list: &mut List,
-    arena: &mut Arena<T>,
-    index: &mut KeyIndex,
-    key: BlockKey,
-) -> bool {
-    match index.remove(arena, key) {
-        Some(h) => {
-            arena.free_from(list, h);
-            true
-        }
-        None => false,
-    }
-}
-
 /// A hash index from [`BlockKey`] to [`Handle`] that stores only handles: the key is read from the arena.
 #[derive(Clone, Debug, Default)]
 pub struct KeyIndex {

@@ -26,6 +26,7 @@ pub mod lru;
 pub mod lruk;
 pub mod mq;
 mod multilist;
+mod onelist;
 pub mod opt;
 pub mod s3fifo;
 pub mod sieve;
