@@ -105,6 +105,19 @@ pub trait Keyed {
     fn key(&self) -> BlockKey;
 }
 
+/// Implements [`Keyed`] for an entry type whose key is its `key` field, a [`BlockKey`] or a [`PackedKey`].
+macro_rules! keyed_by_field {
+    ($t:ty) => {
+        impl $crate::arena::Keyed for $t {
+            #[inline]
+            fn key(&self) -> $crate::key::BlockKey {
+                $crate::key::BlockKey::from(self.key)
+            }
+        }
+    };
+}
+pub(crate) use keyed_by_field;
+
 /// A [`BlockKey`] stored as two `u32`, so that an entry holding it needs only 4-byte alignment (key, links and a
 /// byte or two of state then take 20 bytes instead of 24).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,6 +133,13 @@ impl PackedKey {
     #[inline]
     pub const fn get(self) -> BlockKey {
         BlockKey::from_raw(((self.0[1] as u64) << 32) | self.0[0] as u64)
+    }
+}
+
+impl From<PackedKey> for BlockKey {
+    #[inline]
+    fn from(key: PackedKey) -> BlockKey {
+        key.get()
     }
 }
 

@@ -82,13 +82,7 @@ impl Node {
 }
 
 crate::arena::linked_by_field!(Node);
-
-impl Keyed for Node {
-    #[inline]
-    fn key(&self) -> BlockKey {
-        self.key.get()
-    }
-}
+crate::arena::keyed_by_field!(Node);
 
 /// The CLOCK policy. The list's front is the new end; the back is where the hand is.
 #[derive(Clone, Debug)]

@@ -66,7 +66,7 @@
 //! most once). No allocation per access once the arena and index have grown to their working size.
 
 use super::{Access, Evicted, Outcome, Policy, Preset};
-use crate::arena::{Arena, Handle, KeyIndex, Keyed, Linked, Links, List};
+use crate::arena::{Arena, Handle, KeyIndex, Linked, Links, List};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -150,12 +150,7 @@ impl Linked for Node {
     }
 }
 
-impl Keyed for Node {
-    #[inline]
-    fn key(&self) -> BlockKey {
-        self.key
-    }
-}
+crate::arena::keyed_by_field!(Node);
 
 /// A doubly linked list through [`Node::q`] (Q, or the non-resident list). Front = most recent.
 #[derive(Clone, Copy, Debug, Default)]

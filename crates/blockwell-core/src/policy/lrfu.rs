@@ -39,7 +39,7 @@
 
 use super::handle_heap::{HandleHeap, HeapSlot};
 use super::{Access, Evicted, Outcome, Policy};
-use crate::arena::{Arena, KeyIndex, Keyed, Links};
+use crate::arena::{Arena, KeyIndex, Links};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
@@ -72,13 +72,7 @@ struct Node {
 }
 
 crate::arena::linked_by_field!(Node);
-
-impl Keyed for Node {
-    #[inline]
-    fn key(&self) -> BlockKey {
-        self.key
-    }
-}
+crate::arena::keyed_by_field!(Node);
 
 impl HeapSlot for Node {
     #[inline]

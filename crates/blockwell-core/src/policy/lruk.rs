@@ -55,7 +55,7 @@
 //! tables have grown to their working size.
 
 use super::{Access, Evicted, Outcome, Policy, Preset};
-use crate::arena::{Arena, Handle, KeyIndex, Keyed, Links, List};
+use crate::arena::{Arena, Handle, KeyIndex, Links, List};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -107,13 +107,7 @@ struct Node {
 }
 
 crate::arena::linked_by_field!(Node);
-
-impl Keyed for Node {
-    #[inline]
-    fn key(&self) -> BlockKey {
-        self.key
-    }
-}
+crate::arena::keyed_by_field!(Node);
 
 #[derive(Clone, Copy, Debug)]
 struct HeapEntry {

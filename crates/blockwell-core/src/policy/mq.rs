@@ -47,7 +47,7 @@
 //! no allocation after construction.
 
 use super::{Access, Evicted, Outcome, Policy, Preset};
-use crate::arena::{Arena, Handle, KeyIndex, Keyed, Links, List, MAX_ENTRIES};
+use crate::arena::{Arena, Handle, KeyIndex, Links, List, MAX_ENTRIES};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -88,13 +88,7 @@ struct Node {
 }
 
 crate::arena::linked_by_field!(Node);
-
-impl Keyed for Node {
-    #[inline]
-    fn key(&self) -> BlockKey {
-        self.key
-    }
-}
+crate::arena::keyed_by_field!(Node);
 
 /// The MQ policy. Every list's front is its MRU (newest) end.
 #[derive(Clone, Debug)]

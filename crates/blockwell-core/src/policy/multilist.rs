@@ -43,13 +43,7 @@ impl Node {
 }
 
 crate::arena::linked_by_field!(Node);
-
-impl Keyed for Node {
-    #[inline]
-    fn key(&self) -> BlockKey {
-        self.key.get()
-    }
-}
+crate::arena::keyed_by_field!(Node);
 
 /// `N` lists over one arena with one index, for a cache of `capacity` blocks. Every list's front is its newest
 /// (MRU) end. Lists are named by number (`0..N`), which is also what the low bits of an entry's state say.

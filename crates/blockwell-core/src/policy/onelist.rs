@@ -22,13 +22,7 @@ impl Entry {
 }
 
 crate::arena::linked_by_field!(Entry);
-
-impl Keyed for Entry {
-    #[inline]
-    fn key(&self) -> BlockKey {
-        self.key
-    }
-}
+crate::arena::keyed_by_field!(Entry);
 
 /// The resident blocks of a one-list policy of `capacity` blocks. The list's front is its newest end.
 #[derive(Clone, Debug)]

@@ -41,7 +41,7 @@
 
 use super::handle_heap::{HandleHeap, HeapSlot};
 use super::{Access, Evicted, Outcome, Policy};
-use crate::arena::{Arena, Handle, KeyIndex, Keyed, Links};
+use crate::arena::{Arena, Handle, KeyIndex, Links};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -62,13 +62,7 @@ struct Node {
 }
 
 crate::arena::linked_by_field!(Node);
-
-impl Keyed for Node {
-    #[inline]
-    fn key(&self) -> BlockKey {
-        self.key
-    }
-}
+crate::arena::keyed_by_field!(Node);
 
 impl HeapSlot for Node {
     #[inline]

@@ -124,13 +124,7 @@ impl Node {
 }
 
 crate::arena::linked_by_field!(Node);
-
-impl Keyed for Node {
-    #[inline]
-    fn key(&self) -> BlockKey {
-        self.key.get()
-    }
-}
+crate::arena::keyed_by_field!(Node);
 
 /// The S3-FIFO policy. Each list's front is its new end, its back the oldest entry.
 #[derive(Clone, Debug)]

@@ -68,13 +68,7 @@ impl Node {
 }
 
 crate::arena::linked_by_field!(Node);
-
-impl Keyed for Node {
-    #[inline]
-    fn key(&self) -> BlockKey {
-        self.key.get()
-    }
-}
+crate::arena::keyed_by_field!(Node);
 
 /// The SIEVE policy. The list's front is the head (newest), its back the tail; the hand walks back to front.
 #[derive(Clone, Debug)]
