@@ -776,6 +776,7 @@ impl Policy for Lirs {
 
 #[cfg(test)]
 mod tests {
+    use super::super::proptest_model::{self as model, Op, Reference};
     use super::*;
     use proptest::prelude::*;
 
@@ -1037,9 +1038,6 @@ mod tests {
         fn resident(&self, b: u64) -> bool {
             self.qpos(b).is_some() || self.pos(b).is_some_and(|i| self.s[i].1)
         }
-        fn len(&self) -> usize {
-            self.lirs() + self.q.len()
-        }
         fn top(&mut self, b: u64, lir: bool, res: bool) {
             if let Some(i) = self.pos(b) {
                 self.s.remove(i);
@@ -1079,6 +1077,12 @@ mod tests {
             if self.lirs() > self.llirs {
                 self.demote(out);
             }
+        }
+    }
+
+    impl Reference for Model {
+        fn len(&self) -> usize {
+            self.lirs() + self.q.len()
         }
         fn access(&mut self, b: u64, out: &mut Vec<u64>) -> Outcome {
             let o = if let Some(qi) = self.qpos(b) {
@@ -1177,13 +1181,6 @@ mod tests {
         }
     }
 
-    #[derive(Clone, Debug)]
-    enum Op {
-        Access(u64),
-        Prefetch(Vec<u64>),
-        Remove(u64),
-    }
-
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             6 => (0u64..24).prop_map(Op::Access),
@@ -1205,34 +1202,8 @@ mod tests {
             let cfg = LirsConfig { hir_ratio: ratio, stack_bound: bound, libcachesim_quirks: false };
             let mut p = Lirs::new(cap, &cfg);
             let mut m = Model { cap, llirs: p.lir_limit(), lhirs: p.hir_limit(), bound: p.max_stack, ..Model::default() };
-            let mut out = Vec::new();
-            let mut mout = Vec::new();
             for (i, op) in ops.iter().enumerate() {
-                out.clear();
-                mout.clear();
-                match op {
-                    Op::Access(b) => {
-                        let o = p.access(Access::new(k(*b)), &mut out);
-                        prop_assert_eq!(o, m.access(*b, &mut mout), "step {} {:?}", i, op);
-                    }
-                    Op::Prefetch(bs) => {
-                        let group: Vec<Access> = bs.iter().map(|&b| Access::new(k(b))).collect();
-                        let n = p.prefetch(&group, &mut out);
-                        let mut mn = 0;
-                        for &b in bs {
-                            mn += m.prefetch(b, &mut mout) as usize;
-                        }
-                        prop_assert_eq!(n, mn);
-                    }
-                    Op::Remove(b) => prop_assert_eq!(p.remove(k(*b)), m.remove(*b)),
-                }
-                let ev: Vec<u64> = out.iter().map(|e| e.key.block()).collect();
-                prop_assert_eq!(&ev, &mout, "evictions at step {} {:?}", i, op);
-                if let Err(e) = p.validate() {
-                    return Err(TestCaseError::fail(format!("step {i} {op:?}: {e}")));
-                }
-                prop_assert!(p.len() <= cap);
-                prop_assert_eq!(p.len(), m.len());
+                model::check_step(&mut p, &mut m, i, op)?;
                 let st: Vec<(u64, bool, bool)> = p
                     .s
                     .iter(&p.arena)
