@@ -183,7 +183,7 @@ proptest! {
         preset in prop_oneof![Just(Preset::Default), Just(Preset::Libcachesim), Just(Preset::Seed001)],
     ) {
         for &k in PolicyKind::ALL {
-            let quirks = PolicySpec::new(k).config(preset).unwrap().get("libcachesim_quirks") == Some(&serde_json::Value::Bool(true));
+            let quirks = PolicySpec::new(k).libcachesim_quirks(preset).unwrap();
             let a = run_checked(build(k, preset, cap).as_mut(), &steps, !quirks)
                 .map_err(|e| TestCaseError::fail(format!("{} ({preset:?}, cap {cap}): {e}", k.name())))?;
             let b = run_checked(build(k, preset, cap).as_mut(), &steps, !quirks)?;

@@ -294,8 +294,7 @@ impl ContentStore {
     /// A content cache of `config`. Refuses offline policies (OPT) and policies that may exceed their capacity
     /// (`libcachesim_quirks`).
     pub fn new(config: ContentConfig) -> Result<Arc<Self>, ContentError> {
-        let resolved = config.policy.config(config.preset)?;
-        if resolved.get("libcachesim_quirks") == Some(&serde_json::Value::Bool(true)) {
+        if config.policy.libcachesim_quirks(config.preset)? {
             return Err(ContentError::Quirks {
                 policy: config.policy.label().to_string(),
                 preset: config.preset.name(),

@@ -43,8 +43,9 @@
 //! index are sized for the full directory (2c entries) up front, and a ghost hit reuses the ghost's arena slot and
 //! index entry.
 
+use super::multilist::{Adaptive, MultiList, B1, B2, T1, T2};
 use super::{Access, Evicted, Outcome, Policy};
-use crate::arena::{Arena, Handle, KeyIndex, Keyed, Links, List};
+use crate::arena::Handle;
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -53,173 +54,41 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct ArcConfig {}
 
-/// Which list an entry is on (the low two bits of [`Node::state`]).
-const T1: u8 = 0;
-const T2: u8 = 1;
-const B1: u8 = 2;
-const B2: u8 = 3;
-const LIST_MASK: u8 = 0b11;
-/// A prefetched, not yet accessed T1 block whose key was in B1 or B2: its first demand access moves it to T2.
-const FROM_GHOST: u8 = 0b100;
-
-#[derive(Clone, Debug)]
-struct Node {
-    /// The key's raw `u64` split in two so that the entry is 4-byte aligned (20 bytes instead of 24).
-    key: [u32; 2],
-    /// The flag bit is "prefetched, not yet accessed" (only ever set on T1 blocks).
-    links: Links,
-    state: u8,
-}
-
-impl Node {
-    #[inline]
-    fn new(key: BlockKey, state: u8) -> Self {
-        let raw = key.raw();
-        Node { key: [raw as u32, (raw >> 32) as u32], links: Links::default(), state }
-    }
-    #[inline]
-    fn list(&self) -> u8 {
-        self.state & LIST_MASK
-    }
-}
-
-crate::arena::linked_by_field!(Node);
-
-impl Keyed for Node {
-    #[inline]
-    fn key(&self) -> BlockKey {
-        BlockKey::from_raw(u64::from(self.key[0]) | (u64::from(self.key[1]) << 32))
-    }
-}
-
-/// The ARC policy. Every list's front is its MRU end.
+/// The ARC policy. Every list's front is its MRU end. An entry's state is its list (T1, T2, B1, B2) plus, on
+/// a prefetched T1 block, "came from a ghost list"; its flag bit is "prefetched, not yet accessed" (only ever set
+/// on T1 blocks).
 #[derive(Clone, Debug)]
 pub struct Arc {
-    capacity: usize,
     /// Target size of T1, in blocks, 0 ≤ p ≤ c.
     p: f64,
-    arena: Arena<Node>,
-    /// Resident and ghost entries alike.
-    index: KeyIndex,
-    t1: List,
-    t2: List,
-    b1: List,
-    b2: List,
+    lists: MultiList<4>,
 }
 
 impl Arc {
-    /// List `id` and the arena, borrowed together.
-    #[inline]
-    fn list_mut(&mut self, id: u8) -> (&mut List, &mut Arena<Node>) {
-        let list = match id {
-            T1 => &mut self.t1,
-            T2 => &mut self.t2,
-            B1 => &mut self.b1,
-            _ => &mut self.b2,
-        };
-        (list, &mut self.arena)
-    }
-
-    #[inline]
-    fn resident(&self) -> usize {
-        self.t1.len() + self.t2.len()
-    }
-
-    /// Drops the LRU key of a ghost list (B1 or B2) from the directory.
-    #[inline]
-    fn drop_ghost_lru(&mut self, id: u8) {
-        let (list, arena) = self.list_mut(id);
-        if let Some(h) = list.pop_back(arena) {
-            let key = self.arena[h].key();
-            self.index.remove(&self.arena, key);
-            self.arena.free(h);
-        }
-    }
-
-    /// Forgets a resident block entirely (no ghost), reporting it.
-    #[inline]
-    fn discard(&mut self, h: Handle, out: &mut Vec<Evicted>) {
-        let key = self.arena[h].key();
-        let unused_prefetch = self.arena[h].links.flag();
-        self.index.remove(&self.arena, key);
-        self.arena.free(h);
-        out.push(Evicted { key, unused_prefetch });
-    }
-
     /// The paper's REPLACE: evicts the LRU block of T1 (to B1) or of T2 (to B2). A prefetched block that was never
     /// accessed is discarded instead of becoming a ghost.
     #[inline]
     fn replace(&mut self, hit_in_b2: bool, out: &mut Vec<Evicted>) {
-        let t1 = self.t1.len() as f64;
-        let from_t1 = (!self.t1.is_empty() && (t1 > self.p || (t1 == self.p && hit_in_b2))) || self.t2.is_empty();
+        let l = &mut self.lists;
+        let t1 = l.len(T1) as f64;
+        let from_t1 = (!l.is_empty(T1) && (t1 > self.p || (t1 == self.p && hit_in_b2))) || l.is_empty(T2);
         if from_t1 {
-            let Some(h) = self.t1.pop_back(&mut self.arena) else { return };
-            if self.arena[h].links.flag() {
-                self.discard(h, out);
-            } else {
-                let n = &mut self.arena[h];
-                n.state = B1;
-                out.push(Evicted { key: n.key(), unused_prefetch: false });
-                self.b1.push_front(&mut self.arena, h);
-            }
-        } else if let Some(h) = self.t2.pop_back(&mut self.arena) {
-            let n = &mut self.arena[h];
-            n.state = B2;
-            out.push(Evicted { key: n.key(), unused_prefetch: false });
-            self.b2.push_front(&mut self.arena, h);
+            let Some(h) = l.pop_back(T1) else { return };
+            l.retire(h, B1, out);
+        } else if let Some(h) = l.pop_back(T2) {
+            l.demote(h, B2, out);
         }
-    }
-
-    /// Case IV of the paper: makes room for a block that is in none of the four lists and will go to T1.
-    #[inline]
-    fn make_room_for_t1(&mut self, out: &mut Vec<Evicted>) {
-        let c = self.capacity;
-        let full = self.resident() >= c;
-        if self.t1.len() + self.b1.len() >= c {
-            if !self.b1.is_empty() {
-                self.drop_ghost_lru(B1);
-                if full {
-                    self.replace(false, out);
-                }
-            } else if let Some(h) = self.t1.pop_back(&mut self.arena) {
-                // |T1| = c: the LRU block of T1 leaves without a ghost.
-                self.discard(h, out);
-            }
-        } else {
-            if self.resident() + self.b1.len() + self.b2.len() >= 2 * c && !self.b2.is_empty() {
-                self.drop_ghost_lru(B2);
-            }
-            if full {
-                self.replace(false, out);
-            }
-        }
-    }
-
-    /// Puts `h` (on no list) at T1's MRU end.
-    #[inline]
-    fn push_t1(&mut self, h: Handle, prefetched: bool, from_ghost: bool) {
-        let n = &mut self.arena[h];
-        n.state = if from_ghost { T1 | FROM_GHOST } else { T1 };
-        n.links.set_flag(prefetched);
-        self.t1.push_front(&mut self.arena, h);
     }
 
     /// A demand access to a key found in B1 (`in_b2 == false`) or B2: adapt `p`, make room, move it to T2.
     #[inline]
     fn ghost_hit(&mut self, h: Handle, in_b2: bool, out: &mut Vec<Evicted>) {
-        let (b1, b2) = (self.b1.len() as f64, self.b2.len() as f64);
-        if in_b2 {
-            self.p = (self.p - (b1 / b2).max(1.0)).max(0.0);
-            self.b2.remove(&mut self.arena, h);
-        } else {
-            self.p = (self.p + (b2 / b1).max(1.0)).min(self.capacity as f64);
-            self.b1.remove(&mut self.arena, h);
-        }
-        if self.resident() >= self.capacity {
+        self.p = self.lists.adapt(self.p, in_b2);
+        self.lists.unlink(h);
+        if self.lists.resident() >= self.lists.capacity() {
             self.replace(in_b2, out);
         }
-        self.arena[h].state = T2;
-        self.t2.push_front(&mut self.arena, h);
+        self.lists.push_front(h, T2);
     }
 
     /// Target size of T1 (for tests and reports).
@@ -229,8 +98,40 @@ impl Arc {
 
     /// Keys of T1, T2, B1 and B2, each from MRU to LRU (for tests and debugging).
     pub fn lists(&self) -> [Vec<BlockKey>; 4] {
-        let keys = |l: &List| l.iter(&self.arena).map(|h| self.arena[h].key()).collect();
-        [keys(&self.t1), keys(&self.t2), keys(&self.b1), keys(&self.b2)]
+        [T1, T2, B1, B2].map(|l| self.lists.keys(l))
+    }
+}
+
+impl Adaptive for Arc {
+    #[inline]
+    fn lists_mut(&mut self) -> &mut MultiList<4> {
+        &mut self.lists
+    }
+
+    /// Case IV of the paper: makes room for a block that is in none of the four lists and will go to T1.
+    #[inline]
+    fn make_room_for_t1(&mut self, out: &mut Vec<Evicted>) {
+        let c = self.lists.capacity();
+        let full = self.lists.resident() >= c;
+        if self.lists.len(T1) + self.lists.len(B1) >= c {
+            if !self.lists.is_empty(B1) {
+                self.lists.drop_back(B1);
+                if full {
+                    self.replace(false, out);
+                }
+            } else if let Some(h) = self.lists.pop_back(T1) {
+                // |T1| = c: the LRU block of T1 leaves without a ghost.
+                self.lists.evict(h, out);
+            }
+        } else {
+            let l = &self.lists;
+            if l.resident() + l.len(B1) + l.len(B2) >= 2 * c && !l.is_empty(B2) {
+                self.lists.drop_back(B2);
+            }
+            if full {
+                self.replace(false, out);
+            }
+        }
     }
 }
 
@@ -238,68 +139,42 @@ impl Policy for Arc {
     type Config = ArcConfig;
 
     fn new(capacity: usize, _config: &ArcConfig) -> Self {
-        assert!(capacity >= 1, "capacity must be at least one block");
-        let directory = capacity.saturating_mul(2);
-        // Every miss removes and inserts keys, and hashbrown rehashes in place only while at most half full
-        // (else it grows), so under churn the index settles at twice its entries: size it so from the start.
-        Arc {
-            capacity,
-            p: 0.0,
-            arena: Arena::with_capacity(directory),
-            index: KeyIndex::with_capacity(directory),
-            t1: List::new(),
-            t2: List::new(),
-            b1: List::new(),
-            b2: List::new(),
-        }
+        Arc { p: 0.0, lists: MultiList::adaptive(capacity) }
     }
 
     fn capacity(&self) -> usize {
-        self.capacity
+        self.lists.capacity()
     }
 
     fn len(&self) -> usize {
-        self.resident()
+        self.lists.resident()
     }
 
     fn contains(&self, key: BlockKey) -> bool {
-        self.index.get(&self.arena, key).is_some_and(|h| self.arena[h].list() <= T2)
+        self.lists.contains(key)
     }
 
     #[inline]
     fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome {
-        let Some(h) = self.index.get(&self.arena, access.key) else {
+        let Some(h) = self.lists.get(access.key) else {
             self.make_room_for_t1(out);
-            let h = self.arena.alloc(Node::new(access.key, T1));
-            self.index.insert(&self.arena, h);
-            self.push_t1(h, false, false);
+            self.lists.insert(access.key, T1, false);
             return Outcome::Miss;
         };
-        let n = &self.arena[h];
+        let n = self.lists.node(h);
         match n.list() {
             T1 if n.links.flag() => {
                 // First demand access to a prefetched block: its first reference.
-                let from_ghost = n.state & FROM_GHOST != 0;
-                self.t1.remove(&mut self.arena, h);
-                let n = &mut self.arena[h];
-                n.links.set_flag(false);
-                if from_ghost {
-                    n.state = T2;
-                    self.t2.push_front(&mut self.arena, h);
-                } else {
-                    n.state = T1;
-                    self.t1.push_front(&mut self.arena, h);
-                }
+                self.lists.first_access(h);
                 Outcome::PrefetchHit
             }
             T1 => {
-                self.t1.remove(&mut self.arena, h);
-                self.arena[h].state = T2;
-                self.t2.push_front(&mut self.arena, h);
+                self.lists.unlink(h);
+                self.lists.push_front(h, T2);
                 Outcome::Hit
             }
             T2 => {
-                self.t2.move_to_front(&mut self.arena, h);
+                self.lists.move_to_front(h);
                 Outcome::Hit
             }
             B1 => {
@@ -314,99 +189,25 @@ impl Policy for Arc {
     }
 
     fn prefetch(&mut self, group: &[Access], out: &mut Vec<Evicted>) -> usize {
-        let mut n = 0;
-        for a in group {
-            match self.index.get(&self.arena, a.key) {
-                Some(h) => {
-                    let list = self.arena[h].list();
-                    if list <= T2 {
-                        continue; // resident: a prefetch is not a reference
-                    }
-                    // In B1 or B2: consume the ghost (no adaptation of p), bring the block into T1.
-                    let (l, arena) = self.list_mut(list);
-                    l.remove(arena, h);
-                    self.make_room_for_t1(out);
-                    self.push_t1(h, true, true);
-                }
-                None => {
-                    self.make_room_for_t1(out);
-                    let h = self.arena.alloc(Node::new(a.key, T1));
-                    self.index.insert(&self.arena, h);
-                    self.push_t1(h, true, false);
-                }
-            }
-            n += 1;
-        }
-        n
+        self.prefetch_to_t1(group, out)
     }
 
     fn remove(&mut self, key: BlockKey) -> bool {
-        let Some(h) = self.index.get(&self.arena, key) else { return false };
-        let list = self.arena[h].list();
-        if list > T2 {
-            return false; // ghost history is kept
-        }
-        let (l, arena) = self.list_mut(list);
-        l.remove(arena, h);
-        self.index.remove(&self.arena, key);
-        self.arena.free(h);
-        true
+        self.lists.remove(key)
     }
 
     fn validate(&self) -> Result<(), String> {
-        let c = self.capacity;
-        let lists = [(T1, &self.t1, "T1"), (T2, &self.t2, "T2"), (B1, &self.b1, "B1"), (B2, &self.b2, "B2")];
-        let mut total = 0;
-        for (id, list, name) in lists {
-            list.check(&self.arena).map_err(|e| format!("{name}: {e}"))?;
-            total += list.len();
-            for h in list.iter(&self.arena) {
-                let n = &self.arena[h];
-                let key = n.key();
-                if n.list() != id {
-                    return Err(format!("key {key} on {name} but its state says list {}", n.list()));
-                }
-                if id != T1 && (n.links.flag() || n.state & FROM_GHOST != 0) {
-                    return Err(format!("key {key} on {name} carries a T1-only prefetch mark"));
-                }
-                if n.state & FROM_GHOST != 0 && !n.links.flag() {
-                    return Err(format!("key {key}: came-from-ghost mark without the prefetch flag"));
-                }
-                if self.index.get(&self.arena, key) != Some(h) {
-                    return Err(format!("key {key} on {name} but not indexed to its entry"));
-                }
-            }
-        }
-        let (t1, t2, b1, b2) = (self.t1.len(), self.t2.len(), self.b1.len(), self.b2.len());
-        if t1 + t2 > c {
-            return Err(format!("|T1| + |T2| = {t1} + {t2} > c = {c}"));
-        }
-        if t1 + b1 > c {
-            return Err(format!("|T1| + |B1| = {t1} + {b1} > c = {c}"));
-        }
-        if total > 2 * c {
-            return Err(format!("directory holds {total} > 2c = {} keys", 2 * c));
-        }
-        if !(0.0..=c as f64).contains(&self.p) {
-            return Err(format!("p = {} outside [0, {c}]", self.p));
-        }
-        if self.index.len() != total || self.arena.len() != total {
-            return Err(format!(
-                "lists hold {total} entries, index {}, arena {} (|T1|={t1} |T2|={t2} |B1|={b1} |B2|={b2})",
-                self.index.len(),
-                self.arena.len()
-            ));
-        }
-        Ok(())
+        self.lists.validate_adaptive(self.p, |_, _| Ok(()))
     }
 
     fn heap_bytes(&self) -> usize {
-        self.arena.heap_bytes() + self.index.heap_bytes()
+        self.lists.heap_bytes()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::proptest_model as model;
     use super::*;
     use proptest::prelude::*;
 
@@ -580,22 +381,11 @@ mod tests {
 
     #[test]
     fn entry_is_20_bytes() {
-        assert_eq!(std::mem::size_of::<Node>(), 20, "the module docs state the metadata per entry");
-    }
-
-    #[derive(Clone, Debug)]
-    enum Op {
-        Access(u64),
-        Prefetch(Vec<u64>),
-        Remove(u64),
-    }
-
-    fn op() -> impl Strategy<Value = Op> {
-        prop_oneof![
-            6 => (0u64..24).prop_map(Op::Access),
-            2 => proptest::collection::vec(0u64..24, 1..5).prop_map(Op::Prefetch),
-            1 => (0u64..24).prop_map(Op::Remove),
-        ]
+        assert_eq!(
+            std::mem::size_of::<super::super::multilist::Node>(),
+            20,
+            "the module docs state the metadata per entry"
+        );
     }
 
     /// The paper's pseudocode with libCacheSim's choices, on plain vectors (index 0 = MRU), O(n) per step.
@@ -666,35 +456,8 @@ mod tests {
 
     proptest! {
         #[test]
-        fn invariants_hold(cap in 1usize..9, ops in proptest::collection::vec(op(), 1..300)) {
-            let mut p = new(cap);
-            let mut out = Vec::new();
-            for o in ops {
-                out.clear();
-                match o {
-                    Op::Access(b) => {
-                        let was = p.contains(k(b));
-                        let r = p.access(Access::new(k(b)), &mut out);
-                        prop_assert_eq!(r.is_hit(), was);
-                        prop_assert!(p.contains(k(b)));
-                        prop_assert!(out.len() <= 1);
-                        for e in &out {
-                            prop_assert!(e.key != k(b) && !p.contains(e.key), "evicted {:?}", e.key);
-                        }
-                    }
-                    Op::Prefetch(bs) => {
-                        let g: Vec<Access> = bs.iter().map(|&b| Access::new(k(b))).collect();
-                        p.prefetch(&g, &mut out);
-                    }
-                    Op::Remove(b) => {
-                        let was = p.contains(k(b));
-                        prop_assert_eq!(p.remove(k(b)), was);
-                        prop_assert!(!p.contains(k(b)));
-                    }
-                }
-                p.validate().map_err(TestCaseError::fail)?;
-                prop_assert!(p.len() <= cap);
-            }
+        fn agrees_with_a_set_model(cap in 1usize..9, ops in proptest::collection::vec(model::op(), 1..300)) {
+            model::run(new(cap), &ops)?;
         }
 
         #[test]

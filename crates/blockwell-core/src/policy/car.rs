@@ -41,8 +41,9 @@
 //! **Cost.** O(1) per hit (sets a bit); amortized O(1) per miss (each sweep step clears a bit that a hit set);
 //! no allocation per access (the arena and the index are sized for the full directory, 2c entries, up front).
 
+use super::multilist::{Adaptive, MultiList, Node, B1, B2, T1, T2};
 use super::{Access, Evicted, Outcome, Policy};
-use crate::arena::{Arena, Handle, KeyIndex, Keyed, Links, List};
+use crate::arena::Keyed;
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -51,149 +52,39 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct CarConfig {}
 
-/// Which list an entry is on (the low two bits of [`Node::state`]).
-const T1: u8 = 0;
-const T2: u8 = 1;
-const B1: u8 = 2;
-const B2: u8 = 3;
-const LIST_MASK: u8 = 0b11;
-/// A prefetched, not yet accessed T1 block whose key was in B1 or B2: its first demand access moves it to T2.
-const FROM_GHOST: u8 = 0b100;
-/// The CLOCK reference bit.
+/// The CLOCK reference bit, in an entry's state (above its list and the came-from-ghost mark).
 const REF: u8 = 0b1000;
-
-#[derive(Clone, Debug)]
-struct Node {
-    /// The key's raw `u64` split in two so that the entry is 4-byte aligned (20 bytes instead of 24).
-    key: [u32; 2],
-    /// The flag bit is "prefetched, not yet accessed" (only ever set on T1 blocks).
-    links: Links,
-    state: u8,
-}
-
-impl Node {
-    #[inline]
-    fn new(key: BlockKey, state: u8) -> Self {
-        let raw = key.raw();
-        Node { key: [raw as u32, (raw >> 32) as u32], links: Links::default(), state }
-    }
-    #[inline]
-    fn list(&self) -> u8 {
-        self.state & LIST_MASK
-    }
-}
-
-crate::arena::linked_by_field!(Node);
-
-impl Keyed for Node {
-    #[inline]
-    fn key(&self) -> BlockKey {
-        BlockKey::from_raw(u64::from(self.key[0]) | (u64::from(self.key[1]) << 32))
-    }
-}
 
 /// A CLOCK list's keys with their reference bits, as [`Car::lists`] returns them.
 pub type ClockKeys = Vec<(BlockKey, bool)>;
 
 /// The CAR policy. For T1 and T2 the list's back is the clock's head (the hand) and its front the tail (where
-/// blocks are inserted); for B1 and B2 the front is the MRU end.
+/// blocks are inserted); for B1 and B2 the front is the MRU end. An entry's state is its list, the reference
+/// bit and, on a prefetched T1 block, "came from a ghost list"; its flag bit is "prefetched, not yet accessed"
+/// (only ever set on T1 blocks).
 #[derive(Clone, Debug)]
 pub struct Car {
-    capacity: usize,
     /// Target size of T1, in blocks, 0 ≤ p ≤ c.
     p: f64,
-    arena: Arena<Node>,
-    /// Resident and ghost entries alike.
-    index: KeyIndex,
-    t1: List,
-    t2: List,
-    b1: List,
-    b2: List,
+    lists: MultiList<4>,
 }
 
 impl Car {
-    /// List `id` and the arena, borrowed together.
-    #[inline]
-    fn list_mut(&mut self, id: u8) -> (&mut List, &mut Arena<Node>) {
-        let list = match id {
-            T1 => &mut self.t1,
-            T2 => &mut self.t2,
-            B1 => &mut self.b1,
-            _ => &mut self.b2,
-        };
-        (list, &mut self.arena)
-    }
-
-    #[inline]
-    fn resident(&self) -> usize {
-        self.t1.len() + self.t2.len()
-    }
-
-    /// Discards the LRU key of a ghost list (B1 or B2).
-    #[inline]
-    fn drop_ghost_lru(&mut self, id: u8) {
-        let (list, arena) = self.list_mut(id);
-        if let Some(h) = list.pop_back(arena) {
-            let key = self.arena[h].key();
-            self.index.remove(&self.arena, key);
-            self.arena.free(h);
-        }
-    }
-
     /// The paper's `replace()`: sweeps the hand until a block with reference bit 0 is demoted.
     fn replace(&mut self, out: &mut Vec<Evicted>) {
         loop {
-            let from_t1 = self.t1.len() as f64 >= self.p.max(1.0) || self.t2.is_empty();
-            let list = if from_t1 { &mut self.t1 } else { &mut self.t2 };
-            let Some(h) = list.pop_back(&mut self.arena) else { return };
-            let n = &mut self.arena[h];
-            if n.state & REF != 0 {
+            let l = &mut self.lists;
+            let from_t1 = l.len(T1) as f64 >= self.p.max(1.0) || l.is_empty(T2);
+            let Some(h) = l.pop_back(if from_t1 { T1 } else { T2 }) else { return };
+            if l.node(h).state & REF != 0 {
                 // Second chance: bit to 0, to the tail of T2 (from T1, or around T2's clock).
-                n.state = T2;
-                self.t2.push_front(&mut self.arena, h);
+                l.push_front(h, T2);
                 continue;
             }
-            let key = n.key();
-            if n.links.flag() {
-                // A prefetched block never accessed: forgotten, not demoted into B1.
-                self.index.remove(&self.arena, key);
-                self.arena.free(h);
-                out.push(Evicted { key, unused_prefetch: true });
-            } else if from_t1 {
-                n.state = B1;
-                self.b1.push_front(&mut self.arena, h);
-                out.push(Evicted { key, unused_prefetch: false });
-            } else {
-                n.state = B2;
-                self.b2.push_front(&mut self.arena, h);
-                out.push(Evicted { key, unused_prefetch: false });
-            }
+            // A prefetched block never accessed is forgotten, not demoted into B1.
+            l.retire(h, if from_t1 { B1 } else { B2 }, out);
             return;
         }
-    }
-
-    /// Lines 4–11 of Figure 2 for a key in no list: `replace()` if the cache is full, then the directory
-    /// replacement.
-    #[inline]
-    fn make_room_for_t1(&mut self, out: &mut Vec<Evicted>) {
-        let c = self.capacity;
-        if self.resident() >= c {
-            self.replace(out);
-        }
-        if self.t1.len() + self.b1.len() >= c && !self.b1.is_empty() {
-            self.drop_ghost_lru(B1);
-        } else if self.resident() + self.b1.len() + self.b2.len() >= 2 * c && !self.b2.is_empty() {
-            self.drop_ghost_lru(B2);
-        }
-    }
-
-    /// Puts `h` (on no list) at the tail of T1 with reference bit 0.
-    #[inline]
-    fn push_t1(&mut self, h: Handle, prefetched: bool, from_ghost: bool) {
-        let n = &mut self.arena[h];
-        n.state = if from_ghost { T1 | FROM_GHOST } else { T1 };
-        n.links.set_flag(prefetched);
-        self.t1.push_front(&mut self.arena, h);
     }
 
     /// Target size of T1 (for tests and reports).
@@ -204,10 +95,31 @@ impl Car {
     /// Keys of T1 and T2 from tail (newest) to head (the hand), with their reference bits, and of B1 and B2 from
     /// MRU to LRU (for tests and debugging).
     pub fn lists(&self) -> ([ClockKeys; 2], [Vec<BlockKey>; 2]) {
-        let clock =
-            |l: &List| l.iter(&self.arena).map(|h| (self.arena[h].key(), self.arena[h].state & REF != 0)).collect();
-        let ghost = |l: &List| l.iter(&self.arena).map(|h| self.arena[h].key()).collect();
-        ([clock(&self.t1), clock(&self.t2)], [ghost(&self.b1), ghost(&self.b2)])
+        let clock = |l| self.lists.iter(l).map(|n: &Node| (n.key(), n.state & REF != 0)).collect();
+        ([clock(T1), clock(T2)], [self.lists.keys(B1), self.lists.keys(B2)])
+    }
+}
+
+impl Adaptive for Car {
+    #[inline]
+    fn lists_mut(&mut self) -> &mut MultiList<4> {
+        &mut self.lists
+    }
+
+    /// Lines 4–11 of Figure 2 for a key in no list: `replace()` if the cache is full, then the directory
+    /// replacement.
+    #[inline]
+    fn make_room_for_t1(&mut self, out: &mut Vec<Evicted>) {
+        let c = self.lists.capacity();
+        if self.lists.resident() >= c {
+            self.replace(out);
+        }
+        let l = &self.lists;
+        if l.len(T1) + l.len(B1) >= c && !l.is_empty(B1) {
+            self.lists.drop_back(B1);
+        } else if l.resident() + l.len(B1) + l.len(B2) >= 2 * c && !l.is_empty(B2) {
+            self.lists.drop_back(B2);
+        }
     }
 }
 
@@ -215,44 +127,29 @@ impl Policy for Car {
     type Config = CarConfig;
 
     fn new(capacity: usize, _config: &CarConfig) -> Self {
-        assert!(capacity >= 1, "capacity must be at least one block");
-        let directory = capacity.saturating_mul(2);
-        // Every miss removes and inserts keys, and hashbrown rehashes in place only while at most half full
-        // (else it grows), so under churn the index settles at twice its entries: size it so from the start.
-        Car {
-            capacity,
-            p: 0.0,
-            arena: Arena::with_capacity(directory),
-            index: KeyIndex::with_capacity(directory),
-            t1: List::new(),
-            t2: List::new(),
-            b1: List::new(),
-            b2: List::new(),
-        }
+        Car { p: 0.0, lists: MultiList::adaptive(capacity) }
     }
 
     fn capacity(&self) -> usize {
-        self.capacity
+        self.lists.capacity()
     }
 
     fn len(&self) -> usize {
-        self.resident()
+        self.lists.resident()
     }
 
     fn contains(&self, key: BlockKey) -> bool {
-        self.index.get(&self.arena, key).is_some_and(|h| self.arena[h].list() <= T2)
+        self.lists.contains(key)
     }
 
     #[inline]
     fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome {
-        let Some(h) = self.index.get(&self.arena, access.key) else {
+        let Some(h) = self.lists.get(access.key) else {
             self.make_room_for_t1(out);
-            let h = self.arena.alloc(Node::new(access.key, T1));
-            self.index.insert(&self.arena, h);
-            self.push_t1(h, false, false);
+            self.lists.insert(access.key, T1, false);
             return Outcome::Miss;
         };
-        let n = &mut self.arena[h];
+        let n = self.lists.node_mut(h);
         let list = n.list();
         if list <= T2 {
             if !n.links.flag() {
@@ -260,134 +157,52 @@ impl Policy for Car {
                 return Outcome::Hit;
             }
             // First demand access to a prefetched block (always on T1): its first reference.
-            n.links.set_flag(false);
-            let to_t2 = n.state & FROM_GHOST != 0;
-            n.state = if to_t2 { T2 } else { T1 };
-            self.t1.remove(&mut self.arena, h);
-            let dest = if to_t2 { &mut self.t2 } else { &mut self.t1 };
-            dest.push_front(&mut self.arena, h);
+            self.lists.first_access(h);
             return Outcome::PrefetchHit;
         }
         // A ghost hit: lines 4–5, then 14–19.
-        if self.resident() >= self.capacity {
+        if self.lists.resident() >= self.lists.capacity() {
             self.replace(out);
         }
-        let (b1, b2) = (self.b1.len() as f64, self.b2.len() as f64);
-        if list == B1 {
-            self.p = (self.p + (b2 / b1).max(1.0)).min(self.capacity as f64);
-            self.b1.remove(&mut self.arena, h);
-        } else {
-            self.p = (self.p - (b1 / b2).max(1.0)).max(0.0);
-            self.b2.remove(&mut self.arena, h);
-        }
-        self.arena[h].state = T2;
-        self.t2.push_front(&mut self.arena, h);
+        self.p = self.lists.adapt(self.p, list == B2);
+        self.lists.unlink(h);
+        self.lists.push_front(h, T2);
         Outcome::Miss
     }
 
     fn prefetch(&mut self, group: &[Access], out: &mut Vec<Evicted>) -> usize {
-        let mut n = 0;
-        for a in group {
-            match self.index.get(&self.arena, a.key) {
-                Some(h) => {
-                    let list = self.arena[h].list();
-                    if list <= T2 {
-                        continue; // resident: a prefetch is not a reference
-                    }
-                    // In B1 or B2: consume the ghost (no adaptation of p), bring the block into T1.
-                    let (l, arena) = self.list_mut(list);
-                    l.remove(arena, h);
-                    self.make_room_for_t1(out);
-                    self.push_t1(h, true, true);
-                }
-                None => {
-                    self.make_room_for_t1(out);
-                    let h = self.arena.alloc(Node::new(a.key, T1));
-                    self.index.insert(&self.arena, h);
-                    self.push_t1(h, true, false);
-                }
-            }
-            n += 1;
-        }
-        n
+        self.prefetch_to_t1(group, out)
     }
 
     fn remove(&mut self, key: BlockKey) -> bool {
-        let Some(h) = self.index.get(&self.arena, key) else { return false };
-        let list = self.arena[h].list();
-        if list > T2 {
-            return false; // ghost history is kept
-        }
-        let (l, arena) = self.list_mut(list);
-        l.remove(arena, h);
-        self.index.remove(&self.arena, key);
-        self.arena.free(h);
-        true
+        self.lists.remove(key)
     }
 
     fn validate(&self) -> Result<(), String> {
-        let c = self.capacity;
-        let lists = [(T1, &self.t1, "T1"), (T2, &self.t2, "T2"), (B1, &self.b1, "B1"), (B2, &self.b2, "B2")];
-        let mut total = 0;
-        for (id, list, name) in lists {
-            list.check(&self.arena).map_err(|e| format!("{name}: {e}"))?;
-            total += list.len();
-            for h in list.iter(&self.arena) {
-                let n = &self.arena[h];
-                let key = n.key();
-                if n.list() != id {
-                    return Err(format!("key {key} on {name} but its state says list {}", n.list()));
-                }
-                if id > T2 && n.state & REF != 0 {
-                    return Err(format!("ghost key {key} on {name} has its reference bit set"));
-                }
-                if id != T1 && (n.links.flag() || n.state & FROM_GHOST != 0) {
-                    return Err(format!("key {key} on {name} carries a T1-only prefetch mark"));
-                }
-                if n.links.flag() && n.state & REF != 0 {
-                    return Err(format!("prefetched, never accessed key {key} has its reference bit set"));
-                }
-                if n.state & FROM_GHOST != 0 && !n.links.flag() {
-                    return Err(format!("key {key}: came-from-ghost mark without the prefetch flag"));
-                }
-                if self.index.get(&self.arena, key) != Some(h) {
-                    return Err(format!("key {key} on {name} but not indexed to its entry"));
-                }
+        self.lists.validate_adaptive(self.p, |id, n| {
+            if id > T2 && n.state & REF != 0 {
+                return Err("ghost key with its reference bit set".into());
             }
-        }
-        let (t1, t2, b1, b2) = (self.t1.len(), self.t2.len(), self.b1.len(), self.b2.len());
-        if t1 + t2 > c {
-            return Err(format!("|T1| + |T2| = {t1} + {t2} > c = {c}"));
-        }
-        if t1 + b1 > c {
-            return Err(format!("|T1| + |B1| = {t1} + {b1} > c = {c}"));
-        }
+            if n.links.flag() && n.state & REF != 0 {
+                return Err("prefetched, never accessed, with its reference bit set".into());
+            }
+            Ok(())
+        })?;
+        let (t2, b2, c) = (self.lists.len(T2), self.lists.len(B2), self.lists.capacity());
         if t2 + b2 > 2 * c {
             return Err(format!("|T2| + |B2| = {t2} + {b2} > 2c = {}", 2 * c));
-        }
-        if total > 2 * c {
-            return Err(format!("directory holds {total} > 2c = {} keys", 2 * c));
-        }
-        if !(0.0..=c as f64).contains(&self.p) {
-            return Err(format!("p = {} outside [0, {c}]", self.p));
-        }
-        if self.index.len() != total || self.arena.len() != total {
-            return Err(format!(
-                "lists hold {total} entries, index {}, arena {} (|T1|={t1} |T2|={t2} |B1|={b1} |B2|={b2})",
-                self.index.len(),
-                self.arena.len()
-            ));
         }
         Ok(())
     }
 
     fn heap_bytes(&self) -> usize {
-        self.arena.heap_bytes() + self.index.heap_bytes()
+        self.lists.heap_bytes()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::proptest_model as model;
     use super::*;
     use proptest::prelude::*;
 
@@ -537,22 +352,11 @@ mod tests {
 
     #[test]
     fn entry_is_20_bytes() {
-        assert_eq!(std::mem::size_of::<Node>(), 20, "the module docs state the metadata per entry");
-    }
-
-    #[derive(Clone, Debug)]
-    enum Op {
-        Access(u64),
-        Prefetch(Vec<u64>),
-        Remove(u64),
-    }
-
-    fn op() -> impl Strategy<Value = Op> {
-        prop_oneof![
-            6 => (0u64..24).prop_map(Op::Access),
-            2 => proptest::collection::vec(0u64..24, 1..5).prop_map(Op::Prefetch),
-            1 => (0u64..24).prop_map(Op::Remove),
-        ]
+        assert_eq!(
+            std::mem::size_of::<super::super::multilist::Node>(),
+            20,
+            "the module docs state the metadata per entry"
+        );
     }
 
     /// Figure 2 of the paper on plain vectors, O(n) per step. Clocks: index 0 = head (the hand), last = tail;
@@ -614,35 +418,8 @@ mod tests {
 
     proptest! {
         #[test]
-        fn invariants_hold(cap in 1usize..9, ops in proptest::collection::vec(op(), 1..300)) {
-            let mut p = new(cap);
-            let mut out = Vec::new();
-            for o in ops {
-                out.clear();
-                match o {
-                    Op::Access(b) => {
-                        let was = p.contains(k(b));
-                        let r = p.access(Access::new(k(b)), &mut out);
-                        prop_assert_eq!(r.is_hit(), was);
-                        prop_assert!(p.contains(k(b)));
-                        prop_assert!(out.len() <= 1);
-                        for e in &out {
-                            prop_assert!(e.key != k(b) && !p.contains(e.key), "evicted {:?}", e.key);
-                        }
-                    }
-                    Op::Prefetch(bs) => {
-                        let g: Vec<Access> = bs.iter().map(|&b| Access::new(k(b))).collect();
-                        p.prefetch(&g, &mut out);
-                    }
-                    Op::Remove(b) => {
-                        let was = p.contains(k(b));
-                        prop_assert_eq!(p.remove(k(b)), was);
-                        prop_assert!(!p.contains(k(b)));
-                    }
-                }
-                p.validate().map_err(TestCaseError::fail)?;
-                prop_assert!(p.len() <= cap);
-            }
+        fn agrees_with_a_set_model(cap in 1usize..9, ops in proptest::collection::vec(model::op(), 1..300)) {
+            model::run(new(cap), &ops)?;
         }
 
         #[test]

@@ -38,8 +38,9 @@
 //! makes at most 1 + `init_freq` steps per access on average; a single eviction can take up to
 //! (2^bits − 1)·n + 1 steps. No allocation once the arena and index have grown to the capacity.
 
+use super::onelist::OneList;
 use super::{Access, Evicted, Outcome, Policy};
-use crate::arena::{Arena, KeyIndex, Keyed, Links, List};
+use crate::arena::{Keyed, Links, PackedKey};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -68,8 +69,7 @@ impl ClockConfig {
 
 #[derive(Clone, Debug)]
 struct Node {
-    /// The packed key, low word first.
-    key: [u32; 2],
+    key: PackedKey,
     /// Flag bit: prefetched, not yet accessed on demand.
     links: Links,
 }
@@ -77,71 +77,52 @@ struct Node {
 impl Node {
     #[inline]
     fn new(key: BlockKey) -> Self {
-        let raw = key.raw();
-        Node { key: [raw as u32, (raw >> 32) as u32], links: Links::default() }
+        Node { key: PackedKey::new(key), links: Links::default() }
     }
 }
 
 crate::arena::linked_by_field!(Node);
-
-impl Keyed for Node {
-    #[inline]
-    fn key(&self) -> BlockKey {
-        BlockKey::from_raw(((self.key[1] as u64) << 32) | self.key[0] as u64)
-    }
-}
+crate::arena::keyed_by_field!(Node);
 
 /// The CLOCK policy. The list's front is the new end; the back is where the hand is.
 #[derive(Clone, Debug)]
 pub struct Clock {
-    capacity: usize,
     max_freq: u8,
     init_freq: u8,
-    arena: Arena<Node>,
+    blocks: OneList<Node>,
     /// Reference counters, 0..=max_freq, indexed by handle (a side array keeps the arena entry at 16 bytes;
     /// handles never exceed the capacity, since CLOCK keeps no ghosts).
     freq: Vec<u8>,
-    index: KeyIndex,
-    list: List,
 }
 
 impl Clock {
     /// Runs the hand until one block is evicted.
     #[inline]
     fn evict_one(&mut self, out: &mut Vec<Evicted>) {
-        while let Some(h) = self.list.back() {
+        while let Some(h) = self.blocks.list.back() {
             let f = &mut self.freq[slot(h)];
             if *f > 0 {
                 *f -= 1;
-                self.list.move_to_front(&mut self.arena, h);
+                self.blocks.list.move_to_front(&mut self.blocks.arena, h);
                 continue;
             }
-            self.list.remove(&mut self.arena, h);
-            let n = &self.arena[h];
-            let ev = Evicted { key: n.key(), unused_prefetch: n.links.flag() };
-            self.index.remove(&self.arena, ev.key);
-            self.arena.free(h);
-            out.push(ev);
+            self.blocks.evict(h, out);
             return;
         }
     }
 
     #[inline]
     fn insert(&mut self, key: BlockKey, prefetched: bool, out: &mut Vec<Evicted>) {
-        while self.arena.len() >= self.capacity {
+        while self.blocks.is_full() {
             self.evict_one(out);
         }
-        let freq = if prefetched { 0 } else { self.init_freq };
-        let h = self.arena.alloc(Node::new(key));
-        self.freq[slot(h)] = freq;
-        self.arena[h].links.set_flag(prefetched);
-        self.index.insert(&self.arena, h);
-        self.list.push_front(&mut self.arena, h);
+        let h = self.blocks.push_front(Node::new(key), prefetched);
+        self.freq[slot(h)] = if prefetched { 0 } else { self.init_freq };
     }
 
     /// Resident (key, counter) pairs from the new end to the hand (for tests and debugging).
     pub fn entries_newest_first(&self) -> Vec<(BlockKey, u8)> {
-        self.list.iter(&self.arena).map(|h| (self.arena[h].key(), self.freq[slot(h)])).collect()
+        self.blocks.iter().map(|(h, n)| (n.key(), self.freq[slot(h)])).collect()
     }
 }
 
@@ -169,33 +150,30 @@ impl Policy for Clock {
             panic!("invalid CLOCK configuration: {e}");
         }
         Clock {
-            capacity,
             max_freq: config.max_freq() as u8,
             init_freq: config.init_freq as u8,
-            arena: Arena::with_capacity(capacity),
-            index: KeyIndex::with_capacity(capacity),
+            blocks: OneList::new(capacity),
             freq: vec![0; capacity],
-            list: List::new(),
         }
     }
 
     fn capacity(&self) -> usize {
-        self.capacity
+        self.blocks.capacity()
     }
 
     fn len(&self) -> usize {
-        self.arena.len()
+        self.blocks.len()
     }
 
     fn contains(&self, key: BlockKey) -> bool {
-        self.index.get(&self.arena, key).is_some()
+        self.blocks.contains(key)
     }
 
     #[inline]
     fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome {
-        match self.index.get(&self.arena, access.key) {
+        match self.blocks.get(access.key) {
             Some(h) => {
-                let n = &mut self.arena[h];
+                let n = &mut self.blocks.arena[h];
                 let f = &mut self.freq[slot(h)];
                 if n.links.flag() {
                     n.links.set_flag(false);
@@ -220,16 +198,15 @@ impl Policy for Clock {
     }
 
     fn remove(&mut self, key: BlockKey) -> bool {
-        crate::arena::remove_from_one_list(&mut self.list, &mut self.arena, &mut self.index, key)
+        self.blocks.remove(key)
     }
 
     fn validate(&self) -> Result<(), String> {
-        crate::arena::check_one_list(&self.list, &self.arena, &self.index, self.capacity)?;
+        self.blocks.validate()?;
         if self.init_freq > self.max_freq {
             return Err(format!("init_freq {} over max {}", self.init_freq, self.max_freq));
         }
-        for h in self.list.iter(&self.arena) {
-            let n = &self.arena[h];
+        for (h, n) in self.blocks.iter() {
             let f = self.freq[slot(h)];
             if f > self.max_freq {
                 return Err(format!("key {}: counter {f} over max {}", n.key(), self.max_freq));
@@ -242,7 +219,7 @@ impl Policy for Clock {
     }
 
     fn heap_bytes(&self) -> usize {
-        self.arena.heap_bytes() + self.index.heap_bytes() + self.freq.capacity()
+        self.blocks.heap_bytes() + self.freq.capacity()
     }
 }
 

@@ -27,8 +27,9 @@
 //! **Cost.** O(1) per access, insert and eviction; no allocation once the arena and index have grown to the
 //! capacity (both are sized for it up front).
 
+use super::onelist::{Entry, OneList};
 use super::{Access, Evicted, Outcome, Policy};
-use crate::arena::{Arena, KeyIndex, Keyed, Links, List};
+use crate::arena::{Keyed, Linked};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -37,57 +38,21 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct FifoConfig {}
 
-#[derive(Clone, Debug)]
-struct Node {
-    key: BlockKey,
-    /// Flag bit: prefetched, not yet accessed on demand.
-    links: Links,
-}
-
-crate::arena::linked_by_field!(Node);
-
-impl Keyed for Node {
-    #[inline]
-    fn key(&self) -> BlockKey {
-        self.key
-    }
-}
-
-/// The FIFO policy. The list's front is the newest block, its back the next victim.
+/// The FIFO policy. The list's front is the newest block, its back the next victim. An entry's flag bit is "prefetched, not yet accessed".
 #[derive(Clone, Debug)]
 pub struct Fifo {
-    capacity: usize,
-    arena: Arena<Node>,
-    index: KeyIndex,
-    list: List,
+    blocks: OneList<Entry>,
 }
 
 impl Fifo {
     #[inline]
-    fn evict_one(&mut self, out: &mut Vec<Evicted>) {
-        if let Some(h) = self.list.pop_back(&mut self.arena) {
-            let n = &self.arena[h];
-            let ev = Evicted { key: n.key, unused_prefetch: n.links.flag() };
-            self.index.remove(&self.arena, ev.key);
-            self.arena.free(h);
-            out.push(ev);
-        }
-    }
-
-    #[inline]
     fn insert(&mut self, key: BlockKey, prefetched: bool, out: &mut Vec<Evicted>) {
-        while self.arena.len() >= self.capacity {
-            self.evict_one(out);
-        }
-        let h = self.arena.alloc(Node { key, links: Links::default() });
-        self.arena[h].links.set_flag(prefetched);
-        self.index.insert(&self.arena, h);
-        self.list.push_front(&mut self.arena, h);
+        self.blocks.push_front_evicting_back(Entry::new(key), prefetched, out);
     }
 
     /// Resident keys from newest to oldest (for tests and debugging).
     pub fn keys_newest_first(&self) -> Vec<BlockKey> {
-        self.list.iter(&self.arena).map(|h| self.arena[h].key).collect()
+        self.blocks.iter().map(|(_, e)| e.key()).collect()
     }
 }
 
@@ -95,32 +60,26 @@ impl Policy for Fifo {
     type Config = FifoConfig;
 
     fn new(capacity: usize, _config: &FifoConfig) -> Self {
-        assert!(capacity >= 1, "capacity must be at least one block");
-        Fifo {
-            capacity,
-            arena: Arena::with_capacity(capacity),
-            index: KeyIndex::with_capacity(capacity),
-            list: List::new(),
-        }
+        Fifo { blocks: OneList::new(capacity) }
     }
 
     fn capacity(&self) -> usize {
-        self.capacity
+        self.blocks.capacity()
     }
 
     fn len(&self) -> usize {
-        self.arena.len()
+        self.blocks.len()
     }
 
     fn contains(&self, key: BlockKey) -> bool {
-        self.index.get(&self.arena, key).is_some()
+        self.blocks.contains(key)
     }
 
     #[inline]
     fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome {
-        match self.index.get(&self.arena, access.key) {
+        match self.blocks.get(access.key) {
             Some(h) => {
-                let links = &mut self.arena[h].links;
+                let links = self.blocks.arena[h].links_mut();
                 if links.flag() {
                     links.set_flag(false);
                     Outcome::PrefetchHit
@@ -140,15 +99,15 @@ impl Policy for Fifo {
     }
 
     fn remove(&mut self, key: BlockKey) -> bool {
-        crate::arena::remove_from_one_list(&mut self.list, &mut self.arena, &mut self.index, key)
+        self.blocks.remove(key)
     }
 
     fn validate(&self) -> Result<(), String> {
-        crate::arena::check_one_list(&self.list, &self.arena, &self.index, self.capacity)
+        self.blocks.validate()
     }
 
     fn heap_bytes(&self) -> usize {
-        self.arena.heap_bytes() + self.index.heap_bytes()
+        self.blocks.heap_bytes()
     }
 }
 
@@ -173,7 +132,7 @@ mod tests {
 
     #[test]
     fn node_is_sixteen_bytes() {
-        assert_eq!(std::mem::size_of::<Node>(), 16);
+        assert_eq!(std::mem::size_of::<super::super::onelist::Entry>(), 16);
     }
 
     #[test]

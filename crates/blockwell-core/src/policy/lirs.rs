@@ -66,7 +66,7 @@
 //! most once). No allocation per access once the arena and index have grown to their working size.
 
 use super::{Access, Evicted, Outcome, Policy, Preset};
-use crate::arena::{Arena, Handle, KeyIndex, Keyed, Linked, Links, List};
+use crate::arena::{Arena, Handle, KeyIndex, Linked, Links, List};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -150,12 +150,7 @@ impl Linked for Node {
     }
 }
 
-impl Keyed for Node {
-    #[inline]
-    fn key(&self) -> BlockKey {
-        self.key
-    }
-}
+crate::arena::keyed_by_field!(Node);
 
 /// A doubly linked list through [`Node::q`] (Q, or the non-resident list). Front = most recent.
 #[derive(Clone, Copy, Debug, Default)]
@@ -309,12 +304,6 @@ impl Lirs {
         self.q.linked(&self.arena, h)
     }
 
-    #[inline]
-    fn forget(&mut self, h: Handle) {
-        self.index.remove(&self.arena, self.arena[h].key);
-        self.arena.free(h);
-    }
-
     /// Evicts the resident HIR block at the back of Q. If it is `keep` (the block being hit, see quirk 1) it
     /// stays resident outside Q instead.
     fn evict_hir(&mut self, keep: Option<Handle>, out: &mut Vec<Evicted>) {
@@ -324,15 +313,14 @@ impl Lirs {
             return;
         }
         self.resident -= 1;
-        let n = &mut self.arena[t];
-        out.push(Evicted { key: n.key, unused_prefetch: n.prefetched() });
         if self.in_s(t) {
             let n = &mut self.arena[t];
+            out.push(Evicted { key: n.key, unused_prefetch: n.prefetched() });
             n.set_resident(false);
             n.s.set_flag(false);
             self.nh.push_front(&mut self.arena, t);
         } else {
-            self.forget(t);
+            super::evict(&mut self.arena, &mut self.index, t, out);
         }
     }
 
@@ -376,7 +364,7 @@ impl Lirs {
             if !n.resident() {
                 self.s.remove(&mut self.arena, t);
                 self.nh.remove(&mut self.arena, t);
-                self.forget(t);
+                self.index.forget(&mut self.arena, t);
             } else if self.in_q(t) {
                 self.s.remove(&mut self.arena, t);
             } else if from_remove {
@@ -384,9 +372,7 @@ impl Lirs {
             } else {
                 self.s.remove(&mut self.arena, t);
                 self.resident -= 1;
-                let n = &self.arena[t];
-                out.push(Evicted { key: n.key, unused_prefetch: n.prefetched() });
-                self.forget(t);
+                super::evict(&mut self.arena, &mut self.index, t, out);
             }
         }
     }
@@ -410,7 +396,7 @@ impl Lirs {
             let Some(t) = self.nh.back() else { break };
             self.nh.remove(&mut self.arena, t);
             self.s.remove(&mut self.arena, t);
-            self.forget(t);
+            self.index.forget(&mut self.arena, t);
         }
     }
 
@@ -563,6 +549,10 @@ impl Policy for Lirs {
         Ok(())
     }
 
+    fn libcachesim_quirks(c: &LirsConfig) -> bool {
+        c.libcachesim_quirks
+    }
+
     fn new(capacity: usize, config: &LirsConfig) -> Self {
         assert!(capacity >= 1, "capacity must be at least one block");
         let hir_limit = ((config.hir_ratio * capacity as f64) as usize).clamp(1, capacity);
@@ -685,7 +675,7 @@ impl Policy for Lirs {
                 debug_assert!(none.is_empty());
             }
         } else {
-            self.forget(h);
+            self.index.forget(&mut self.arena, h);
         }
         true
     }
@@ -786,6 +776,7 @@ impl Policy for Lirs {
 
 #[cfg(test)]
 mod tests {
+    use super::super::proptest_model::{self as model, Op, Reference};
     use super::*;
     use proptest::prelude::*;
 
@@ -1047,9 +1038,6 @@ mod tests {
         fn resident(&self, b: u64) -> bool {
             self.qpos(b).is_some() || self.pos(b).is_some_and(|i| self.s[i].1)
         }
-        fn len(&self) -> usize {
-            self.lirs() + self.q.len()
-        }
         fn top(&mut self, b: u64, lir: bool, res: bool) {
             if let Some(i) = self.pos(b) {
                 self.s.remove(i);
@@ -1089,6 +1077,12 @@ mod tests {
             if self.lirs() > self.llirs {
                 self.demote(out);
             }
+        }
+    }
+
+    impl Reference for Model {
+        fn len(&self) -> usize {
+            self.lirs() + self.q.len()
         }
         fn access(&mut self, b: u64, out: &mut Vec<u64>) -> Outcome {
             let o = if let Some(qi) = self.qpos(b) {
@@ -1187,13 +1181,6 @@ mod tests {
         }
     }
 
-    #[derive(Clone, Debug)]
-    enum Op {
-        Access(u64),
-        Prefetch(Vec<u64>),
-        Remove(u64),
-    }
-
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             6 => (0u64..24).prop_map(Op::Access),
@@ -1215,34 +1202,8 @@ mod tests {
             let cfg = LirsConfig { hir_ratio: ratio, stack_bound: bound, libcachesim_quirks: false };
             let mut p = Lirs::new(cap, &cfg);
             let mut m = Model { cap, llirs: p.lir_limit(), lhirs: p.hir_limit(), bound: p.max_stack, ..Model::default() };
-            let mut out = Vec::new();
-            let mut mout = Vec::new();
             for (i, op) in ops.iter().enumerate() {
-                out.clear();
-                mout.clear();
-                match op {
-                    Op::Access(b) => {
-                        let o = p.access(Access::new(k(*b)), &mut out);
-                        prop_assert_eq!(o, m.access(*b, &mut mout), "step {} {:?}", i, op);
-                    }
-                    Op::Prefetch(bs) => {
-                        let group: Vec<Access> = bs.iter().map(|&b| Access::new(k(b))).collect();
-                        let n = p.prefetch(&group, &mut out);
-                        let mut mn = 0;
-                        for &b in bs {
-                            mn += m.prefetch(b, &mut mout) as usize;
-                        }
-                        prop_assert_eq!(n, mn);
-                    }
-                    Op::Remove(b) => prop_assert_eq!(p.remove(k(*b)), m.remove(*b)),
-                }
-                let ev: Vec<u64> = out.iter().map(|e| e.key.block()).collect();
-                prop_assert_eq!(&ev, &mout, "evictions at step {} {:?}", i, op);
-                if let Err(e) = p.validate() {
-                    return Err(TestCaseError::fail(format!("step {i} {op:?}: {e}")));
-                }
-                prop_assert!(p.len() <= cap);
-                prop_assert_eq!(p.len(), m.len());
+                model::check_step(&mut p, &mut m, i, op)?;
                 let st: Vec<(u64, bool, bool)> = p
                     .s
                     .iter(&p.arena)

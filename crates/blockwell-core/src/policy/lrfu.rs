@@ -39,7 +39,7 @@
 
 use super::handle_heap::{HandleHeap, HeapSlot};
 use super::{Access, Evicted, Outcome, Policy};
-use crate::arena::{Arena, KeyIndex, Keyed, Links};
+use crate::arena::{Arena, KeyIndex, Links};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
@@ -72,13 +72,7 @@ struct Node {
 }
 
 crate::arena::linked_by_field!(Node);
-
-impl Keyed for Node {
-    #[inline]
-    fn key(&self) -> BlockKey {
-        self.key
-    }
-}
+crate::arena::keyed_by_field!(Node);
 
 impl HeapSlot for Node {
     #[inline]
@@ -113,11 +107,7 @@ impl Lrfu {
     #[inline]
     fn evict_one(&mut self, out: &mut Vec<Evicted>) {
         if let Some(h) = self.heap.pop(&mut self.arena, before) {
-            let n = &self.arena[h];
-            let ev = Evicted { key: n.key, unused_prefetch: n.links.flag() };
-            self.index.remove(&self.arena, ev.key);
-            self.arena.free(h);
-            out.push(ev);
+            super::evict(&mut self.arena, &mut self.index, h, out);
         }
     }
 
@@ -267,6 +257,7 @@ impl Policy for Lrfu {
 
 #[cfg(test)]
 mod tests {
+    use super::super::proptest_model as model;
     use super::*;
     use crate::policy::lru::{Lru, LruConfig};
     use proptest::prelude::*;
@@ -432,48 +423,14 @@ mod tests {
         assert_eq!(acc(&mut p, 1).0, Outcome::Miss);
     }
 
-    #[derive(Clone, Debug)]
-    enum Op {
-        Access(u64),
-        Prefetch(Vec<u64>),
-        Remove(u64),
-    }
-
-    fn op() -> impl Strategy<Value = Op> {
-        prop_oneof![
-            6 => (0u64..24).prop_map(Op::Access),
-            2 => proptest::collection::vec(0u64..24, 1..6).prop_map(Op::Prefetch),
-            1 => (0u64..24).prop_map(Op::Remove),
-        ]
-    }
-
     proptest! {
         #[test]
-        fn invariants_hold_under_random_operations(
+        fn agrees_with_a_set_model(
             cap in 1usize..8,
             lambda in prop_oneof![Just(0.0), Just(1.0), 0.0f64..1.0],
-            ops in proptest::collection::vec(op(), 1..200),
+            ops in proptest::collection::vec(model::op(), 1..200),
         ) {
-            let mut p = lrfu(cap, lambda);
-            let mut out = Vec::new();
-            for o in ops {
-                match o {
-                    Op::Access(b) => {
-                        let was = p.contains(k(b));
-                        prop_assert_eq!(p.access(Access::new(k(b)), &mut out).is_hit(), was);
-                    }
-                    Op::Prefetch(g) => {
-                        let g: Vec<Access> = g.into_iter().map(|b| Access::new(k(b))).collect();
-                        p.prefetch(&g, &mut out);
-                    }
-                    Op::Remove(b) => {
-                        let was = p.contains(k(b));
-                        prop_assert_eq!(p.remove(k(b)), was);
-                    }
-                }
-                prop_assert!(p.validate().is_ok(), "{:?}", p.validate());
-                prop_assert!(p.len() <= cap);
-            }
+            model::run(lrfu(cap, lambda), &ops)?;
         }
     }
 }

@@ -18,8 +18,9 @@
 //!
 //! **Cost.** O(1) per access, insert and eviction.
 
+use super::onelist::{Entry, OneList};
 use super::{Access, Evicted, Outcome, Policy};
-use crate::arena::{Arena, KeyIndex, Keyed, Links, List};
+use crate::arena::{Keyed, Linked};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -28,56 +29,21 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct LruConfig {}
 
-#[derive(Clone, Debug)]
-struct Node {
-    key: BlockKey,
-    links: Links,
-}
-
-crate::arena::linked_by_field!(Node);
-
-impl Keyed for Node {
-    #[inline]
-    fn key(&self) -> BlockKey {
-        self.key
-    }
-}
-
-/// The LRU policy. The list's front is the MRU end.
+/// The LRU policy. The list's front is the MRU end. An entry's flag bit is "prefetched, not yet accessed".
 #[derive(Clone, Debug)]
 pub struct Lru {
-    capacity: usize,
-    arena: Arena<Node>,
-    index: KeyIndex,
-    list: List,
+    blocks: OneList<Entry>,
 }
 
 impl Lru {
     #[inline]
-    fn evict_one(&mut self, out: &mut Vec<Evicted>) {
-        if let Some(h) = self.list.pop_back(&mut self.arena) {
-            let n = &self.arena[h];
-            let ev = Evicted { key: n.key, unused_prefetch: n.links.flag() };
-            self.index.remove(&self.arena, ev.key);
-            self.arena.free(h);
-            out.push(ev);
-        }
-    }
-
-    #[inline]
     fn insert(&mut self, key: BlockKey, prefetched: bool, out: &mut Vec<Evicted>) {
-        while self.arena.len() >= self.capacity {
-            self.evict_one(out);
-        }
-        let h = self.arena.alloc(Node { key, links: Links::default() });
-        self.arena[h].links.set_flag(prefetched);
-        self.index.insert(&self.arena, h);
-        self.list.push_front(&mut self.arena, h);
+        self.blocks.push_front_evicting_back(Entry::new(key), prefetched, out);
     }
 
     /// Resident keys from MRU to LRU (for tests and debugging).
     pub fn keys_mru_first(&self) -> Vec<BlockKey> {
-        self.list.iter(&self.arena).map(|h| self.arena[h].key).collect()
+        self.blocks.iter().map(|(_, e)| e.key()).collect()
     }
 }
 
@@ -85,33 +51,28 @@ impl Policy for Lru {
     type Config = LruConfig;
 
     fn new(capacity: usize, _config: &LruConfig) -> Self {
-        assert!(capacity >= 1, "capacity must be at least one block");
-        Lru {
-            capacity,
-            arena: Arena::with_capacity(capacity),
-            index: KeyIndex::with_capacity(capacity),
-            list: List::new(),
-        }
+        Lru { blocks: OneList::new(capacity) }
     }
 
     fn capacity(&self) -> usize {
-        self.capacity
+        self.blocks.capacity()
     }
 
     fn len(&self) -> usize {
-        self.arena.len()
+        self.blocks.len()
     }
 
     fn contains(&self, key: BlockKey) -> bool {
-        self.index.get(&self.arena, key).is_some()
+        self.blocks.contains(key)
     }
 
     #[inline]
     fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome {
-        match self.index.get(&self.arena, access.key) {
+        match self.blocks.get(access.key) {
             Some(h) => {
-                self.list.move_to_front(&mut self.arena, h);
-                let links = &mut self.arena[h].links;
+                let b = &mut self.blocks;
+                b.list.move_to_front(&mut b.arena, h);
+                let links = self.blocks.arena[h].links_mut();
                 if links.flag() {
                     links.set_flag(false);
                     Outcome::PrefetchHit
@@ -131,15 +92,15 @@ impl Policy for Lru {
     }
 
     fn remove(&mut self, key: BlockKey) -> bool {
-        crate::arena::remove_from_one_list(&mut self.list, &mut self.arena, &mut self.index, key)
+        self.blocks.remove(key)
     }
 
     fn validate(&self) -> Result<(), String> {
-        crate::arena::check_one_list(&self.list, &self.arena, &self.index, self.capacity)
+        self.blocks.validate()
     }
 
     fn heap_bytes(&self) -> usize {
-        self.arena.heap_bytes() + self.index.heap_bytes()
+        self.blocks.heap_bytes()
     }
 }
 

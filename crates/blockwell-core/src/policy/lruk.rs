@@ -55,7 +55,7 @@
 //! tables have grown to their working size.
 
 use super::{Access, Evicted, Outcome, Policy, Preset};
-use crate::arena::{Arena, Handle, KeyIndex, Keyed, Links, List};
+use crate::arena::{Arena, Handle, KeyIndex, Links, List};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -107,13 +107,7 @@ struct Node {
 }
 
 crate::arena::linked_by_field!(Node);
-
-impl Keyed for Node {
-    #[inline]
-    fn key(&self) -> BlockKey {
-        self.key
-    }
-}
+crate::arena::keyed_by_field!(Node);
 
 #[derive(Clone, Copy, Debug)]
 struct HeapEntry {
@@ -173,11 +167,6 @@ impl LruK {
         }
         self.index.insert(&self.arena, h);
         h
-    }
-
-    fn forget(&mut self, h: Handle) {
-        self.index.remove(&self.arena, self.arena[h].key);
-        self.arena.free(h);
     }
 
     /// Eviction priority: smaller goes first.
@@ -303,14 +292,14 @@ impl LruK {
     /// Turns a block that left the cache into a ghost entry (or forgets it).
     fn retire(&mut self, h: Handle) {
         if self.arena[h].links.flag() || self.max_ghosts == 0 {
-            self.forget(h);
+            self.index.forget(&mut self.arena, h);
             return;
         }
         self.arena[h].pos = GHOST;
         self.ghosts.push_front(&mut self.arena, h);
         while self.ghosts.len() > self.max_ghosts {
             let g = self.ghosts.pop_back(&mut self.arena).expect("over the bound");
-            self.forget(g);
+            self.index.forget(&mut self.arena, g);
         }
     }
 
@@ -607,6 +596,7 @@ impl Policy for LruK {
 
 #[cfg(test)]
 mod tests {
+    use super::super::proptest_model::{self as model, Op, Reference};
     use super::*;
     use proptest::prelude::*;
 
@@ -844,6 +834,12 @@ mod tests {
             let i = self.ghosts.iter().position(|g| g.0 == b)?;
             Some(self.ghosts.remove(i).1)
         }
+    }
+
+    impl Reference for Model {
+        fn len(&self) -> usize {
+            self.res.len()
+        }
         fn access(&mut self, b: u64, out: &mut Vec<u64>) -> Outcome {
             self.now += 1;
             self.seq += 1;
@@ -918,13 +914,6 @@ mod tests {
         }
     }
 
-    #[derive(Clone, Debug)]
-    enum Op {
-        Access(u64),
-        Prefetch(Vec<u64>),
-        Remove(u64),
-    }
-
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             8 => (0u64..20).prop_map(Op::Access),
@@ -951,34 +940,8 @@ mod tests {
                 cap, k: kk as usize, crp, max_ghosts: p.max_ghosts, fifo, now: 0, seq: 0,
                 res: Vec::new(), ghosts: Vec::new(),
             };
-            let mut out = Vec::new();
-            let mut mout = Vec::new();
             for (i, op) in ops.iter().enumerate() {
-                out.clear();
-                mout.clear();
-                match op {
-                    Op::Access(b) => {
-                        let o = p.access(Access::new(k(*b)), &mut out);
-                        prop_assert_eq!(o, m.access(*b, &mut mout), "step {} {:?}", i, op);
-                    }
-                    Op::Prefetch(bs) => {
-                        let group: Vec<Access> = bs.iter().map(|&b| Access::new(k(b))).collect();
-                        let n = p.prefetch(&group, &mut out);
-                        let mut mn = 0;
-                        for &b in bs {
-                            mn += m.prefetch(b, &mut mout) as usize;
-                        }
-                        prop_assert_eq!(n, mn);
-                    }
-                    Op::Remove(b) => prop_assert_eq!(p.remove(k(*b)), m.remove(*b)),
-                }
-                let ev: Vec<u64> = out.iter().map(|e| e.key.block()).collect();
-                prop_assert_eq!(&ev, &mout, "evictions at step {} {:?}", i, op);
-                if let Err(e) = p.validate() {
-                    return Err(TestCaseError::fail(format!("step {i} {op:?}: {e}")));
-                }
-                prop_assert!(p.len() <= cap);
-                prop_assert_eq!(p.len(), m.res.len());
+                model::check_step(&mut p, &mut m, i, op)?;
                 for e in &m.res {
                     prop_assert_eq!(p.history_of(e.0), Some(e.1.clone()));
                 }

@@ -9,6 +9,7 @@
 //!
 //! Adding a policy is one new file and one line in the `registry!` invocation below.
 
+use crate::arena::{Arena, Handle, KeyIndex, Keyed, Linked};
 use crate::key::BlockKey;
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{Map, Value};
@@ -24,6 +25,8 @@ pub mod lrfu;
 pub mod lru;
 pub mod lruk;
 pub mod mq;
+mod multilist;
+mod onelist;
 pub mod opt;
 pub mod s3fifo;
 pub mod sieve;
@@ -133,6 +136,14 @@ pub trait Policy: Send + 'static {
         Ok(())
     }
 
+    /// Whether `config` reproduces libcachesim 0.3.5's defects for exact comparisons (`libcachesim_quirks`): the
+    /// policy may then hold more blocks than its capacity (LIRS) or admit nothing (S3-FIFO, 2Q in tiny caches), so
+    /// a live cache refuses it. Default: no.
+    fn libcachesim_quirks(config: &Self::Config) -> bool {
+        let _ = config;
+        false
+    }
+
     /// A policy holding at most `capacity` (>= 1) blocks.
     fn new(capacity: usize, config: &Self::Config) -> Self
     where
@@ -188,6 +199,15 @@ pub(crate) fn prefetch_missing<P: Policy>(
         }
     }
     n
+}
+
+/// Evicts entry `h`, which is on no list, and reports it: drops its key from the index, frees it, and pushes it to
+/// `out` as an unused prefetch if its flag ("prefetched, not yet accessed") is set. For a block that leaves no ghost.
+#[inline]
+pub(crate) fn evict<T: Keyed + Linked>(arena: &mut Arena<T>, index: &mut KeyIndex, h: Handle, out: &mut Vec<Evicted>) {
+    let unused_prefetch = arena[h].links().flag();
+    let key = index.forget(arena, h);
+    out.push(Evicted { key, unused_prefetch });
 }
 
 /// Object-safe view of a [`Policy`], for callers that pick the policy at run time (the live server).
@@ -411,6 +431,18 @@ impl PolicySpec {
         }
         self.visit(preset, Build(capacity))
     }
+
+    /// Whether the configuration under `preset` reproduces libcachesim's defects ([`Policy::libcachesim_quirks`]).
+    pub fn libcachesim_quirks(&self, preset: Preset) -> Result<bool, PolicyError> {
+        struct Quirks;
+        impl PolicyVisitor for Quirks {
+            type Output = bool;
+            fn visit<P: Policy>(self, config: P::Config) -> bool {
+                P::libcachesim_quirks(&config)
+            }
+        }
+        self.visit(preset, Quirks)
+    }
 }
 
 struct CheckVisitor;
@@ -453,6 +485,26 @@ mod tests {
     fn unknown_param_is_an_error_naming_it() {
         let e = PolicySpec::parse("lru(bogus=1)").unwrap_err();
         assert!(e.to_string().contains("bogus"), "{e}");
+    }
+
+    #[test]
+    fn libcachesim_quirks_is_the_configs_flag() {
+        for &k in PolicyKind::ALL {
+            for &p in Preset::ALL {
+                let spec = PolicySpec::new(k);
+                let flag = spec.config(p).unwrap().get("libcachesim_quirks") == Some(&Value::Bool(true));
+                assert_eq!(spec.libcachesim_quirks(p).unwrap(), flag, "{k:?} {p:?}");
+            }
+        }
+        assert!(PolicySpec::parse("lirs(libcachesim_quirks=true)")
+            .unwrap()
+            .libcachesim_quirks(Preset::Default)
+            .unwrap());
+        assert!(!PolicySpec::parse("2q(libcachesim_quirks=false)")
+            .unwrap()
+            .libcachesim_quirks(Preset::Libcachesim)
+            .unwrap());
+        assert!(!PolicySpec::new(PolicyKind::Arc).libcachesim_quirks(Preset::Libcachesim).unwrap());
     }
 
     #[test]

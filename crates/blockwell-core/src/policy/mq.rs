@@ -47,7 +47,7 @@
 //! no allocation after construction.
 
 use super::{Access, Evicted, Outcome, Policy, Preset};
-use crate::arena::{Arena, Handle, KeyIndex, Keyed, Links, List, MAX_ENTRIES};
+use crate::arena::{Arena, Handle, KeyIndex, Links, List, MAX_ENTRIES};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -88,13 +88,7 @@ struct Node {
 }
 
 crate::arena::linked_by_field!(Node);
-
-impl Keyed for Node {
-    #[inline]
-    fn key(&self) -> BlockKey {
-        self.key
-    }
-}
+crate::arena::keyed_by_field!(Node);
 
 /// The MQ policy. Every list's front is its MRU (newest) end.
 #[derive(Clone, Debug)]
@@ -132,12 +126,12 @@ impl Mq {
     #[inline]
     fn remember(&mut self, h: Handle) {
         if self.qout_cap == 0 {
-            self.forget(h);
+            self.index.forget(&mut self.arena, h);
             return;
         }
         if self.qout.len() >= self.qout_cap {
             if let Some(old) = self.qout.pop_back(&mut self.arena) {
-                self.forget(old);
+                self.index.forget(&mut self.arena, old);
             }
         }
         let n = &mut self.arena[h];
@@ -147,24 +141,17 @@ impl Mq {
     }
 
     #[inline]
-    fn forget(&mut self, h: Handle) {
-        self.index.remove(&self.arena, self.arena[h].key);
-        self.arena.free(h);
-    }
-
-    #[inline]
     fn evict_one(&mut self, out: &mut Vec<Evicted>) {
         let Some(q) = self.queues.iter().position(|q| !q.is_empty()) else { return };
         let h = self.queues[q].pop_back(&mut self.arena).expect("non-empty queue");
         self.resident -= 1;
         let n = &self.arena[h];
-        let ev = Evicted { key: n.key, unused_prefetch: n.links.flag() };
-        if ev.unused_prefetch && n.freq == 0 {
-            self.forget(h);
+        if n.links.flag() && n.freq == 0 {
+            super::evict(&mut self.arena, &mut self.index, h, out);
         } else {
+            out.push(Evicted { key: n.key, unused_prefetch: n.links.flag() });
             self.remember(h);
         }
-        out.push(ev);
     }
 
     /// Takes `key` out of `Qout` if it is there, returning its entry (still indexed) and remembered frequency.
@@ -339,7 +326,7 @@ impl Policy for Mq {
                 let q = self.arena[h].queue as usize;
                 self.queues[q].remove(&mut self.arena, h);
                 self.resident -= 1;
-                self.forget(h);
+                self.index.forget(&mut self.arena, h);
                 true
             }
             _ => false,
@@ -414,6 +401,7 @@ impl Policy for Mq {
 
 #[cfg(test)]
 mod tests {
+    use super::super::proptest_model as model;
     use super::*;
     use crate::policy::PolicySpec;
     use proptest::prelude::*;
@@ -572,50 +560,16 @@ mod tests {
         assert_eq!(p.len(), 0);
     }
 
-    #[derive(Clone, Debug)]
-    enum Op {
-        Access(u64),
-        Prefetch(Vec<u64>),
-        Remove(u64),
-    }
-
-    fn op() -> impl Strategy<Value = Op> {
-        prop_oneof![
-            6 => (0u64..24).prop_map(Op::Access),
-            2 => proptest::collection::vec(0u64..24, 1..6).prop_map(Op::Prefetch),
-            1 => (0u64..24).prop_map(Op::Remove),
-        ]
-    }
-
     proptest! {
         #[test]
-        fn invariants_hold_under_random_operations(
+        fn agrees_with_a_set_model(
             cap in 1usize..8,
             queues in 1u32..6,
             life_time in 1u64..12,
             qout_ratio in prop_oneof![Just(0.0), 0.0f64..5.0],
-            ops in proptest::collection::vec(op(), 1..200),
+            ops in proptest::collection::vec(model::op(), 1..200),
         ) {
-            let mut p = Mq::new(cap, &cfg(queues, life_time, qout_ratio));
-            let mut out = Vec::new();
-            for o in ops {
-                match o {
-                    Op::Access(b) => {
-                        let was = p.contains(k(b));
-                        prop_assert_eq!(p.access(Access::new(k(b)), &mut out).is_hit(), was);
-                    }
-                    Op::Prefetch(g) => {
-                        let g: Vec<Access> = g.into_iter().map(|b| Access::new(k(b))).collect();
-                        p.prefetch(&g, &mut out);
-                    }
-                    Op::Remove(b) => {
-                        let was = p.contains(k(b));
-                        prop_assert_eq!(p.remove(k(b)), was);
-                    }
-                }
-                prop_assert!(p.validate().is_ok(), "{:?}", p.validate());
-                prop_assert!(p.len() <= cap);
-            }
+            model::run(Mq::new(cap, &cfg(queues, life_time, qout_ratio)), &ops)?;
         }
     }
 }

@@ -41,7 +41,7 @@
 
 use super::handle_heap::{HandleHeap, HeapSlot};
 use super::{Access, Evicted, Outcome, Policy};
-use crate::arena::{Arena, Handle, KeyIndex, Keyed, Links};
+use crate::arena::{Arena, Handle, KeyIndex, Links};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -62,13 +62,7 @@ struct Node {
 }
 
 crate::arena::linked_by_field!(Node);
-
-impl Keyed for Node {
-    #[inline]
-    fn key(&self) -> BlockKey {
-        self.key
-    }
-}
+crate::arena::keyed_by_field!(Node);
 
 impl HeapSlot for Node {
     #[inline]
@@ -103,11 +97,7 @@ impl Opt {
     #[inline]
     fn evict_top(&mut self, out: &mut Vec<Evicted>) {
         if let Some(h) = self.heap.pop(&mut self.arena, before) {
-            let n = &self.arena[h];
-            let ev = Evicted { key: n.key, unused_prefetch: n.links.flag() };
-            self.index.remove(&self.arena, ev.key);
-            self.arena.free(h);
-            out.push(ev);
+            super::evict(&mut self.arena, &mut self.index, h, out);
         }
     }
 

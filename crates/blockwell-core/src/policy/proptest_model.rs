@@ -63,6 +63,7 @@ pub(crate) fn run_with<P: Policy + Clone>(mut p: P, ops: &[Op], may_decline: boo
         match o {
             &Op::Access(b) => {
                 let r = p.access(Access::new(k(b)), &mut out);
+                prop_assert!(out.len() <= 1, "an access to {} evicted {:?}", b, out);
                 for e in &out {
                     prop_assert!(e.key != k(b), "the accessed block {} was evicted", b);
                     m.evicted(e)?;
@@ -125,5 +126,54 @@ pub(crate) fn run_with<P: Policy + Clone>(mut p: P, ops: &[Op], may_decline: boo
             prop_assert_eq!(p.contains(k(b)), m.resident.contains(&b), "contains({})", b);
         }
     }
+    Ok(())
+}
+
+/// An exact reference model of one policy (a plain, slow transcription of its algorithm): what each step returns
+/// and which blocks it evicts, in order.
+pub(crate) trait Reference {
+    /// A demand access to block `b`; pushes the evicted blocks to `evicted`.
+    fn access(&mut self, b: u64, evicted: &mut Vec<u64>) -> Outcome;
+    /// A prefetch of block `b`; returns whether it was inserted.
+    fn prefetch(&mut self, b: u64, evicted: &mut Vec<u64>) -> bool;
+    fn remove(&mut self, b: u64) -> bool;
+    /// Resident blocks.
+    fn len(&self) -> usize;
+}
+
+/// Runs step `i`, `op`, on `p` and on its reference model `m` and checks that they agree: the outcome, the number
+/// of blocks a prefetch inserted (the model prefetches the group one block at a time), the evicted blocks in order,
+/// the result of a removal, and the number of resident blocks; and that `p` passes `validate()` and keeps to its
+/// capacity.
+pub(crate) fn check_step<P: Policy, M: Reference>(
+    p: &mut P,
+    m: &mut M,
+    i: usize,
+    op: &Op,
+) -> Result<(), TestCaseError> {
+    let (mut out, mut mout) = (Vec::new(), Vec::new());
+    match op {
+        &Op::Access(b) => {
+            let o = p.access(Access::new(k(b)), &mut out);
+            prop_assert_eq!(o, m.access(b, &mut mout), "step {} {:?}", i, op);
+        }
+        Op::Prefetch(bs) => {
+            let group: Vec<Access> = bs.iter().map(|&b| Access::new(k(b))).collect();
+            let n = p.prefetch(&group, &mut out);
+            let mut mn = 0;
+            for &b in bs {
+                mn += m.prefetch(b, &mut mout) as usize;
+            }
+            prop_assert_eq!(n, mn);
+        }
+        &Op::Remove(b) => prop_assert_eq!(p.remove(k(b)), m.remove(b)),
+    }
+    let ev: Vec<u64> = out.iter().map(|e| e.key.block()).collect();
+    prop_assert_eq!(&ev, &mout, "evictions at step {} {:?}", i, op);
+    if let Err(e) = p.validate() {
+        return Err(TestCaseError::fail(format!("step {i} {op:?}: {e}")));
+    }
+    prop_assert!(p.len() <= p.capacity());
+    prop_assert_eq!(p.len(), m.len());
     Ok(())
 }

@@ -68,7 +68,7 @@
 //! scan all of S and then M). No allocation once the arena and index have grown to capacity + ghost size.
 
 use super::{Access, Evicted, Outcome, Policy, Preset};
-use crate::arena::{Arena, Handle, KeyIndex, Keyed, Links, List};
+use crate::arena::{Arena, Handle, KeyIndex, Keyed, Links, List, PackedKey};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -101,8 +101,8 @@ const GHOST_BORN: u8 = 4;
 
 #[derive(Clone, Debug)]
 struct Node {
-    /// The packed key, low word first (two `u32` keep the node 4-byte aligned: 20 bytes instead of 24).
-    key: [u32; 2],
+    /// 4-byte aligned, so the node is 20 bytes, not 24.
+    key: PackedKey,
     /// Flag bit: prefetched, not yet accessed on demand.
     links: Links,
     /// Frequency counter (saturating).
@@ -114,8 +114,7 @@ struct Node {
 impl Node {
     #[inline]
     fn new(key: BlockKey, tag: u8) -> Self {
-        let raw = key.raw();
-        Node { key: [raw as u32, (raw >> 32) as u32], links: Links::default(), freq: 0, tag }
+        Node { key: PackedKey::new(key), links: Links::default(), freq: 0, tag }
     }
 
     #[inline]
@@ -125,13 +124,7 @@ impl Node {
 }
 
 crate::arena::linked_by_field!(Node);
-
-impl Keyed for Node {
-    #[inline]
-    fn key(&self) -> BlockKey {
-        BlockKey::from_raw(((self.key[1] as u64) << 32) | self.key[0] as u64)
-    }
-}
+crate::arena::keyed_by_field!(Node);
 
 /// The S3-FIFO policy. Each list's front is its new end, its back the oldest entry.
 #[derive(Clone, Debug)]
@@ -165,14 +158,6 @@ impl S3Fifo {
         self.small.len() + self.main.len()
     }
 
-    /// Drops `h`, already unlinked, from the index and the arena.
-    #[inline]
-    fn discard(&mut self, h: Handle) {
-        let key = self.arena[h].key();
-        self.index.remove(&self.arena, key);
-        self.arena.free(h);
-    }
-
     /// Evicts one block (libCacheSim's `S3FIFO_evict`).
     #[inline]
     fn evict(&mut self, out: &mut Vec<Evicted>) {
@@ -194,16 +179,16 @@ impl S3Fifo {
                 self.main.push_front(&mut self.arena, h);
                 continue;
             }
-            out.push(Evicted { key: n.key(), unused_prefetch: unused });
             if unused || self.ghost_cap == 0 {
-                self.discard(h);
+                super::evict(&mut self.arena, &mut self.index, h, out);
             } else {
+                out.push(Evicted { key: n.key(), unused_prefetch: false });
                 n.freq = 0;
                 n.tag = GHOST;
                 self.ghost.push_front(&mut self.arena, h);
                 if self.ghost.len() > self.ghost_cap {
                     let old = self.ghost.pop_back(&mut self.arena).expect("ghost over its size is not empty");
-                    self.discard(old);
+                    self.index.forget(&mut self.arena, old);
                 }
             }
             return;
@@ -218,9 +203,8 @@ impl S3Fifo {
                 self.main.move_to_front(&mut self.arena, h);
                 continue;
             }
-            out.push(Evicted { key: n.key(), unused_prefetch: n.links.flag() });
             self.main.remove(&mut self.arena, h);
-            self.discard(h);
+            super::evict(&mut self.arena, &mut self.index, h, out);
             return;
         }
     }
@@ -293,6 +277,10 @@ impl Policy for S3Fifo {
             return Err(format!("move_to_main_threshold must be 0..=255, not {}", c.move_to_main_threshold));
         }
         Ok(())
+    }
+
+    fn libcachesim_quirks(c: &S3FifoConfig) -> bool {
+        c.libcachesim_quirks
     }
 
     fn new(capacity: usize, config: &S3FifoConfig) -> Self {
@@ -390,7 +378,7 @@ impl Policy for S3Fifo {
                 } else {
                     self.small.remove(&mut self.arena, h);
                 }
-                self.discard(h);
+                self.index.forget(&mut self.arena, h);
                 true
             }
             _ => false,

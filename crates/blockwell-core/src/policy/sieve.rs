@@ -32,8 +32,9 @@
 //! clears a visited bit, and only a hit sets one; a single eviction can walk the whole cache (n + 1 steps).
 //! No allocation once the arena and index have grown to the capacity.
 
+use super::onelist::OneList;
 use super::{Access, Evicted, Outcome, Policy};
-use crate::arena::{Arena, Handle, KeyIndex, Keyed, Links, List};
+use crate::arena::{Handle, Keyed, Links, List, PackedKey};
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -44,8 +45,7 @@ pub struct SieveConfig {}
 
 #[derive(Clone, Debug)]
 struct Node {
-    /// The packed key, low word first.
-    key: [u32; 2],
+    key: PackedKey,
     /// Flag bit: prefetched, not yet accessed on demand. Second flag bit: visited.
     links: Links,
 }
@@ -53,8 +53,7 @@ struct Node {
 impl Node {
     #[inline]
     fn new(key: BlockKey) -> Self {
-        let raw = key.raw();
-        Node { key: [raw as u32, (raw >> 32) as u32], links: Links::default() }
+        Node { key: PackedKey::new(key), links: Links::default() }
     }
 
     #[inline]
@@ -69,21 +68,12 @@ impl Node {
 }
 
 crate::arena::linked_by_field!(Node);
-
-impl Keyed for Node {
-    #[inline]
-    fn key(&self) -> BlockKey {
-        BlockKey::from_raw(((self.key[1] as u64) << 32) | self.key[0] as u64)
-    }
-}
+crate::arena::keyed_by_field!(Node);
 
 /// The SIEVE policy. The list's front is the head (newest), its back the tail; the hand walks back to front.
 #[derive(Clone, Debug)]
 pub struct Sieve {
-    capacity: usize,
-    arena: Arena<Node>,
-    index: KeyIndex,
-    list: List,
+    blocks: OneList<Node>,
     /// Where the next sweep starts; `None`: at the tail.
     hand: Option<Handle>,
 }
@@ -92,48 +82,40 @@ impl Sieve {
     /// Runs the hand until one block is evicted.
     #[inline]
     fn evict_one(&mut self, out: &mut Vec<Evicted>) {
-        let Some(mut h) = self.hand.or_else(|| self.list.back()) else {
+        let Some(mut h) = self.hand.or_else(|| self.blocks.list.back()) else {
             return;
         };
         loop {
-            let n = &mut self.arena[h];
+            let n = &mut self.blocks.arena[h];
             if !n.visited() {
                 break;
             }
             n.set_visited(false);
-            h = match List::prev_of(&self.arena, h) {
+            h = match List::prev_of(&self.blocks.arena, h) {
                 Some(p) => p,
-                None => self.list.back().expect("non-empty list"),
+                None => self.blocks.list.back().expect("non-empty list"),
             };
         }
-        self.hand = List::prev_of(&self.arena, h);
-        self.list.remove(&mut self.arena, h);
-        let n = &self.arena[h];
-        let ev = Evicted { key: n.key(), unused_prefetch: n.links.flag() };
-        self.index.remove(&self.arena, ev.key);
-        self.arena.free(h);
-        out.push(ev);
+        self.hand = List::prev_of(&self.blocks.arena, h);
+        self.blocks.evict(h, out);
     }
 
     #[inline]
     fn insert(&mut self, key: BlockKey, prefetched: bool, out: &mut Vec<Evicted>) {
-        while self.arena.len() >= self.capacity {
+        while self.blocks.is_full() {
             self.evict_one(out);
         }
-        let h = self.arena.alloc(Node::new(key));
-        self.arena[h].links.set_flag(prefetched);
-        self.index.insert(&self.arena, h);
-        self.list.push_front(&mut self.arena, h);
+        self.blocks.push_front(Node::new(key), prefetched);
     }
 
     /// Resident (key, visited) pairs from head to tail (for tests and debugging).
     pub fn entries_newest_first(&self) -> Vec<(BlockKey, bool)> {
-        self.list.iter(&self.arena).map(|h| (self.arena[h].key(), self.arena[h].visited())).collect()
+        self.blocks.iter().map(|(_, n)| (n.key(), n.visited())).collect()
     }
 
     /// The key under the hand (`None`: the next sweep starts at the tail).
     pub fn hand(&self) -> Option<BlockKey> {
-        self.hand.map(|h| self.arena[h].key())
+        self.hand.map(|h| self.blocks.arena[h].key())
     }
 }
 
@@ -141,33 +123,26 @@ impl Policy for Sieve {
     type Config = SieveConfig;
 
     fn new(capacity: usize, _config: &SieveConfig) -> Self {
-        assert!(capacity >= 1, "capacity must be at least one block");
-        Sieve {
-            capacity,
-            arena: Arena::with_capacity(capacity),
-            index: KeyIndex::with_capacity(capacity),
-            list: List::new(),
-            hand: None,
-        }
+        Sieve { blocks: OneList::new(capacity), hand: None }
     }
 
     fn capacity(&self) -> usize {
-        self.capacity
+        self.blocks.capacity()
     }
 
     fn len(&self) -> usize {
-        self.arena.len()
+        self.blocks.len()
     }
 
     fn contains(&self, key: BlockKey) -> bool {
-        self.index.get(&self.arena, key).is_some()
+        self.blocks.contains(key)
     }
 
     #[inline]
     fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome {
-        match self.index.get(&self.arena, access.key) {
+        match self.blocks.get(access.key) {
             Some(h) => {
-                let n = &mut self.arena[h];
+                let n = &mut self.blocks.arena[h];
                 if n.links.flag() {
                     n.links.set_flag(false);
                     Outcome::PrefetchHit
@@ -188,13 +163,12 @@ impl Policy for Sieve {
     }
 
     fn remove(&mut self, key: BlockKey) -> bool {
-        match self.index.remove(&self.arena, key) {
+        match self.blocks.index.remove(&self.blocks.arena, key) {
             Some(h) => {
                 if self.hand == Some(h) {
-                    self.hand = List::prev_of(&self.arena, h);
+                    self.hand = List::prev_of(&self.blocks.arena, h);
                 }
-                self.list.remove(&mut self.arena, h);
-                self.arena.free(h);
+                self.blocks.arena.free_from(&mut self.blocks.list, h);
                 true
             }
             None => false,
@@ -202,10 +176,9 @@ impl Policy for Sieve {
     }
 
     fn validate(&self) -> Result<(), String> {
-        crate::arena::check_one_list(&self.list, &self.arena, &self.index, self.capacity)?;
+        self.blocks.validate()?;
         let mut hand_seen = self.hand.is_none();
-        for h in self.list.iter(&self.arena) {
-            let n = &self.arena[h];
+        for (h, n) in self.blocks.iter() {
             if n.links.flag() && n.visited() {
                 return Err(format!("key {}: unaccessed prefetched block marked visited", n.key()));
             }
@@ -218,7 +191,7 @@ impl Policy for Sieve {
     }
 
     fn heap_bytes(&self) -> usize {
-        self.arena.heap_bytes() + self.index.heap_bytes()
+        self.blocks.heap_bytes()
     }
 }
 

@@ -46,8 +46,9 @@
 //! **Cost.** O(1) per access, prefetched block, eviction and removal. No allocation per access: the arena and the
 //! index are sized for c + Kout entries up front, and an A1out hit reuses the ghost's arena slot and index entry.
 
+use super::multilist::{MultiList, LIST};
 use super::{Access, Evicted, Outcome, Policy, Preset};
-use crate::arena::{Arena, Handle, KeyIndex, Keyed, Links, List};
+use crate::arena::Handle;
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -71,91 +72,39 @@ impl Default for TwoQConfig {
     }
 }
 
-/// Which queue an entry is on.
+/// Which queue an entry is on (its whole state).
 const A1IN: u8 = 0;
 const AM: u8 = 1;
 const A1OUT: u8 = 2;
 
-#[derive(Clone, Debug)]
-struct Node {
-    /// The key's raw `u64` split in two so that the entry is 4-byte aligned (20 bytes instead of 24).
-    key: [u32; 2],
-    /// The flag bit is "prefetched, not yet accessed" (never set on A1out keys).
-    links: Links,
-    state: u8,
-}
-
-impl Node {
-    #[inline]
-    fn new(key: BlockKey, state: u8) -> Self {
-        let raw = key.raw();
-        Node { key: [raw as u32, (raw >> 32) as u32], links: Links::default(), state }
-    }
-}
-
-crate::arena::linked_by_field!(Node);
-
-impl Keyed for Node {
-    #[inline]
-    fn key(&self) -> BlockKey {
-        BlockKey::from_raw(u64::from(self.key[0]) | (u64::from(self.key[1]) << 32))
-    }
-}
-
-/// The 2Q policy. Each queue's front is its newest (MRU) end.
+/// The 2Q policy. Each queue's front is its newest (MRU) end. An entry's flag bit is "prefetched, not yet
+/// accessed" (never set on A1out keys).
 #[derive(Clone, Debug)]
 pub struct TwoQ {
-    capacity: usize,
     /// Kin: A1in is paged out from only while it holds more than this.
     kin: usize,
     /// Kout: most keys A1out remembers.
     kout: usize,
-    arena: Arena<Node>,
-    /// Resident blocks and A1out keys alike.
-    index: KeyIndex,
-    a1in: List,
-    am: List,
-    a1out: List,
+    lists: MultiList<3>,
 }
 
 impl TwoQ {
-    #[inline]
-    fn resident(&self) -> usize {
-        self.a1in.len() + self.am.len()
-    }
-
-    /// Forgets entry `h` (on no list).
-    #[inline]
-    fn forget(&mut self, h: Handle) {
-        let key = self.arena[h].key();
-        self.index.remove(&self.arena, key);
-        self.arena.free(h);
-    }
-
     /// The paper's `reclaimfor`: pages out one block when the cache is full.
     #[inline]
     fn reclaim(&mut self, out: &mut Vec<Evicted>) {
-        while self.resident() >= self.capacity {
-            if self.a1in.len() > self.kin || self.am.is_empty() {
-                let Some(h) = self.a1in.pop_back(&mut self.arena) else { return };
-                let n = &self.arena[h];
-                let unused_prefetch = n.links.flag();
-                out.push(Evicted { key: n.key(), unused_prefetch });
-                if unused_prefetch || self.kout == 0 {
-                    self.forget(h);
+        let l = &mut self.lists;
+        while l.resident() >= l.capacity() {
+            if l.len(A1IN) > self.kin || l.is_empty(AM) {
+                let Some(h) = l.pop_back(A1IN) else { return };
+                if self.kout == 0 {
+                    l.evict(h, out);
                 } else {
-                    if self.a1out.len() >= self.kout {
-                        if let Some(g) = self.a1out.pop_back(&mut self.arena) {
-                            self.forget(g);
-                        }
-                    }
-                    self.arena[h].state = A1OUT;
-                    self.a1out.push_front(&mut self.arena, h);
+                    // An unused prefetch is forgotten; any other block's key goes to A1out.
+                    l.retire(h, A1OUT, out);
+                    l.trim(A1OUT, self.kout);
                 }
-            } else if let Some(h) = self.am.pop_back(&mut self.arena) {
-                let n = &self.arena[h];
-                out.push(Evicted { key: n.key(), unused_prefetch: n.links.flag() });
-                self.forget(h);
+            } else if let Some(h) = l.pop_back(AM) {
+                l.evict(h, out);
             }
         }
     }
@@ -164,20 +113,15 @@ impl TwoQ {
     #[inline]
     fn admit(&mut self, key: BlockKey, prefetched: bool, out: &mut Vec<Evicted>) {
         self.reclaim(out);
-        let h = self.arena.alloc(Node::new(key, A1IN));
-        self.arena[h].links.set_flag(prefetched);
-        self.index.insert(&self.arena, h);
-        self.a1in.push_front(&mut self.arena, h);
+        self.lists.insert(key, A1IN, prefetched);
     }
 
     /// A key found in A1out (already unlinked from it) becomes a block at Am's MRU end.
     #[inline]
     fn promote(&mut self, h: Handle, prefetched: bool, out: &mut Vec<Evicted>) {
         self.reclaim(out);
-        let n = &mut self.arena[h];
-        n.state = AM;
-        n.links.set_flag(prefetched);
-        self.am.push_front(&mut self.arena, h);
+        self.lists.node_mut(h).links.set_flag(prefetched);
+        self.lists.push_front(h, AM);
     }
 
     /// Kin and Kout, in blocks.
@@ -187,8 +131,7 @@ impl TwoQ {
 
     /// Keys of A1in, Am and A1out, each newest first (for tests and debugging).
     pub fn queues(&self) -> [Vec<BlockKey>; 3] {
-        let keys = |l: &List| l.iter(&self.arena).map(|h| self.arena[h].key()).collect();
-        [keys(&self.a1in), keys(&self.am), keys(&self.a1out)]
+        [A1IN, AM, A1OUT].map(|l| self.lists.keys(l))
     }
 }
 
@@ -218,6 +161,10 @@ impl Policy for TwoQ {
         Ok(())
     }
 
+    fn libcachesim_quirks(c: &TwoQConfig) -> bool {
+        c.libcachesim_quirks
+    }
+
     fn new(capacity: usize, config: &TwoQConfig) -> Self {
         assert!(capacity >= 1, "capacity must be at least one block");
         if let Err(e) = Self::check_config(config) {
@@ -226,51 +173,39 @@ impl Policy for TwoQ {
         let kin = scaled(capacity, config.a_in_ratio).min(capacity);
         let kin = if config.libcachesim_quirks { kin } else { kin.max(1) };
         let kout = scaled(capacity, config.a_out_ratio);
-        let entries = capacity.saturating_add(kout);
-        // Every miss removes and inserts keys, and hashbrown rehashes in place only while at most half full
-        // (else it grows), so under churn the index settles at twice its entries: size it so from the start.
-        TwoQ {
-            capacity,
-            kin,
-            kout,
-            arena: Arena::with_capacity(entries),
-            index: KeyIndex::with_capacity(entries),
-            a1in: List::new(),
-            am: List::new(),
-            a1out: List::new(),
-        }
+        TwoQ { kin, kout, lists: MultiList::new(capacity, capacity.saturating_add(kout)) }
     }
 
     fn capacity(&self) -> usize {
-        self.capacity
+        self.lists.capacity()
     }
 
     fn len(&self) -> usize {
-        self.resident()
+        self.lists.resident()
     }
 
     fn contains(&self, key: BlockKey) -> bool {
-        self.index.get(&self.arena, key).is_some_and(|h| self.arena[h].state != A1OUT)
+        self.lists.contains(key)
     }
 
     #[inline]
     fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome {
-        let Some(h) = self.index.get(&self.arena, access.key) else {
+        let Some(h) = self.lists.get(access.key) else {
             if self.kin > 0 {
                 self.admit(access.key, false, out);
             }
             return Outcome::Miss;
         };
-        match self.arena[h].state {
+        match self.lists.node(h).state {
             A1IN => {}
-            AM => self.am.move_to_front(&mut self.arena, h),
+            AM => self.lists.move_to_front(h),
             _ => {
-                self.a1out.remove(&mut self.arena, h);
+                self.lists.unlink(h);
                 self.promote(h, false, out);
                 return Outcome::Miss;
             }
         }
-        let links = &mut self.arena[h].links;
+        let links = &mut self.lists.node_mut(h).links;
         if links.flag() {
             links.set_flag(false);
             Outcome::PrefetchHit
@@ -285,9 +220,9 @@ impl Policy for TwoQ {
             return 0; // nothing is admitted (see the module docs)
         }
         for a in group {
-            match self.index.get(&self.arena, a.key) {
-                Some(h) if self.arena[h].state == A1OUT => {
-                    self.a1out.remove(&mut self.arena, h);
+            match self.lists.get(a.key) {
+                Some(h) if self.lists.node(h).state == A1OUT => {
+                    self.lists.unlink(h);
                     self.promote(h, true, out);
                 }
                 Some(_) => continue, // resident: a prefetch is not a reference
@@ -299,59 +234,35 @@ impl Policy for TwoQ {
     }
 
     fn remove(&mut self, key: BlockKey) -> bool {
-        let Some(h) = self.index.get(&self.arena, key) else { return false };
-        match self.arena[h].state {
-            A1IN => self.a1in.remove(&mut self.arena, h),
-            AM => self.am.remove(&mut self.arena, h),
-            _ => return false, // ghost history is kept
-        }
-        self.forget(h);
-        true
+        self.lists.remove(key)
     }
 
     fn validate(&self) -> Result<(), String> {
-        let queues = [(A1IN, &self.a1in, "A1in"), (AM, &self.am, "Am"), (A1OUT, &self.a1out, "A1out")];
-        let mut total = 0;
-        for (id, list, name) in queues {
-            list.check(&self.arena).map_err(|e| format!("{name}: {e}"))?;
-            total += list.len();
-            for h in list.iter(&self.arena) {
-                let n = &self.arena[h];
-                let key = n.key();
-                if n.state != id {
-                    return Err(format!("key {key} on {name} but its state says queue {}", n.state));
-                }
-                if id == A1OUT && n.links.flag() {
-                    return Err(format!("ghost key {key} carries the prefetch flag"));
-                }
-                if self.index.get(&self.arena, key) != Some(h) {
-                    return Err(format!("key {key} on {name} but not indexed to its entry"));
-                }
+        self.lists.validate(["A1in", "Am", "A1out"], |_, n| {
+            if n.state & !LIST != 0 {
+                return Err(format!("stray state bits {:#x}", n.state));
             }
-        }
-        let (a1in, am, a1out) = (self.a1in.len(), self.am.len(), self.a1out.len());
-        if a1in + am > self.capacity {
-            return Err(format!("|A1in| + |Am| = {a1in} + {am} > c = {}", self.capacity));
-        }
+            Ok(())
+        })?;
+        let a1out = self.lists.len(A1OUT);
         if a1out > self.kout {
             return Err(format!("|A1out| = {a1out} > Kout = {}", self.kout));
         }
+        let total = self.lists.resident() + a1out;
         if self.kin == 0 && total > 0 {
             return Err(format!("Kin = 0 admits nothing, yet {total} entries"));
-        }
-        if self.index.len() != total || self.arena.len() != total {
-            return Err(format!("queues hold {total} entries, index {}, arena {}", self.index.len(), self.arena.len()));
         }
         Ok(())
     }
 
     fn heap_bytes(&self) -> usize {
-        self.arena.heap_bytes() + self.index.heap_bytes()
+        self.lists.heap_bytes()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::proptest_model as model;
     use super::*;
     use proptest::prelude::*;
 
@@ -537,22 +448,11 @@ mod tests {
 
     #[test]
     fn entry_is_20_bytes() {
-        assert_eq!(std::mem::size_of::<Node>(), 20, "the module docs state the metadata per entry");
-    }
-
-    #[derive(Clone, Debug)]
-    enum Op {
-        Access(u64),
-        Prefetch(Vec<u64>),
-        Remove(u64),
-    }
-
-    fn op() -> impl Strategy<Value = Op> {
-        prop_oneof![
-            6 => (0u64..24).prop_map(Op::Access),
-            2 => proptest::collection::vec(0u64..24, 1..5).prop_map(Op::Prefetch),
-            1 => (0u64..24).prop_map(Op::Remove),
-        ]
+        assert_eq!(
+            std::mem::size_of::<super::super::multilist::Node>(),
+            20,
+            "the module docs state the metadata per entry"
+        );
     }
 
     /// The paper's full 2Q with libCacheSim's sizes, on plain vectors (index 0 = newest), O(n) per step.
@@ -606,40 +506,16 @@ mod tests {
 
     proptest! {
         #[test]
-        fn invariants_hold(
+        fn agrees_with_a_set_model(
             cap in 1usize..12,
             a_in in 0.05f64..0.95,
             a_out in 0.0f64..2.0,
             quirks in proptest::bool::ANY,
-            ops in proptest::collection::vec(op(), 1..300),
+            ops in proptest::collection::vec(model::op(), 1..300),
         ) {
-            let mut p = TwoQ::new(cap, &TwoQConfig { a_in_ratio: a_in, a_out_ratio: a_out, libcachesim_quirks: quirks });
-            let mut out = Vec::new();
-            for o in ops {
-                out.clear();
-                match o {
-                    Op::Access(b) => {
-                        let was = p.contains(k(b));
-                        let r = p.access(Access::new(k(b)), &mut out);
-                        prop_assert_eq!(r.is_hit(), was);
-                        prop_assert!(out.len() <= 1);
-                        for e in &out {
-                            prop_assert!(e.key != k(b) && !p.contains(e.key), "evicted {:?}", e.key);
-                        }
-                    }
-                    Op::Prefetch(bs) => {
-                        let g: Vec<Access> = bs.iter().map(|&b| Access::new(k(b))).collect();
-                        p.prefetch(&g, &mut out);
-                    }
-                    Op::Remove(b) => {
-                        let was = p.contains(k(b));
-                        prop_assert_eq!(p.remove(k(b)), was);
-                        prop_assert!(!p.contains(k(b)));
-                    }
-                }
-                p.validate().map_err(TestCaseError::fail)?;
-                prop_assert!(p.len() <= cap);
-            }
+            let config = TwoQConfig { a_in_ratio: a_in, a_out_ratio: a_out, libcachesim_quirks: quirks };
+            // With the quirks, a cache whose Kin rounds down to 0 admits nothing.
+            model::run_with(TwoQ::new(cap, &config), &ops, quirks)?;
         }
 
         #[test]

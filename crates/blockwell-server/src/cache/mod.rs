@@ -271,8 +271,7 @@ impl<B: Backend + 'static> Drop for CachedBackend<B> {
 impl<B: Backend> Inner<B> {
     fn new(backend: B, config: CachedConfig, async_tx: Option<SyncSender<Job>>) -> Result<Self, CachedError> {
         let cc = CacheConfig::new(config.block_size, config.capacity_bytes)?;
-        let resolved = config.policy.config(config.preset)?;
-        if resolved.get("libcachesim_quirks") == Some(&serde_json::Value::Bool(true)) {
+        if config.policy.libcachesim_quirks(config.preset)? {
             return Err(CachedError::Quirks {
                 policy: config.policy.label().to_string(),
                 preset: config.preset.name(),
