@@ -162,13 +162,28 @@ impl<P: DynPolicy + ?Sized> BlockCache<P> {
     /// next access to block `i` of the request (OPT needs it); an empty slice means unknown.
     #[inline]
     pub fn access_blocks(&mut self, op: Op, first: BlockKey, n: u64, next_use: &[u64], plan: &mut Plan) {
+        self.step(op, first, n, next_use, plan, |p, a, out| p.access(a, out));
+    }
+
+    /// The request step, with the policy's access given (through [`DynPolicy`], or the concrete type's
+    /// [`crate::Policy::access`]).
+    #[inline(always)]
+    fn step(
+        &mut self,
+        op: Op,
+        first: BlockKey,
+        n: u64,
+        next_use: &[u64],
+        plan: &mut Plan,
+        mut access: impl FnMut(&mut P, Access, &mut Vec<Evicted>) -> Outcome,
+    ) {
         plan.clear();
         let mut key = first;
         let mut hits = 0u64;
         for i in 0..n as usize {
             let nu = next_use.get(i).copied().unwrap_or(NEVER);
             let before = plan.victims.len();
-            match self.policy.access(Access::with_next_use(key, nu), &mut plan.victims) {
+            match access(&mut self.policy, Access::with_next_use(key, nu), &mut plan.victims) {
                 Outcome::Hit => hits += 1,
                 Outcome::PrefetchHit => {
                     hits += 1;
@@ -190,6 +205,16 @@ impl<P: DynPolicy + ?Sized> BlockCache<P> {
         if hits == n {
             s.request_hits += 1;
         }
+    }
+
+    /// [`BlockCache::access_blocks`] on the concrete policy type: the policy's own `access` (not its
+    /// object-safe face) is called, so it inlines into the caller's loop (the simulator's replay).
+    #[inline]
+    pub fn access_blocks_static(&mut self, op: Op, first: BlockKey, n: u64, next_use: &[u64], plan: &mut Plan)
+    where
+        P: crate::Policy,
+    {
+        self.step(op, first, n, next_use, plan, |p, a, out| crate::Policy::access(p, a, out));
     }
 
     /// Inserts one prefetch group (blocks read together). Returns how many blocks were inserted; evictions

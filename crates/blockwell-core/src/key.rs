@@ -83,12 +83,17 @@ impl fmt::Display for BlockKey {
 /// `(first, count)`. A zero-length request touches no block (`count == 0`).
 #[inline]
 pub fn block_span(offset: u64, len: u64, block_size: u64) -> (u64, u64) {
-    debug_assert!(block_size.is_power_of_two());
+    // Every cache block size is a power of two: shifts, not the two 64-bit divisions (tens of cycles each, on
+    // every request of a replay).
+    let (first, last) = if block_size.is_power_of_two() {
+        let shift = block_size.trailing_zeros();
+        (offset >> shift, (offset + len.saturating_sub(1)) >> shift)
+    } else {
+        (offset / block_size, (offset + len.saturating_sub(1)) / block_size)
+    };
     if len == 0 {
-        return (offset / block_size, 0);
+        return (first, 0);
     }
-    let first = offset / block_size;
-    let last = (offset + (len - 1)) / block_size;
     (first, last - first + 1)
 }
 
@@ -114,6 +119,7 @@ mod tests {
         assert_eq!(block_span(4095, 2, 4096), (0, 2));
         assert_eq!(block_span(8192, 1, 4096), (2, 1));
         assert_eq!(block_span(100, 0, 4096), (0, 0));
+        assert_eq!(block_span(1000, 2000, 1000), (1, 2), "a block size that is not a power of two divides");
         // cloudphysics example: lbn 40409911 * 512, 6656 bytes
         let off = 40_409_911u64 * 512;
         assert_eq!(block_span(off, 6656, 4096), (off / 4096, (off + 6655) / 4096 - off / 4096 + 1));

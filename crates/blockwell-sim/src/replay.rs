@@ -12,7 +12,7 @@ use blockwell_core::admission::AdmissionSpec;
 use blockwell_core::cache::{BlockCache, CacheConfig, CacheError, Plan};
 use blockwell_core::key::{block_span, BlockKey};
 use blockwell_core::level::{self, CacheLevel, LevelConfig, StepPlan};
-use blockwell_core::policy::{Policy, PolicyError, PolicySpec, PolicyVisitor, Preset, NEVER};
+use blockwell_core::policy::{DynPolicy, Policy, PolicyError, PolicySpec, PolicyVisitor, Preset, NEVER};
 use blockwell_core::prefetch::{PrefetchError, PrefetcherKind, PrefetcherSpec};
 use blockwell_core::{Op, Stats};
 use blockwell_trace::{Request, TraceError, TraceReader};
@@ -182,8 +182,10 @@ impl Filter {
         }
     }
 
-    /// `Ok(None)` when the request is filtered out.
-    fn convert(&mut self, r: &Request, names: &[String]) -> Result<Option<BlockReq>, ReplayError> {
+    /// `Ok(None)` when the request is filtered out. (The error is boxed: a small `Result` is returned in
+    /// registers, on every request of a replay.)
+    #[inline]
+    fn convert(&mut self, r: &Request, names: &[String]) -> Result<Option<BlockReq>, Box<ReplayError>> {
         self.index += 1;
         if self.reads_only && r.op == Op::Write {
             return Ok(None);
@@ -203,14 +205,23 @@ impl Filter {
         if n == 0 {
             return Ok(None);
         }
-        let bad = |message: String| ReplayError::Request { index: self.index, message };
-        if n > u32::MAX as u64 {
-            return Err(bad(format!("length {} is absurd", r.len)));
+        // The last block in range implies the first is (keys of one volume are consecutive).
+        match BlockKey::new(r.volume, first + (n - 1)) {
+            Some(last) if n <= u32::MAX as u64 => {
+                Ok(Some(BlockReq { first: BlockKey::from_raw(last.raw() - (n - 1)), n: n as u32, op: r.op }))
+            }
+            _ => Err(self.bad(r, n)),
         }
-        let key = BlockKey::new(r.volume, first)
-            .filter(|_| BlockKey::new(r.volume, first + n - 1).is_some())
-            .ok_or_else(|| bad(format!("volume {} offset {} is beyond the addressable range", r.volume, r.offset)))?;
-        Ok(Some(BlockReq { first: key, n: n as u32, op: r.op }))
+    }
+
+    #[cold]
+    fn bad(&self, r: &Request, n: u64) -> Box<ReplayError> {
+        let message = if n > u32::MAX as u64 {
+            format!("length {} is absurd", r.len)
+        } else {
+            format!("volume {} offset {} is beyond the addressable range", r.volume, r.offset)
+        };
+        Box::new(ReplayError::Request { index: self.index, message })
     }
 }
 
@@ -233,7 +244,7 @@ fn scan(
         }
         let mut reqs = Vec::with_capacity(n);
         for r in &raw {
-            if let Some(b) = filter.convert(r, reader.volumes())? {
+            if let Some(b) = filter.convert(r, reader.volumes()).map_err(|e| *e)? {
                 reqs.push(b);
             }
         }
@@ -298,64 +309,29 @@ trait Runner: Send {
     fn finish(self: Box<Self>) -> (Stats, usize);
 }
 
-/// How one simulated cache steps.
-enum Step<P: Policy> {
-    /// No prefetcher, admission or cutoff: a request is the policy's own step, on the concrete type, so the
-    /// policy's code inlines into the replay loop.
-    Plain(BlockCache<P>),
-    /// The whole cache step, through the policy's object-safe face.
-    Full(CacheLevel),
-}
-
-struct SimCache<P: Policy> {
-    step: Step<P>,
+/// A cache with no prefetcher, admission or cutoff: a request is the policy's own step, on the concrete type, so
+/// the policy's code inlines into this loop (kept apart from [`LevelCache`] so that nothing else shares the
+/// loop's inlining budget).
+struct PlainCache<P: Policy> {
+    cache: BlockCache<P>,
     plan: Plan,
-    step_plan: StepPlan,
-    block_size: u64,
     validate: bool,
 }
 
-impl<P: Policy> SimCache<P> {
-    fn reset_stats(&mut self) {
-        match &mut self.step {
-            Step::Plain(c) => c.reset_stats(),
-            Step::Full(l) => l.reset_stats(),
-        }
-    }
-
-    fn validate(&self) -> Result<(), String> {
-        match &self.step {
-            Step::Plain(c) => c.policy().validate(),
-            Step::Full(l) => l.validate(),
-        }
-    }
-}
-
-impl<P: Policy> Runner for SimCache<P> {
+impl<P: Policy> Runner for PlainCache<P> {
     fn run(&mut self, batch: &Batch, warmup: u64) {
         let mut at = 0usize;
         let with_next = !batch.next_use.is_empty();
         for (i, r) in batch.reqs.iter().enumerate() {
             if warmup > 0 && batch.start + i as u64 == warmup {
-                self.reset_stats();
+                self.cache.reset_stats();
             }
             let n = r.n as usize;
             let nu = if with_next { &batch.next_use[at..at + n] } else { &[][..] };
-            match &mut self.step {
-                Step::Plain(c) => c.access_blocks(r.op, r.first, n as u64, nu, &mut self.plan),
-                Step::Full(l) => {
-                    let req = level::Request {
-                        next_use: nu,
-                        ..level::Request::blocks(r.op, r.first, n as u64, self.block_size)
-                    };
-                    l.access(&req, &mut self.step_plan);
-                    // Reads complete at once: nothing is in flight at the next request.
-                    l.complete_all();
-                }
-            }
+            self.cache.access_blocks_static(r.op, r.first, n as u64, nu, &mut self.plan);
             at += n;
             if self.validate {
-                if let Err(e) = self.validate() {
+                if let Err(e) = self.cache.policy().validate() {
                     panic!("invariant broken after request {}: {e}", batch.start + i as u64);
                 }
             }
@@ -363,10 +339,43 @@ impl<P: Policy> Runner for SimCache<P> {
     }
 
     fn finish(self: Box<Self>) -> (Stats, usize) {
-        match self.step {
-            Step::Plain(c) => (*c.stats(), c.policy().len()),
-            Step::Full(l) => (*l.stats(), l.policy().len()),
+        (*self.cache.stats(), self.cache.policy().len())
+    }
+}
+
+/// A cache with a prefetcher, admission or a cutoff: the whole cache step, through the policy's object-safe face.
+struct LevelCache {
+    level: CacheLevel,
+    plan: StepPlan,
+    validate: bool,
+}
+
+impl Runner for LevelCache {
+    fn run(&mut self, batch: &Batch, warmup: u64) {
+        let mut at = 0usize;
+        let with_next = !batch.next_use.is_empty();
+        let bs = self.level.config().cache.block_size;
+        for (i, r) in batch.reqs.iter().enumerate() {
+            if warmup > 0 && batch.start + i as u64 == warmup {
+                self.level.reset_stats();
+            }
+            let n = r.n as usize;
+            let nu = if with_next { &batch.next_use[at..at + n] } else { &[][..] };
+            let req = level::Request { next_use: nu, ..level::Request::blocks(r.op, r.first, n as u64, bs) };
+            self.level.access(&req, &mut self.plan);
+            // Reads complete at once: nothing is in flight at the next request.
+            self.level.complete_all();
+            at += n;
+            if self.validate {
+                if let Err(e) = self.level.validate() {
+                    panic!("invariant broken after request {}: {e}", batch.start + i as u64);
+                }
+            }
         }
+    }
+
+    fn finish(self: Box<Self>) -> (Stats, usize) {
+        (*self.level.stats(), self.level.policy().len())
     }
 }
 
@@ -380,22 +389,17 @@ impl PolicyVisitor for MakeRunner<'_> {
     type Output = Result<Box<dyn Runner>, PrefetchError>;
     fn visit<P: Policy>(self, config: P::Config) -> Self::Output {
         let policy = P::new(self.config.cache.capacity_blocks(), &config);
-        let step = if self.config.is_plain() && self.prefetch.kind == PrefetcherKind::NoPrefetch {
-            Step::Plain(BlockCache::new(self.config.cache, Box::new(policy)))
-        } else {
-            let prefetcher = match self.prefetch.kind {
-                PrefetcherKind::NoPrefetch => None,
-                _ => Some(self.prefetch.build(self.config.cache.block_size)?),
-            };
-            Step::Full(CacheLevel::new(self.config, Box::new(policy), prefetcher))
+        if self.config.is_plain() && self.prefetch.kind == PrefetcherKind::NoPrefetch {
+            let cache = BlockCache::new(self.config.cache, Box::new(policy));
+            return Ok(Box::new(PlainCache { cache, plan: Plan::default(), validate: self.validate }));
+        }
+        let prefetcher = match self.prefetch.kind {
+            PrefetcherKind::NoPrefetch => None,
+            _ => Some(self.prefetch.build(self.config.cache.block_size)?),
         };
-        Ok(Box::new(SimCache {
-            step,
-            plan: Plan::default(),
-            step_plan: StepPlan::default(),
-            block_size: self.config.cache.block_size,
-            validate: self.validate,
-        }))
+        let policy: Box<dyn DynPolicy> = Box::new(policy);
+        let level = CacheLevel::new(self.config, policy, prefetcher);
+        Ok(Box::new(LevelCache { level, plan: StepPlan::default(), validate: self.validate }))
     }
 }
 

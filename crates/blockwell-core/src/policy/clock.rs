@@ -169,7 +169,7 @@ impl Policy for Clock {
         self.blocks.contains(key)
     }
 
-    #[inline]
+    #[inline(always)]
     fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome {
         match self.blocks.get(access.key) {
             Some(h) => {

@@ -203,7 +203,7 @@ pub(crate) fn prefetch_missing<P: Policy>(
 
 /// Evicts entry `h`, which is on no list, and reports it: drops its key from the index, frees it, and pushes it to
 /// `out` as an unused prefetch if its flag ("prefetched, not yet accessed") is set. For a block that leaves no ghost.
-#[inline]
+#[inline(always)]
 pub(crate) fn evict<T: Keyed + Linked>(arena: &mut Arena<T>, index: &mut KeyIndex, h: Handle, out: &mut Vec<Evicted>) {
     let unused_prefetch = arena[h].links().flag();
     let key = index.forget(arena, h);

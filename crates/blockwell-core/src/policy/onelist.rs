@@ -73,8 +73,9 @@ impl<T: Keyed + Linked> OneList<T> {
     }
 
     /// Stores `entry`, whose key is not resident, at the front of the list, flagged `prefetched`. The caller has
-    /// made room.
-    #[inline]
+    /// made room. (Inlined into its callers: passed by value through memory, the 16-byte entry would be written
+    /// as two halves and read back whole, which the store buffer cannot forward.)
+    #[inline(always)]
     pub fn push_front(&mut self, entry: T, prefetched: bool) -> Handle {
         let h = self.arena.alloc(entry);
         self.arena[h].links_mut().set_flag(prefetched);
@@ -85,7 +86,7 @@ impl<T: Keyed + Linked> OneList<T> {
 
     /// FIFO's and LRU's insertion: evicts the back (oldest) entry while the cache is full, then stores `entry` at
     /// the front as [`OneList::push_front`] does.
-    #[inline]
+    #[inline(always)]
     pub fn push_front_evicting_back(&mut self, entry: T, prefetched: bool, out: &mut Vec<Evicted>) {
         while self.is_full() {
             let Some(h) = self.list.back() else { break };
