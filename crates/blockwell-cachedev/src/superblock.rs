@@ -58,9 +58,10 @@ impl CacheMode {
 impl std::str::FromStr for CacheMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Self::ALL.into_iter().find(|m| m.name().eq_ignore_ascii_case(s.trim())).ok_or_else(|| {
-            format!("unknown mode '{s}' (known: write-back, write-through, write-around, read-only)")
-        })
+        Self::ALL
+            .into_iter()
+            .find(|m| m.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| format!("unknown mode '{s}' (known: write-back, write-through, write-around, read-only)"))
     }
 }
 

@@ -20,12 +20,15 @@ enum Command {
     Sim(cmd::sim::Args),
     /// Miss-ratio curve: exact LRU in one pass (stack distances) or SHARDS-sampled.
     Mrc(cmd::mrc::Args),
-    /// Serve a file or block device through a RAM cache over NBD (TCP or a Unix socket).
+    /// Serve a file or block device through a RAM cache and a persistent cache device over NBD.
     Serve(cmd::serve::Args),
     /// Print the counters of a running `blockwell serve --control`, one line per export (or JSON).
     Status(cmd::status::Args),
     /// Export a cached file or device as one file through FUSE (for losetup + mkfs + mount).
     Mount(cmd::mount::Args),
+    /// The persistent cache device (--cache-dev): format, check, status, flush, detach, mode.
+    #[command(subcommand)]
+    Cache(cmd::cache::Command),
     /// Trace tools: stats, gen, convert.
     #[command(subcommand)]
     Trace(cmd::trace::Command),
@@ -73,6 +76,7 @@ fn run() -> anyhow::Result<ExitCode> {
         Command::Serve(a) => cmd::serve::run(a),
         Command::Status(a) => cmd::status::run(a),
         Command::Mount(a) => cmd::mount::run(a),
+        Command::Cache(c) => cmd::cache::run(c),
         Command::Trace(c) => cmd::trace::run(c),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Disk(c) => cmd::disk::run(c),

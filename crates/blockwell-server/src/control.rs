@@ -2,9 +2,14 @@
 //! endpoint. Both are small std-only server threads that take a closure rendering the reply, so they know
 //! nothing about exports or counters.
 //!
-//! Control protocol (one request per connection): the client sends one line (`status` or `status json`,
-//! newline-terminated, at most 1 KiB), the server answers with the rendered text and closes the connection.
-//! An unknown request gets one line starting with `error: `.
+//! Control protocol (one request per connection): the client sends one line, newline-terminated, at most 1 KiB,
+//! and the server answers with the rendered text and closes the connection:
+//! - `status`, `status json`: the counters;
+//! - `cache flush [EXPORT]`: write every dirty block of the cache devices (of one export) back to the origin;
+//! - `cache mode MODE [EXPORT]`: switch the cache devices' mode (leaving write-back cleans first).
+//!
+//! The cache commands answer `ok: ...` or `error: ...` once done. An unknown request gets one line starting
+//! with `error: `.
 //!
 //! Metrics: HTTP/1.1 `GET /metrics` answers `200` with `text/plain; version=0.0.4`; any other path `404`,
 //! any other method `405`. One request per connection (`Connection: close`).
@@ -40,30 +45,45 @@ pub enum ControlError {
 }
 
 /// A request on the control socket.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
     /// `status`: one dmsetup-like line per export.
     Status,
     /// `status json`: one JSON document.
     StatusJson,
+    /// `cache flush [EXPORT]`: clean every dirty block of the cache devices (of the export named).
+    CacheFlush(Option<String>),
+    /// `cache mode MODE [EXPORT]`: switch the cache devices' write mode.
+    CacheMode(blockwell_cachedev::CacheMode, Option<String>),
 }
 
 impl Request {
     /// Parses one request line.
     pub fn parse(line: &str) -> Option<Request> {
         let words: Vec<&str> = line.split_whitespace().collect();
+        let name = |w: Option<&&str>| w.map(|s| s.to_string());
         match words.as_slice() {
             ["status"] => Some(Request::Status),
             ["status", "json"] => Some(Request::StatusJson),
+            ["cache", "flush"] | ["cache", "flush", _] => Some(Request::CacheFlush(name(words.get(2)))),
+            ["cache", "mode", m] | ["cache", "mode", m, _] => {
+                Some(Request::CacheMode(m.parse().ok()?, name(words.get(3))))
+            }
             _ => None,
         }
     }
 
     /// The request line, as sent by [`request`].
-    pub fn as_line(self) -> &'static str {
+    pub fn as_line(&self) -> String {
+        let named = |base: String, n: &Option<String>| match n {
+            Some(n) => format!("{base} {n}"),
+            None => base,
+        };
         match self {
-            Request::Status => "status",
-            Request::StatusJson => "status json",
+            Request::Status => "status".into(),
+            Request::StatusJson => "status json".into(),
+            Request::CacheFlush(n) => named("cache flush".into(), n),
+            Request::CacheMode(m, n) => named(format!("cache mode {m}"), n),
         }
     }
 }
@@ -83,8 +103,13 @@ pub fn default_control_path() -> PathBuf {
 
 /// Sends one request to the control socket at `path` and returns the reply.
 pub fn request(path: &Path, req: Request) -> io::Result<String> {
+    request_within(path, req, IO_TIMEOUT)
+}
+
+/// [`request`], waiting up to `timeout` for the reply (a cache flush takes as long as the origin needs).
+pub fn request_within(path: &Path, req: Request, timeout: Duration) -> io::Result<String> {
     let mut s = UnixStream::connect(path)?;
-    s.set_read_timeout(Some(IO_TIMEOUT))?;
+    s.set_read_timeout(Some(timeout))?;
     s.write_all(format!("{}\n", req.as_line()).as_bytes())?;
     s.shutdown(std::net::Shutdown::Write)?;
     let mut out = String::new();
@@ -184,7 +209,10 @@ fn answer_control(mut c: UnixStream, render: &ControlFn) -> io::Result<()> {
     BufReader::new((&c).take(MAX_REQUEST)).read_line(&mut line)?;
     let reply = match Request::parse(&line) {
         Some(r) => render(r),
-        None => format!("error: unknown request '{}' (known: status, status json)\n", line.trim()),
+        None => format!(
+            "error: unknown request '{}' (known: status, status json, cache flush [EXPORT], cache mode MODE [EXPORT])\n",
+            line.trim()
+        ),
     };
     c.write_all(reply.as_bytes())
 }
@@ -267,11 +295,18 @@ mod tests {
             Arc::new(|r| match r {
                 Request::Status => "a: line\n".into(),
                 Request::StatusJson => "{}\n".into(),
+                other => format!("ok: {}\n", other.as_line()),
             }),
         )
         .unwrap();
         assert_eq!(request(&p, Request::Status).unwrap(), "a: line\n");
         assert_eq!(request(&p, Request::StatusJson).unwrap(), "{}\n");
+        let flush = Request::CacheFlush(Some("disk".into()));
+        assert_eq!(request(&p, flush).unwrap(), "ok: cache flush disk\n");
+        let mode = Request::CacheMode(blockwell_cachedev::CacheMode::WriteThrough, None);
+        assert_eq!(request(&p, mode).unwrap(), "ok: cache mode write-through\n");
+        assert_eq!(Request::parse("cache mode bogus"), None);
+        assert_eq!(Request::parse("cache flush a b"), None);
         let mut s = UnixStream::connect(&p).unwrap();
         s.write_all(b"reboot\n").unwrap();
         let mut out = String::new();

@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+pub mod cache;
 pub mod common;
 pub mod demo;
 pub mod disk;
@@ -15,6 +16,7 @@ pub mod plot;
 pub mod serve;
 pub mod sim;
 pub mod status;
+pub mod tier;
 pub mod trace;
 pub mod tsim;
 

@@ -8,7 +8,7 @@
 
 use super::serve::{control_path, serve_control, Live, StackArgs};
 use anyhow::Context;
-use blockwell_server::cache::WriteMode;
+use blockwell_cachedev::CacheMode;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,7 +45,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     let (backend, stats) = a.stack.build()?;
     let mode = a.stack.write_mode();
-    let read_only = mode == WriteMode::ReadOnly;
+    let read_only = mode == CacheMode::ReadOnly;
     let source = a.stack.backend.clone().unwrap_or_default();
     let live = Arc::new(vec![Live::new(&a.name, &a.stack, backend.size(), mode, stats.clone())]);
     let control = a.control.as_deref().map(control_path);

@@ -15,7 +15,9 @@
 use super::options::{
     de, defaults, deserialize_from_str, parse_arg, AdmitArgs, BlockSize, CacheArgs, FixedSize, Fraction, One,
 };
+use super::tier::{Tier, TierArgs};
 use anyhow::{anyhow, bail, Context};
+use blockwell_cachedev::CacheMode;
 use blockwell_core::admission::AdmissionSpec;
 use blockwell_core::dedup::Category;
 use blockwell_core::policy::{PolicySpec, Preset};
@@ -64,11 +66,18 @@ pub struct StackArgs {
     #[serde(skip)]
     pub admit: AdmitArgs,
 
+    // The persistent cache device. In a config file, the same keys in the export's table.
+    #[command(flatten)]
+    #[serde(skip)]
+    pub tier: TierArgs,
+
     /// Write mode: write-through (a write is acknowledged once the backend has it; FLUSH and FUA reach the
-    /// backend as fdatasync), write-around (writes go to the backend and drop cached copies), read-only.
-    #[arg(long, value_name = "MODE", default_value = "write-through", value_parser = parse_arg::<WriteMode>)]
+    /// backend as fdatasync), write-around (writes go to the backend and drop cached copies), read-only, or
+    /// write-back (with --cache-dev: a write is acknowledged once the cache device has it; FLUSH makes it and
+    /// the metadata that finds it durable there; the cleaner writes it to the backend later).
+    #[arg(long, value_name = "MODE", default_value = "write-through", value_parser = parse_arg::<CacheMode>)]
     #[serde(deserialize_with = "de::from_str")]
-    pub mode: WriteMode,
+    pub mode: CacheMode,
 
     /// Emulate a slow device under the cache: `hdd` (8 ms + 100 MB/s per request, one head), `ssd`, a disk
     /// model of `blockwell disk list` (`wd1200bb`, `cheetah9lp`, `barracuda`, `sata-ssd`...: seek, rotation and
@@ -156,9 +165,16 @@ pub struct StackStats {
     pub cache: Option<Arc<CachedBackend<Box<dyn Backend>>>>,
     pub content: Option<Arc<ContentBackend<Box<dyn Backend>>>>,
     pub delay: Option<Arc<DelayBackend<FileBackend>>>,
+    /// The persistent cache device, when there is one.
+    pub tier: Option<Arc<Tier>>,
 }
 
 impl StackStats {
+    /// The cache device's counters.
+    pub fn tier(&self) -> Option<blockwell_server::tier::TierSnapshot> {
+        self.tier.as_ref().map(|t| t.snapshot())
+    }
+
     /// The cache's counters (for a content export: its counters in the same shape).
     pub fn snapshot(&self) -> Option<StatsSnapshot> {
         match (&self.cache, &self.content) {
@@ -192,11 +208,20 @@ impl StackArgs {
     }
 
     /// The write mode, from `mode` and `read_only` together.
-    pub fn write_mode(&self) -> WriteMode {
+    pub fn write_mode(&self) -> CacheMode {
         if self.read_only {
-            WriteMode::ReadOnly
+            CacheMode::ReadOnly
         } else {
             self.mode
+        }
+    }
+
+    /// What the RAM cache does with writes: under a write-back cache device, write-through into it.
+    fn ram_mode(mode: CacheMode) -> WriteMode {
+        match mode {
+            CacheMode::WriteBack | CacheMode::WriteThrough => WriteMode::WriteThrough,
+            CacheMode::WriteAround => WriteMode::WriteAround,
+            CacheMode::ReadOnly => WriteMode::ReadOnly,
         }
     }
 
@@ -236,8 +261,15 @@ impl StackArgs {
         if self.admit.sequential_cutoff.0 != 0 {
             bail!("{} cannot be combined with {content} ({why})", self.key("sequential_cutoff"));
         }
-        if self.write_mode() == WriteMode::WriteAround {
-            bail!("{} write-around cannot be combined with {content} (write-through or read-only)", self.key("mode"));
+        if matches!(self.write_mode(), CacheMode::WriteAround | CacheMode::WriteBack) {
+            bail!(
+                "{} {} cannot be combined with {content} (write-through or read-only)",
+                self.key("mode"),
+                self.write_mode()
+            );
+        }
+        if self.tier.cache_dev.is_some() {
+            bail!("{} cannot be combined with {content}", self.key("cache_dev"));
         }
         if !self.toml_keys {
             self.content_args().config()?;
@@ -247,11 +279,25 @@ impl StackArgs {
 
     /// Checks the options together without opening anything (each was checked when parsed).
     pub fn check(&self) -> anyhow::Result<()> {
-        self.check_content()
+        self.check_content()?;
+        if self.tier.cache_dev.is_none() {
+            if self.write_mode() == CacheMode::WriteBack {
+                bail!(
+                    "{} write-back needs {} (a RAM cache would lose acknowledged writes in a crash)",
+                    self.key("mode"),
+                    self.key("cache_dev")
+                );
+            }
+            if self.tier.cache_dev_size.is_some() {
+                bail!("{} needs {}", self.key("cache_dev_size"), self.key("cache_dev"));
+            }
+        }
+        Ok(())
     }
 
     /// The cache's configuration, or `None` for `cache = 0`.
-    fn cache_config(&self, mode: WriteMode) -> Option<CachedConfig> {
+    fn cache_config(&self, mode: CacheMode) -> Option<CachedConfig> {
+        let mode = Self::ram_mode(mode);
         let block_size = self.cache.block_size.get();
         let capacity_bytes = self.cache.cache.bytes(block_size);
         (capacity_bytes != 0).then(|| CachedConfig {
@@ -278,9 +324,9 @@ impl StackArgs {
         store: Option<&Arc<ContentStore>>,
     ) -> anyhow::Result<(Arc<dyn Backend>, Option<StackStats>)> {
         let mode = self.write_mode();
-        self.check_content()?;
+        self.check()?;
         let path = self.backend.as_ref().ok_or_else(|| anyhow!("{} is required", self.key("backend")))?;
-        let read_only = mode == WriteMode::ReadOnly;
+        let read_only = mode == CacheMode::ReadOnly;
         let file = FileBackend::open(path, FileOptions { read_only, direct: self.direct })
             .with_context(|| self.key("backend"))?;
         let (lower, delay): (Box<dyn Backend>, _) = match self.delay.config() {
@@ -290,19 +336,30 @@ impl StackArgs {
                 (Box::new(d.clone()), Some(d))
             }
         };
+        let (lower, tier): (Box<dyn Backend>, _) = match &self.tier.cache_dev {
+            None => (lower, None),
+            Some(_) => {
+                let t = self
+                    .tier
+                    .build(lower, path, self.cache.block_size.get(), mode, self.cache.preset, |k| self.key(k))?;
+                (Box::new(t.clone()), Some(t))
+            }
+        };
         if self.content {
             let store = match store {
                 Some(s) => s.clone(),
                 None => self.content_args().build()?,
             };
             let c = Arc::new(store.attach(lower, read_only).with_context(|| self.key("content"))?);
-            return Ok((c.clone(), Some(StackStats { cache: None, content: Some(c), delay })));
+            return Ok((c.clone(), Some(StackStats { cache: None, content: Some(c), delay, tier })));
         }
         let Some(config) = self.cache_config(mode) else {
-            return Ok((Arc::from(lower), delay.map(|d| StackStats { cache: None, content: None, delay: Some(d) })));
+            let stats =
+                (delay.is_some() || tier.is_some()).then_some(StackStats { cache: None, content: None, delay, tier });
+            return Ok((Arc::from(lower), stats));
         };
         let cached = Arc::new(CachedBackend::new(lower, config).with_context(|| self.key("cache"))?);
-        Ok((cached.clone(), Some(StackStats { cache: Some(cached), content: None, delay })))
+        Ok((cached.clone(), Some(StackStats { cache: Some(cached), content: None, delay, tier })))
     }
 }
 
@@ -503,6 +560,7 @@ impl ServeConfig {
                 let mut stack: StackArgs = t.take()?;
                 stack.cache = t.take()?;
                 stack.admit = t.take()?;
+                stack.tier = t.take()?;
                 t.finish()?;
                 Ok(stack)
             })()
@@ -512,6 +570,7 @@ impl ServeConfig {
                 Some(b) => Some(base.join(b)),
                 None => bail!("{file}: {export}: missing key 'backend'"),
             };
+            stack.tier.cache_dev = stack.tier.cache_dev.map(|d| base.join(d));
             if stack.content {
                 if let Some(k) = content_keys.iter().find(|k| t.had(k)) {
                     bail!(
@@ -803,14 +862,14 @@ pub(crate) struct Live {
     name: String,
     backend: PathBuf,
     size: u64,
-    mode: WriteMode,
+    mode: CacheMode,
     policy: String,
     stats: Option<StackStats>,
 }
 
 impl Live {
     /// The export `name` of the stack `stack` (already built, with the counters `stats`).
-    pub(crate) fn new(name: &str, stack: &StackArgs, size: u64, mode: WriteMode, stats: Option<StackStats>) -> Live {
+    pub(crate) fn new(name: &str, stack: &StackArgs, size: u64, mode: CacheMode, stats: Option<StackStats>) -> Live {
         let policy = match stats.as_ref().map(|s| (&s.cache, &s.content)) {
             Some((Some(_), _)) => stack.cache.policy.kind.name().to_string(),
             Some((None, Some(c))) => c.store().config().policy.kind.name().to_string(),
@@ -849,6 +908,10 @@ impl Live {
             s.push(' ');
             s.push_str(&content_fields(&c));
         }
+        if let Some(t) = self.stats.as_ref().and_then(|x| x.tier()) {
+            s.push(' ');
+            s.push_str(&super::tier::status_fields(&t));
+        }
         // REDCAP's state when it is the prefetcher: on or off (its activation algorithm) and switches so far.
         match self.stats.as_ref().and_then(|x| x.snapshot()) {
             Some(c) if c.redcap_active.is_some() => {
@@ -871,6 +934,7 @@ impl Live {
             "cache": stats.and_then(|s| s.snapshot()),
             "delay": stats.and_then(|s| s.delay()),
             "content": stats.and_then(|s| s.content()),
+            "cache_dev": stats.and_then(|s| s.tier()),
             "redcap": stats.and_then(|s| s.snapshot()).and_then(|c| {
                 c.redcap_active.map(|a| json!({"active": a, "switches": c.redcap_switches}))
             }),
@@ -1041,6 +1105,19 @@ fn metrics_text(live: &[Live]) -> String {
             }
         }
     }
+    let tiers: Vec<(&Live, blockwell_server::tier::TierSnapshot)> =
+        live.iter().filter_map(|l| Some((l, l.stats.as_ref()?.tier()?))).collect();
+    if !tiers.is_empty() {
+        for (name, ty, help, get) in super::tier::metric_families() {
+            head(&mut out, name, ty, help);
+            for (l, t) in &tiers {
+                for (extra, v) in get(t) {
+                    let sep = if extra.is_empty() { "" } else { "," };
+                    let _ = writeln!(out, "{name}{{export=\"{}\"{sep}{extra}}} {v}", label(&l.name));
+                }
+            }
+        }
+    }
     let contents: Vec<(&Live, ContentSnapshot)> =
         live.iter().filter_map(|l| Some((l, l.stats.as_ref()?.content()?))).collect();
     if !contents.is_empty() {
@@ -1192,7 +1269,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         if let Some(d) = &e.description {
             export = export.description(d);
         }
-        if mode == WriteMode::ReadOnly {
+        if mode == CacheMode::ReadOnly {
             export = export.read_only();
         }
         exports.push(export);
@@ -1291,6 +1368,21 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     drop(ctl);
     drop(metrics);
     for l in live.iter() {
+        if let Some(t) = l.stats.as_ref().and_then(|s| s.tier.as_ref()) {
+            // A clean shutdown of the cache device: everything committed, marked clean, dirty blocks kept.
+            if let Err(e) = t.shutdown() {
+                log.event("error", json!({"name": l.name, "cache_dev": e.to_string()}));
+            }
+        }
+        let tier = l.stats.as_ref().and_then(|s| s.tier());
+        if let Some(t) = &tier {
+            log.event("summary", json!({"name": l.name, "cache_dev": t}));
+            println!(
+                "blockwell: {}{}",
+                if live.len() == 1 { String::new() } else { format!("{}: ", l.name) },
+                super::tier::status_fields(t)
+            );
+        }
         let snap = l.stats.as_ref().and_then(|s| s.snapshot());
         let content = l.stats.as_ref().and_then(|s| s.content());
         log.event(
@@ -1313,8 +1405,34 @@ pub(crate) fn serve_control(path: &Path, live: Arc<Vec<Live>>) -> anyhow::Result
     let render = Arc::new(move |r: Request| match r {
         Request::Status => status_text(&live),
         Request::StatusJson => status_json(&live),
+        Request::CacheFlush(name) => {
+            cache_command(&live, name.as_deref(), |t| t.clean_all().map(|n| format!("{n} block(s) written back")))
+        }
+        Request::CacheMode(mode, name) => {
+            cache_command(&live, name.as_deref(), |t| t.set_mode(mode).map(|()| format!("now {mode}")))
+        }
     });
     control::serve_control(path, render).context("--control")
+}
+
+/// Runs `f` on the cache device of every export (or of the one named), one reply line each.
+fn cache_command(live: &[Live], name: Option<&str>, f: impl Fn(&Tier) -> std::io::Result<String>) -> String {
+    let mut out = String::new();
+    for l in live.iter().filter(|l| name.map_or(true, |n| n == l.name)) {
+        let Some(t) = l.stats.as_ref().and_then(|s| s.tier.as_ref()) else { continue };
+        let _ = match f(t) {
+            Ok(msg) => writeln!(out, "ok: {}: {msg}", l.name),
+            Err(e) => writeln!(out, "error: {}: {e}", l.name),
+        };
+    }
+    if out.is_empty() {
+        match name {
+            Some(n) => format!("error: no export named {n} with a cache device\n"),
+            None => "error: no export has a cache device\n".to_string(),
+        }
+    } else {
+        out
+    }
 }
 
 /// `--control` as given: without a path, the default socket.
@@ -1476,7 +1594,7 @@ mod tests {
             name: "a\"b".into(),
             backend: "/x".into(),
             size: 1 << 20,
-            mode: WriteMode::ReadOnly,
+            mode: CacheMode::ReadOnly,
             policy: "none".into(),
             stats: None,
         }];

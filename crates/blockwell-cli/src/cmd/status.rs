@@ -76,6 +76,7 @@ pub fn text(v: &Value) -> String {
             Some(c) if c.is_object() => c,
             _ => {
                 let _ = writeln!(out, "  cache       off");
+                cache_dev(&mut out, e);
                 continue;
             }
         };
@@ -141,13 +142,94 @@ pub fn text(v: &Value) -> String {
                 let _ = writeln!(out, "  redcap      n/a");
             }
         }
+        cache_dev(&mut out, e);
     }
     out
+}
+
+/// The lines of an export's cache device (`cache_dev` in the JSON), FlashCache- and dm-cache-style.
+fn cache_dev(out: &mut String, e: &Value) {
+    let Some(t) = e.get("cache_dev").filter(|x| x.is_object()) else { return };
+    let n = |k: &str| t.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let s = |k: &str| t.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let pct = t.get("dirty_percent").and_then(Value::as_f64).unwrap_or(0.0);
+    let _ = writeln!(
+        out,
+        "  cache dev   {}, {}, {} slots of {} B, {} cached, {} dirty ({pct:.1} %), cleaner {}",
+        s("mode"),
+        s("policy"),
+        n("slots"),
+        n("block_size"),
+        n("cached_blocks"),
+        n("dirty_blocks"),
+        s("cleaner")
+    );
+    let (rh, rm) = (n("read_hits"), n("read_misses"));
+    let (wh, wm) = (n("write_hits"), n("write_misses"));
+    let _ = writeln!(
+        out,
+        "  dev reads   blocks {rh} hits, {rm} misses, hit ratio {}; {} promoted, {} uncached requests",
+        ratio(rh, rh + rm),
+        n("promotions"),
+        n("uncached_reads")
+    );
+    let _ = writeln!(
+        out,
+        "  dev writes  blocks {wh} hits, {wm} misses, hit ratio {}; {} absorbed by dirty blocks, {} uncached requests",
+        ratio(wh, wh + wm),
+        n("dirty_write_hits"),
+        n("uncached_writes")
+    );
+    let _ = writeln!(
+        out,
+        "  cleaning    {} blocks written back in {}; {} dirty and {} clean blocks evicted",
+        n("cleaned_blocks"),
+        requests(n("clean_writes")),
+        n("dirty_evictions"),
+        n("demotions")
+    );
+    let errors =
+        ["dev_read_errors", "dev_write_errors", "checksum_failures", "origin_read_errors", "origin_write_errors"];
+    let _ = writeln!(
+        out,
+        "  dev errors  {}; {}",
+        errors.iter().map(|k| format!("{} {}", k.replace('_', " "), n(k))).collect::<Vec<_>>().join(", "),
+        match t.get("degraded").and_then(Value::as_str) {
+            Some(why) => format!("DEGRADED: {why}"),
+            None => "healthy".to_string(),
+        }
+    );
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cache_device_gets_its_own_lines() {
+        let v: Value = serde_json::from_str(
+            r#"{"exports": [{"name": "d", "backend": "d.img", "size": 1048576, "mode": "write-back", "policy": "none",
+                 "cache": null, "cache_dev": {"mode": "write-back", "policy": "arc", "slots": 100, "block_size": 4096,
+                 "cached_blocks": 40, "dirty_blocks": 5, "dirty_percent": 5.0, "cleaner": "none", "read_hits": 3,
+                 "read_misses": 1, "write_hits": 2, "write_misses": 2, "promotions": 1, "uncached_reads": 0,
+                 "dirty_write_hits": 1, "uncached_writes": 0, "cleaned_blocks": 7, "clean_writes": 2,
+                 "dirty_evictions": 1, "demotions": 0, "degraded": "cache device write failed: EIO"}}]}"#,
+        )
+        .unwrap();
+        let t = text(&v);
+        assert!(
+            t.contains(
+                "  cache       off\n  cache dev   write-back, arc, 100 slots of 4096 B, 40 cached, 5 dirty (5.0 %)"
+            ),
+            "{t}"
+        );
+        assert!(t.contains("dev reads   blocks 3 hits, 1 misses, hit ratio 0.7500; 1 promoted"), "{t}");
+        assert!(
+            t.contains("cleaning    7 blocks written back in 2 requests; 1 dirty and 0 clean blocks evicted"),
+            "{t}"
+        );
+        assert!(t.contains("DEGRADED: cache device write failed: EIO"), "{t}");
+    }
 
     #[test]
     fn labelled_lines_with_hit_ratios() {

@@ -402,7 +402,7 @@ impl<O: Backend> Inner<O> {
         if config.policy.kind.needs_next_use() {
             return Err(TierError::Offline(config.policy.label().to_string()));
         }
-        if config.policy.config(config.preset)?.get("libcachesim_quirks") == Some(&serde_json::Value::Bool(true)) {
+        if config.policy.libcachesim_quirks(config.preset)? {
             return Err(TierError::Quirks { policy: config.policy.label().to_string(), preset: config.preset.name() });
         }
         let size = origin.size();

@@ -1,0 +1,203 @@
+//! `blockwell cache`: the persistent cache device offline (format, check, status, flush, detach) and, through a
+//! running server's control socket, flush and mode switch.
+
+use super::options::{parse_arg, BlockSize};
+use super::tier::{format, origin_identity};
+use anyhow::{anyhow, bail, Context};
+use blockwell_cachedev::check::check;
+use blockwell_cachedev::{CacheMode, FileDev};
+use blockwell_server::control::{self, Request};
+use blockwell_server::file::{FileBackend, FileOptions};
+use blockwell_server::tier::{BackendDev, TierBackend, TierConfig};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(clap::Subcommand, Debug)]
+pub enum Command {
+    /// Format a file or block device as a cache device for the origin ORIGIN (refused over an existing cache
+    /// device unless --force).
+    Format {
+        /// The cache device.
+        path: PathBuf,
+        /// The origin (backend) it will cache; a regular file gets an identity attribute
+        /// (user.blockwell.origin).
+        #[arg(long, value_name = "PATH")]
+        origin: PathBuf,
+        /// Block size of the cache, a power of two from 512 B to 1 MiB.
+        #[arg(long, value_name = "SIZE", default_value = "4KiB", value_parser = parse_arg::<BlockSize>)]
+        block_size: BlockSize,
+        /// The mode recorded (serve's --mode decides at each start).
+        #[arg(long, value_name = "MODE", default_value = "write-back", value_parser = parse_arg::<CacheMode>)]
+        mode: CacheMode,
+        /// Overwrite a device that holds a Blockwell cache (its dirty blocks are lost).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Verify a cache device offline: superblocks, slot table, journal, mapping. Exit 1 when it finds a problem.
+    Check {
+        path: PathBuf,
+        /// Also check that the device belongs to this origin.
+        #[arg(long, value_name = "PATH")]
+        origin: Option<PathBuf>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Describe a cache device: its origin, mode, state, and how many blocks it holds and how many are dirty.
+    Status {
+        path: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write every dirty block back to the origin: of the device PATH (not in use), or of a running server's
+    /// cache devices (--control).
+    Flush {
+        /// The cache device (offline).
+        #[arg(required_unless_present = "control")]
+        path: Option<PathBuf>,
+        /// The origin (default: the one the device records).
+        #[arg(long, value_name = "PATH")]
+        origin: Option<PathBuf>,
+        /// A running `blockwell serve --control PATH` (or `mount`): flush its cache devices.
+        #[arg(long, value_name = "PATH", conflicts_with_all = ["path", "origin"])]
+        control: Option<PathBuf>,
+        /// With --control: only this export's.
+        #[arg(long, requires = "control")]
+        export: Option<String>,
+    },
+    /// Write every dirty block back, then mark the device detached: the origin alone is current and can be
+    /// used without the cache (lvmcache's --splitcache). The next start over it finds it empty.
+    Detach {
+        path: PathBuf,
+        #[arg(long, value_name = "PATH")]
+        origin: Option<PathBuf>,
+    },
+    /// Switch the write mode of a running server's cache devices (leaving write-back writes every dirty block
+    /// back first).
+    Mode {
+        /// write-back, write-through, write-around or read-only.
+        #[arg(value_parser = parse_arg::<CacheMode>)]
+        mode: CacheMode,
+        #[arg(long, value_name = "PATH")]
+        control: Option<PathBuf>,
+        #[arg(long)]
+        export: Option<String>,
+    },
+}
+
+pub fn run(c: Command) -> anyhow::Result<ExitCode> {
+    match c {
+        Command::Format { path, origin, block_size, mode, force } => {
+            let size = FileBackend::open(&origin, FileOptions { read_only: true, direct: false })
+                .with_context(|| format!("--origin {}", origin.display()))?;
+            let size = blockwell_server::backend::Backend::size(&size);
+            let sb = format(&path, &origin, size, block_size.get(), mode, force)?;
+            println!(
+                "blockwell: formatted {} for {} ({} B): {} slots of {} B, uuid {}",
+                path.display(),
+                origin.display(),
+                size,
+                sb.geometry.slots,
+                sb.geometry.block_size,
+                sb.uuid_string()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Check { path, origin, json } => {
+            let dev = open_dev(&path, true)?;
+            let id = match &origin {
+                Some(o) => Some(origin_identity(o, file_size(o)?, false)?.0),
+                None => None,
+            };
+            let r = check(&dev, id).with_context(|| path.display().to_string())?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                print!("{}", r.text());
+            }
+            Ok(if r.ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        Command::Status { path, json } => {
+            let dev = open_dev(&path, true)?;
+            let r = check(&dev, None).with_context(|| path.display().to_string())?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                print!("{}", r.text());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Flush { path: Some(path), origin, control: None, .. } => {
+            let tier = open_offline(&path, origin.as_deref())?;
+            let n = tier.clean_all().with_context(|| path.display().to_string())?;
+            tier.close().with_context(|| path.display().to_string())?;
+            println!("blockwell: {}: {n} dirty block(s) written back", path.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Flush { control: Some(c), export, .. } => remote(&c, Request::CacheFlush(export)),
+        Command::Flush { .. } => bail!("give the cache device PATH, or --control"),
+        Command::Detach { path, origin } => {
+            let tier = open_offline(&path, origin.as_deref())?;
+            let before = tier.snapshot().dirty_blocks;
+            tier.detach().with_context(|| path.display().to_string())?;
+            println!(
+                "blockwell: {}: detached ({before} dirty block(s) written back); the origin is current",
+                path.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Mode { mode, control, export } => {
+            let c = control.unwrap_or_else(control::default_control_path);
+            remote(&c, Request::CacheMode(mode, export))
+        }
+    }
+}
+
+fn file_size(p: &Path) -> anyhow::Result<u64> {
+    let f = FileBackend::open(p, FileOptions { read_only: true, direct: false })?;
+    Ok(blockwell_server::backend::Backend::size(&f))
+}
+
+fn open_dev(path: &Path, read_only: bool) -> anyhow::Result<FileDev> {
+    FileDev::open(path, read_only).with_context(|| format!("opening {}", path.display()))
+}
+
+/// Opens the cache device `path` over its origin (given, or as recorded), in the mode it records, with no
+/// background cleaning.
+fn open_offline(path: &Path, origin: Option<&Path>) -> anyhow::Result<TierBackend<FileBackend>> {
+    let r = check(&open_dev(path, true)?, None).with_context(|| path.display().to_string())?;
+    if let Some(p) = r.problems.first() {
+        bail!("{}: {p} (`blockwell cache check` lists every problem)", path.display());
+    }
+    let origin: PathBuf = match origin {
+        Some(o) => o.to_path_buf(),
+        None if !r.origin_path.is_empty() => PathBuf::from(&r.origin_path),
+        None => bail!("{}: the device records no origin path; give --origin", path.display()),
+    };
+    let o = FileBackend::open(&origin, FileOptions { read_only: false, direct: false })
+        .with_context(|| format!("origin {}", origin.display()))?;
+    let size = blockwell_server::backend::Backend::size(&o);
+    let (id, _) = origin_identity(&origin, size, false)?;
+    let mode: CacheMode = r.mode.parse().map_err(|e: String| anyhow!(e))?;
+    let mut cfg = TierConfig::new(id, origin.display().to_string());
+    cfg.mode = mode;
+    cfg.cleaner = blockwell_core::cleaner::CleanerSpec::None;
+    let file = FileBackend::open(path, FileOptions { read_only: false, direct: false })
+        .with_context(|| format!("opening {}", path.display()))?;
+    let dev: Arc<dyn blockwell_cachedev::Dev> = Arc::new(BackendDev(file));
+    TierBackend::open(o, dev, cfg).with_context(|| path.display().to_string())
+}
+
+/// Sends a cache command to a running server and prints its reply; any `error:` line fails the command.
+fn remote(socket: &Path, req: Request) -> anyhow::Result<ExitCode> {
+    let reply = control::request_within(socket, req, Duration::from_secs(24 * 3600)).map_err(|e| {
+        anyhow!("cannot connect to {} ({e}) (is blockwell serve or mount running with --control?)", socket.display())
+    })?;
+    print!("{reply}");
+    if let Some(line) = reply.lines().find(|l| l.starts_with("error: ")) {
+        bail!("{}: {}", socket.display(), line.trim_start_matches("error: "));
+    }
+    Ok(ExitCode::SUCCESS)
+}
