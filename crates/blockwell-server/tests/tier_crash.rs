@@ -8,7 +8,7 @@
 //! - what the recovered cache serves is what reaches the origin when it is cleaned and detached (no value
 //!   changes without a write).
 //!
-//! `BLOCKWELL_CRASH_POINTS` sets the crash instants per workload (default 400; the script
+//! `BLOCKWELL_CRASH_POINTS` sets the crash instants per workload (default 600; the script
 //! `scripts/crash.sh` runs 100,000). Workloads: one client with overwrites, TRIM, WRITE_ZEROES, FUA and
 //! cleaning; three concurrent clients on overlapping ranges with the background cleaner running.
 
@@ -181,7 +181,7 @@ fn on(ops: &[Op], s: u64) -> Vec<(Op, Option<(u64, u64)>)> {
 }
 
 fn points() -> usize {
-    std::env::var("BLOCKWELL_CRASH_POINTS").ok().and_then(|v| v.parse().ok()).unwrap_or(400)
+    std::env::var("BLOCKWELL_CRASH_POINTS").ok().and_then(|v| v.parse().ok()).unwrap_or(600)
 }
 
 /// Crashes at `count` instants spread over the run (every logged event's tick is a candidate), each with a
@@ -243,6 +243,7 @@ fn power_loss_one_client_overwrites_trim_zeroes_fua() {
     drop(t);
     let n = crash_many(&clock, (&cache, &origin), &ops, (start, points()), 1, "one client");
     assert!(n >= points());
+    eprintln!("one client: {} operations, {n} crash instants, every one recovered and checked", ops.len());
 }
 
 #[test]
@@ -272,4 +273,110 @@ fn power_loss_three_concurrent_clients_with_the_background_cleaner() {
     drop(t);
     let n = crash_many(&clock, (&cache, &origin), &ops, (start, points()), 2, "three clients");
     assert!(n >= points());
+    eprintln!("three clients: {} operations, {n} crash instants, every one recovered and checked", ops.len());
+}
+
+#[test]
+fn cleaning_a_block_rewritten_in_a_new_slot_never_lets_an_older_clean_copy_come_back() {
+    // The block's clean copy is evicted (its slot's FREE record not yet committed), the block is rewritten
+    // whole into a new slot and cleaned. If the cleaner reached the origin before that FREE record was durable,
+    // a crash would leave the old clean copy mapped: served after recovery, while the origin holds the newer
+    // bytes, which would come back once the copy left the cache.
+    let (clock, cache, origin) = devices(CACHE, ORIGIN, CacheMode::WriteBack);
+    let mut cfg = config(ORIGIN as u64, CacheMode::WriteBack);
+    cfg.reserve = Some(64);
+    let t = open(cache.clone(), origin.clone(), cfg);
+    let b = 7u64;
+    t.write_at(&pattern(1, b * BS, BS as usize), b * BS, false).unwrap();
+    t.clean_all().unwrap();
+    // Evict it: read enough other blocks (nothing is committed meanwhile).
+    let slots = t.snapshot().capacity_blocks;
+    let mut buf = vec![0u8; BS as usize];
+    for k in 0..slots + 8 {
+        t.read_at(&mut buf, (100 + k) * BS).unwrap();
+    }
+    assert!(t.snapshot().demotions > 0);
+    let start = clock.now();
+    t.write_at(&pattern(2, b * BS, BS as usize), b * BS, false).unwrap();
+    t.clean_pass().unwrap();
+    let _ = t.clean_all();
+    // Crash at every instant since the rewrite, as kill -9 would (every write kept) and as power loss would.
+    let end = clock.now() + 1;
+    let (mut rc, mut ro) = (cache.replay(), origin.replay());
+    for tick in start..=end {
+        for mode in [CrashMode { keep: 1.0, tear: false }, CrashMode { keep: 0.0, tear: false }] {
+            let ci = rc.image_at(tick, mode, &mut || 0.5);
+            let oi = ro.image_at(tick, mode, &mut || 0.5);
+            let o = Arc::new(CrashDev::with_contents(oi, Clock::new()));
+            let r = blockwell_server::tier::TierBackend::open(
+                DevOrigin(o.clone()),
+                Arc::new(MemDev::from_bytes(ci)) as Arc<dyn Dev>,
+                config(ORIGIN as u64, CacheMode::WriteBack),
+            )
+            .unwrap();
+            let mut got = vec![0u8; BS as usize];
+            r.read_at(&mut got, b * BS).unwrap();
+            let id = sector_id(&got[..512], b * 8);
+            assert!(matches!(id, Some(1) | Some(2)), "tick {tick}: {id:?}");
+            r.detach().unwrap();
+            let on_origin = o.current()[(b * BS) as usize..][..BS as usize].to_vec();
+            assert!(
+                on_origin == got,
+                "tick {tick} {mode:?}: served {id:?}, the origin holds {:?}",
+                sector_id(&on_origin[..512], b * 8)
+            );
+        }
+    }
+}
+
+#[test]
+fn a_partial_write_past_an_unchecked_clean_copy_never_lets_that_copy_come_back() {
+    // After a crash, a clean copy is restored unchecked; a partial write to it drops the copy and goes to the
+    // origin. The copy's FREE record must be durable before the origin write: otherwise a crash in between
+    // leaves the older copy mapped and matching its checksum, served while the origin holds the newer bytes.
+    let (clock, cache, origin) = devices(CACHE, ORIGIN, CacheMode::WriteBack);
+    let t = open(cache.clone(), origin.clone(), config(ORIGIN as u64, CacheMode::WriteBack));
+    let b = 9u64;
+    t.write_at(&pattern(1, b * BS, BS as usize), b * BS, false).unwrap();
+    t.clean_all().unwrap();
+    t.flush().unwrap();
+    // kill -9: the devices as they are, a new run on them.
+    let (ci, oi) = (cache.current(), origin.current());
+    drop(t);
+    drop(clock);
+    let clock = Clock::new();
+    let cache = Arc::new(CrashDev::with_contents(ci, clock.clone()));
+    let origin = Arc::new(CrashDev::with_contents(oi, clock.clone()));
+    let t = open(cache.clone(), origin.clone(), config(ORIGIN as u64, CacheMode::WriteBack));
+    assert_eq!(t.snapshot().cached_blocks, 1, "the clean copy is restored");
+    // Everything so far committed: the FREE the write queues is the only change it makes before the origin.
+    t.flush().unwrap();
+    let start = clock.now();
+    let sector = b * BS + 1024;
+    t.write_at(&pattern(2, sector, 512), sector, false).unwrap();
+    let end = clock.now() + 1;
+    drop(t);
+    let (mut rc, mut ro) = (cache.replay(), origin.replay());
+    for tick in start..=end {
+        for mode in [CrashMode { keep: 1.0, tear: false }, CrashMode { keep: 0.0, tear: false }] {
+            let o = Arc::new(CrashDev::with_contents(ro.image_at(tick, mode, &mut || 0.5), Clock::new()));
+            let r = blockwell_server::tier::TierBackend::open(
+                DevOrigin(o.clone()),
+                Arc::new(MemDev::from_bytes(rc.image_at(tick, mode, &mut || 0.5))) as Arc<dyn Dev>,
+                config(ORIGIN as u64, CacheMode::WriteBack),
+            )
+            .unwrap();
+            let mut got = vec![0u8; BS as usize];
+            r.read_at(&mut got, b * BS).unwrap();
+            let id = sector_id(&got[1024..1536], sector / 512);
+            assert!(matches!(id, Some(1) | Some(2)), "tick {tick}: {id:?}");
+            r.detach().unwrap();
+            let on_origin = &o.current()[(b * BS) as usize..][..BS as usize];
+            assert!(
+                on_origin == got.as_slice(),
+                "tick {tick} {mode:?}: served {id:?}, the origin holds {:?}",
+                sector_id(&on_origin[1024..1536], sector / 512)
+            );
+        }
+    }
 }

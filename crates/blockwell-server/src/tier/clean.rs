@@ -109,6 +109,19 @@ impl<O: Backend> Inner<O> {
         if picks.is_empty() {
             return Ok(0);
         }
+        // A block the metadata may still map, clean, in a slot it has left (a later write put it in a new slot)
+        // must not reach the origin before that mapping is gone: recovery would serve the older copy, and the
+        // origin's newer bytes would come back once it left. Commit first (the FREE records are queued).
+        let held = {
+            let st = self.lock();
+            picks.iter().any(|p| st.durably_held.get(&p.block).is_some_and(|&s| s != p.slot))
+        };
+        if held {
+            if let Err(e) = self.commit() {
+                self.unpick(&picks);
+                return Err(e);
+            }
+        }
         picks.sort_by_key(|p| p.block);
         // Read the slots and write runs of consecutive blocks to the origin.
         let bs = self.block_size as usize;
@@ -215,6 +228,21 @@ impl<O: Backend> Inner<O> {
             Some(e) if done == 0 => Err(e),
             _ => Ok(done),
         }
+    }
+
+    /// Gives back what a pass picked, untouched.
+    fn unpick(&self, picks: &[Pick]) {
+        let mut st = self.lock();
+        for p in picks {
+            st.slots[p.slot as usize].cleaning = false;
+            st.writing_back.remove(&p.block);
+            if st.level.has_data(key(p.block)) && st.slot_of(p.block) == Some(p.slot) {
+                st.level.clean_failed(key(p.block));
+            }
+            st.unpin_reader(p.slot);
+        }
+        drop(st);
+        self.written_back.notify_all();
     }
 
     /// Writes every dirty block back and commits (callers hold `drain`). Fails, saying how many blocks are

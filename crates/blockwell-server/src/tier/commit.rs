@@ -32,9 +32,14 @@ impl<O: Backend> Inner<O> {
         self.epoch.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// Makes every write completed before the call durable on the cache device, with the metadata that
-    /// finds it.
+    /// Makes every write completed and every record queued before the call durable on the cache device, with
+    /// the metadata that finds it.
     pub(crate) fn commit(&self) -> io::Result<()> {
+        // Records queued without a bump yet (a FREE a request must see durable before it writes the origin)
+        // count as a change: without the bump, the check below could find nothing new and skip them.
+        if !self.lock().pending.is_empty() {
+            self.bump();
+        }
         let target = self.epoch.load(Ordering::SeqCst);
         let mut c = self.commit.lock().unwrap_or_else(|e| e.into_inner());
         if c.committed >= target {
