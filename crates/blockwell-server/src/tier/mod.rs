@@ -614,18 +614,27 @@ impl<O: Backend> Inner<O> {
         if was == mode {
             return Ok(());
         }
+        // No write in flight while the mode changes: a write that began under the old rules must not finish
+        // under a superblock that promises the new ones.
+        let all = self.stripes.lock(0, u64::MAX);
+        // The new mode is durable before any write follows it: leaving write-back, recovery must already treat
+        // clean copies as write-through ones (cold) once write-through writes reach the origin first; dirty
+        // blocks are kept in every mode.
+        self.commit()?;
         {
-            // New writes follow the new mode at once; blocks still dirty stay dirty until cleaned.
+            let mut c = self.commit.lock().unwrap_or_else(|e| e.into_inner());
+            c.meta.set_mode(&*self.dev, mode).map_err(|e| eio(e.to_string()))?;
+        }
+        {
             let mut st = self.lock();
             st.mode = mode;
             st.level.set_write_policy(write_policy(mode));
         }
+        drop(all);
         if was == CacheMode::WriteBack {
             self.clean_all_locked()?;
         }
-        self.commit()?;
-        let mut c = self.commit.lock().unwrap_or_else(|e| e.into_inner());
-        c.meta.set_mode(&*self.dev, mode).map_err(|e| eio(e.to_string()))
+        Ok(())
     }
 
     fn clean_all(&self) -> io::Result<u64> {
