@@ -239,3 +239,98 @@ fn random_operations_match_a_model_in_every_mode() {
         let _ = CrashDev::new(1, Default::default());
     }
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Faults
+
+use std::sync::atomic::Ordering;
+
+#[test]
+fn a_cache_read_error_on_a_clean_block_falls_back_to_the_origin() {
+    let (_, cache, origin) = devices(CACHE, ORIGIN, CacheMode::WriteThrough);
+    let dev = FaultDev::new(cache.clone());
+    let t = open(dev.clone(), origin.clone(), config(ORIGIN as u64, CacheMode::WriteThrough));
+    t.write_at(&pattern(3, 0, 8192), 0, false).unwrap();
+    assert_eq!(t.snapshot().cached_blocks, 2);
+    dev.fail_reads.store(true, Ordering::SeqCst);
+    assert_eq!(read(&t, 0, 8192), pattern(3, 0, 8192), "served by the origin");
+    let s = t.snapshot();
+    assert!(s.dev_read_errors >= 1 && s.degraded.is_none(), "{s:?}");
+    assert_eq!(s.cached_blocks, 0, "the blocks that failed left the cache");
+    t.validate().unwrap();
+}
+
+#[test]
+fn a_cache_read_error_on_a_dirty_block_is_eio_and_degrades() {
+    let (_, cache, origin) = devices(CACHE, ORIGIN, CacheMode::WriteBack);
+    let dev = FaultDev::new(cache.clone());
+    let t = open(dev.clone(), origin.clone(), config(ORIGIN as u64, CacheMode::WriteBack));
+    t.write_at(&pattern(4, 0, 4096), 0, false).unwrap();
+    t.write_at(&pattern(5, 65536, 4096), 65536, false).unwrap();
+    dev.fail_reads.store(true, Ordering::SeqCst);
+    let e = t.read_at(&mut [0u8; 4096], 0).unwrap_err();
+    assert!(e.to_string().contains("dirty block 0 cannot be read"), "{e}");
+    assert!(t.snapshot().degraded.is_some());
+    dev.fail_reads.store(false, Ordering::SeqCst);
+    // The data was not dropped: once the device reads again, it is there.
+    assert_eq!(read(&t, 0, 4096), pattern(4, 0, 4096));
+    assert_eq!(read(&t, 65536, 4096), pattern(5, 65536, 4096));
+}
+
+#[test]
+fn a_cache_write_error_fails_the_write_and_later_flushes() {
+    let (_, cache, origin) = devices(CACHE, ORIGIN, CacheMode::WriteBack);
+    let dev = FaultDev::new(cache.clone());
+    let t = open(dev.clone(), origin.clone(), config(ORIGIN as u64, CacheMode::WriteBack));
+    t.write_at(&pattern(6, 0, 4096), 0, false).unwrap();
+    t.flush().unwrap();
+    dev.fail_writes.store(true, Ordering::SeqCst);
+    assert!(t.write_at(&pattern(7, 8192, 4096), 8192, false).is_err(), "the failed write is not acknowledged");
+    let s = t.snapshot();
+    assert!(s.dev_write_errors >= 1 && s.degraded.is_some(), "{s:?}");
+    assert!(t.flush().is_err(), "a FLUSH cannot promise what the device cannot hold");
+    // Degraded: new blocks are not cached; a write to an absent block goes to the origin.
+    dev.fail_writes.store(false, Ordering::SeqCst);
+    t.write_at(&pattern(8, 1 << 20, 4096), 1 << 20, false).unwrap();
+    assert_eq!(&origin.current()[1 << 20..(1 << 20) + 4096], &pattern(8, 1 << 20, 4096)[..]);
+    assert_eq!(read(&t, 0, 4096), pattern(6, 0, 4096), "acknowledged data is still served");
+}
+
+#[test]
+fn an_origin_error_while_cleaning_keeps_blocks_dirty_and_is_retried() {
+    let (_, cache, origin) = devices(CACHE, ORIGIN, CacheMode::WriteBack);
+    let o = FaultOrigin { inner: DevOrigin(origin.clone()), fail_writes: false.into() };
+    let t = TierBackend::open(o, cache.clone() as Arc<dyn Dev>, config(ORIGIN as u64, CacheMode::WriteBack)).unwrap();
+    t.write_at(&pattern(9, 0, 16384), 0, false).unwrap();
+    t.origin().fail_writes.store(true, Ordering::SeqCst);
+    assert!(t.clean_all().is_err(), "the origin refuses: cleaning fails and says so");
+    let s = t.snapshot();
+    assert_eq!(s.dirty_blocks, 4, "still dirty");
+    assert!(s.origin_write_errors > 0 && s.degraded.is_none(), "{s:?}");
+    assert_eq!(read(&t, 0, 16384), pattern(9, 0, 16384));
+    t.origin().fail_writes.store(false, Ordering::SeqCst);
+    assert_eq!(t.clean_all().unwrap(), 4);
+    assert_eq!(&origin.current()[..16384], &pattern(9, 0, 16384)[..]);
+}
+
+#[test]
+fn a_clean_block_whose_data_changed_on_the_device_is_read_from_the_origin() {
+    let (_, cache, origin) = devices(CACHE, ORIGIN, CacheMode::WriteBack);
+    let t = open(cache.clone(), origin.clone(), config(ORIGIN as u64, CacheMode::WriteBack));
+    t.write_at(&pattern(10, 0, 4096), 0, false).unwrap();
+    t.clean_all().unwrap();
+    t.close().unwrap();
+    // Flip one bit of the block's slot on the device (bit rot, or a torn in-place write).
+    let img = cache.current();
+    let g = blockwell_cachedev::Geometry::for_size(img.len() as u64, 4096, None).unwrap();
+    let slot = (0..g.slots).find(|&s| img[g.slot_offset(s) as usize..][..4096] == pattern(10, 0, 4096)[..]).unwrap();
+    let mut bad = img.clone();
+    bad[g.slot_offset(slot) as usize + 100] ^= 1;
+    let dev: Arc<dyn Dev> = Arc::new(MemDev::from_bytes(bad));
+    let t = TierBackend::open(DevOrigin(origin.clone()), dev, config(ORIGIN as u64, CacheMode::WriteBack)).unwrap();
+    assert_eq!(read(&t, 0, 4096), pattern(10, 0, 4096));
+    let s = t.snapshot();
+    assert_eq!(s.checksum_failures, 1, "{s:?}");
+    assert_eq!(read(&t, 0, 4096), pattern(10, 0, 4096), "and from the origin again");
+    t.validate().unwrap();
+}

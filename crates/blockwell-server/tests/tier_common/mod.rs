@@ -136,3 +136,72 @@ impl Rng {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
+
+/// A device whose reads and writes can be made to fail (EIO), for the fault tests.
+pub struct FaultDev {
+    pub inner: Arc<dyn Dev>,
+    pub fail_reads: std::sync::atomic::AtomicBool,
+    pub fail_writes: std::sync::atomic::AtomicBool,
+}
+
+impl FaultDev {
+    pub fn new(inner: Arc<dyn Dev>) -> Arc<FaultDev> {
+        Arc::new(FaultDev { inner, fail_reads: false.into(), fail_writes: false.into() })
+    }
+
+    fn check(flag: &std::sync::atomic::AtomicBool) -> io::Result<()> {
+        if flag.load(std::sync::atomic::Ordering::SeqCst) {
+            Err(io::Error::from_raw_os_error(5))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Dev for FaultDev {
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        Self::check(&self.fail_reads)?;
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        Self::check(&self.fail_writes)?;
+        self.inner.write_at(buf, offset)
+    }
+    fn sync(&self) -> io::Result<()> {
+        Self::check(&self.fail_writes)?;
+        self.inner.sync()
+    }
+}
+
+/// An origin whose writes (and flushes) can be made to fail.
+pub struct FaultOrigin {
+    pub inner: DevOrigin,
+    pub fail_writes: std::sync::atomic::AtomicBool,
+}
+
+impl Backend for FaultOrigin {
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64, fua: bool) -> io::Result<()> {
+        FaultDev::check(&self.fail_writes)?;
+        self.inner.write_at(buf, offset, fua)
+    }
+    fn flush(&self) -> io::Result<()> {
+        FaultDev::check(&self.fail_writes)?;
+        self.inner.flush()
+    }
+    fn trim(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
+        self.inner.trim(offset, len, fua)
+    }
+    fn write_zeroes(&self, offset: u64, len: u64, may_trim: bool, fua: bool) -> io::Result<()> {
+        FaultDev::check(&self.fail_writes)?;
+        self.inner.write_zeroes(offset, len, may_trim, fua)
+    }
+}
