@@ -516,8 +516,8 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
                 }
                 plan.demand_blocks += 1;
                 Fate::Wait
-            } else if self.cache.contains(key) {
-                if self.touch(key, nu, plan) == Outcome::PrefetchHit {
+            } else if let Some(o) = self.hit(key, nu, plan) {
+                if o == Outcome::PrefetchHit {
                     self.cache.stats_mut().prefetch_used += 1;
                     plan.demand_blocks += 1;
                     if let Some(p) = self.prefetcher.as_mut() {
@@ -564,6 +564,14 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
             // The policy declined it (OPT: never used again).
             Fate::Pass
         }
+    }
+
+    /// A demand access to `key` if it is resident (one lookup: [`crate::Policy::hit`]), victims handled.
+    fn hit(&mut self, key: BlockKey, nu: u64, plan: &mut StepPlan) -> Option<Outcome> {
+        self.evicted.clear();
+        let o = self.cache.policy_mut().hit(Access::with_next_use(key, nu), &mut self.evicted);
+        self.take_victims(plan);
+        o
     }
 
     /// A demand access in the policy, victims handled.
@@ -646,11 +654,10 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
                     self.drop_block(key);
                     Fate::Dropped
                 }
-            } else if self.cache.contains(key) {
-                if self.touch(key, nu, plan) == Outcome::PrefetchHit {
+            } else if let Some(o) = self.hit(key, nu, plan) {
+                if o == Outcome::PrefetchHit {
                     self.cache.stats_mut().prefetch_used += 1;
                 }
-                // (A victim of this very request cannot be this block: it was just touched.)
                 self.written_into(key);
                 hits += 1;
                 Fate::Update

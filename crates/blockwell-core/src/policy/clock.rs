@@ -111,6 +111,24 @@ impl Clock {
         }
     }
 
+    /// A hit on `h`: the counter goes up (to its maximum); a prefetched block's first access starts it at the
+    /// initial value.
+    #[inline(always)]
+    fn on_hit(&mut self, h: crate::arena::Handle) -> Outcome {
+        let n = &mut self.blocks.arena[h];
+        let f = &mut self.freq[slot(h)];
+        if n.links.flag() {
+            n.links.set_flag(false);
+            *f = self.init_freq;
+            Outcome::PrefetchHit
+        } else {
+            if *f < self.max_freq {
+                *f += 1;
+            }
+            Outcome::Hit
+        }
+    }
+
     #[inline]
     fn insert(&mut self, key: BlockKey, prefetched: bool, out: &mut Vec<Evicted>) {
         while self.blocks.is_full() {
@@ -172,25 +190,17 @@ impl Policy for Clock {
     #[inline(always)]
     fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome {
         match self.blocks.get(access.key) {
-            Some(h) => {
-                let n = &mut self.blocks.arena[h];
-                let f = &mut self.freq[slot(h)];
-                if n.links.flag() {
-                    n.links.set_flag(false);
-                    *f = self.init_freq;
-                    Outcome::PrefetchHit
-                } else {
-                    if *f < self.max_freq {
-                        *f += 1;
-                    }
-                    Outcome::Hit
-                }
-            }
+            Some(h) => self.on_hit(h),
             None => {
                 self.insert(access.key, false, out);
                 Outcome::Miss
             }
         }
+    }
+
+    #[inline]
+    fn hit(&mut self, access: Access, _out: &mut Vec<Evicted>) -> Option<Outcome> {
+        self.blocks.get(access.key).map(|h| self.on_hit(h))
     }
 
     fn prefetch(&mut self, group: &[Access], out: &mut Vec<Evicted>) -> usize {

@@ -50,6 +50,18 @@ impl Fifo {
         self.blocks.push_front_evicting_back(Entry::new(key), prefetched, out);
     }
 
+    /// A hit on `h`: FIFO order does not change; a prefetched block's first access.
+    #[inline(always)]
+    fn on_hit(&mut self, h: crate::arena::Handle) -> Outcome {
+        let links = self.blocks.arena[h].links_mut();
+        if links.flag() {
+            links.set_flag(false);
+            Outcome::PrefetchHit
+        } else {
+            Outcome::Hit
+        }
+    }
+
     /// Resident keys from newest to oldest (for tests and debugging).
     pub fn keys_newest_first(&self) -> Vec<BlockKey> {
         self.blocks.iter().map(|(_, e)| e.key()).collect()
@@ -78,20 +90,17 @@ impl Policy for Fifo {
     #[inline(always)]
     fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome {
         match self.blocks.get(access.key) {
-            Some(h) => {
-                let links = self.blocks.arena[h].links_mut();
-                if links.flag() {
-                    links.set_flag(false);
-                    Outcome::PrefetchHit
-                } else {
-                    Outcome::Hit
-                }
-            }
+            Some(h) => self.on_hit(h),
             None => {
                 self.insert(access.key, false, out);
                 Outcome::Miss
             }
         }
+    }
+
+    #[inline]
+    fn hit(&mut self, access: Access, _out: &mut Vec<Evicted>) -> Option<Outcome> {
+        self.blocks.get(access.key).map(|h| self.on_hit(h))
     }
 
     fn prefetch(&mut self, group: &[Access], out: &mut Vec<Evicted>) -> usize {

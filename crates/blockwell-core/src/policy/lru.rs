@@ -41,6 +41,20 @@ impl Lru {
         self.blocks.push_front_evicting_back(Entry::new(key), prefetched, out);
     }
 
+    /// A hit on `h`: to the MRU end; a prefetched block's first access.
+    #[inline(always)]
+    fn on_hit(&mut self, h: crate::arena::Handle) -> Outcome {
+        let b = &mut self.blocks;
+        b.list.move_to_front(&mut b.arena, h);
+        let links = self.blocks.arena[h].links_mut();
+        if links.flag() {
+            links.set_flag(false);
+            Outcome::PrefetchHit
+        } else {
+            Outcome::Hit
+        }
+    }
+
     /// Resident keys from MRU to LRU (for tests and debugging).
     pub fn keys_mru_first(&self) -> Vec<BlockKey> {
         self.blocks.iter().map(|(_, e)| e.key()).collect()
@@ -69,22 +83,17 @@ impl Policy for Lru {
     #[inline(always)]
     fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome {
         match self.blocks.get(access.key) {
-            Some(h) => {
-                let b = &mut self.blocks;
-                b.list.move_to_front(&mut b.arena, h);
-                let links = self.blocks.arena[h].links_mut();
-                if links.flag() {
-                    links.set_flag(false);
-                    Outcome::PrefetchHit
-                } else {
-                    Outcome::Hit
-                }
-            }
+            Some(h) => self.on_hit(h),
             None => {
                 self.insert(access.key, false, out);
                 Outcome::Miss
             }
         }
+    }
+
+    #[inline]
+    fn hit(&mut self, access: Access, _out: &mut Vec<Evicted>) -> Option<Outcome> {
+        self.blocks.get(access.key).map(|h| self.on_hit(h))
     }
 
     fn prefetch(&mut self, group: &[Access], out: &mut Vec<Evicted>) -> usize {

@@ -165,6 +165,19 @@ pub trait Policy: Send + 'static {
     /// A demand access: on a hit update the policy's state; on a miss insert the block (evicting into `out`).
     fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome;
 
+    /// A demand access to a block only if it is resident: updates the policy's state as [`Policy::access`]
+    /// does (a hit may evict, as LIRS's pruning can) and returns [`Outcome::Hit`] or [`Outcome::PrefetchHit`];
+    /// `None`, changing nothing, when it is not. The default looks the block up twice; the list policies, whose
+    /// lookup is most of a hit, do it once.
+    #[inline]
+    fn hit(&mut self, access: Access, out: &mut Vec<Evicted>) -> Option<Outcome> {
+        if self.contains(access.key) {
+            Some(self.access(access, out))
+        } else {
+            None
+        }
+    }
+
     /// Inserts blocks brought in by one prefetch (one group, typically one device request). Blocks already
     /// resident are left alone (a prefetch is not a reference). Returns how many were inserted.
     ///
@@ -219,6 +232,7 @@ pub trait DynPolicy: Send {
     }
     fn contains(&self, key: BlockKey) -> bool;
     fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome;
+    fn hit(&mut self, access: Access, out: &mut Vec<Evicted>) -> Option<Outcome>;
     fn prefetch(&mut self, group: &[Access], out: &mut Vec<Evicted>) -> usize;
     fn remove(&mut self, key: BlockKey) -> bool;
     fn validate(&self) -> Result<(), String>;
@@ -237,6 +251,9 @@ impl<P: Policy> DynPolicy for P {
     }
     fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome {
         Policy::access(self, access, out)
+    }
+    fn hit(&mut self, access: Access, out: &mut Vec<Evicted>) -> Option<Outcome> {
+        Policy::hit(self, access, out)
     }
     fn prefetch(&mut self, group: &[Access], out: &mut Vec<Evicted>) -> usize {
         Policy::prefetch(self, group, out)
@@ -477,6 +494,31 @@ mod tests {
                 let b = PolicySpec::new(k).build(p, 16).unwrap();
                 assert_eq!(b.capacity(), 16, "{k:?} {p:?}");
                 b.validate().unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn hit_is_contains_then_access_for_every_policy() {
+        for &k in PolicyKind::ALL {
+            for &p in Preset::ALL {
+                let mut a = PolicySpec::new(k).build(p, 32).unwrap();
+                let mut b = PolicySpec::new(k).build(p, 32).unwrap();
+                let (mut va, mut vb) = (Vec::new(), Vec::new());
+                let mut x = 0x9e37_79b9u64 + k as u64;
+                for i in 0..4000u64 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let acc = Access::with_next_use(BlockKey::new(0, x % 96).unwrap(), i + x % 500);
+                    let ha = a.hit(acc, &mut va);
+                    let hb = if b.contains(acc.key) { Some(b.access(acc, &mut vb)) } else { None };
+                    assert_eq!(ha, hb, "{k:?} {p:?} step {i}");
+                    if ha.is_none() {
+                        assert_eq!(a.access(acc, &mut va), b.access(acc, &mut vb), "{k:?} {p:?} step {i}");
+                    }
+                    assert_eq!(va, vb, "{k:?} {p:?} step {i}");
+                }
             }
         }
     }

@@ -100,6 +100,19 @@ impl Sieve {
         self.blocks.evict(h, out);
     }
 
+    /// A hit on `h`: the visited bit; a prefetched block's first access.
+    #[inline(always)]
+    fn on_hit(&mut self, h: crate::arena::Handle) -> Outcome {
+        let n = &mut self.blocks.arena[h];
+        if n.links.flag() {
+            n.links.set_flag(false);
+            Outcome::PrefetchHit
+        } else {
+            n.set_visited(true);
+            Outcome::Hit
+        }
+    }
+
     #[inline]
     fn insert(&mut self, key: BlockKey, prefetched: bool, out: &mut Vec<Evicted>) {
         while self.blocks.is_full() {
@@ -141,21 +154,17 @@ impl Policy for Sieve {
     #[inline(always)]
     fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome {
         match self.blocks.get(access.key) {
-            Some(h) => {
-                let n = &mut self.blocks.arena[h];
-                if n.links.flag() {
-                    n.links.set_flag(false);
-                    Outcome::PrefetchHit
-                } else {
-                    n.set_visited(true);
-                    Outcome::Hit
-                }
-            }
+            Some(h) => self.on_hit(h),
             None => {
                 self.insert(access.key, false, out);
                 Outcome::Miss
             }
         }
+    }
+
+    #[inline]
+    fn hit(&mut self, access: Access, _out: &mut Vec<Evicted>) -> Option<Outcome> {
+        self.blocks.get(access.key).map(|h| self.on_hit(h))
     }
 
     fn prefetch(&mut self, group: &[Access], out: &mut Vec<Evicted>) -> usize {
