@@ -144,6 +144,47 @@ impl<T: Keyed + Linked> OneList<T> {
     }
 }
 
+/// The [`super::Policy`] methods a one-list policy shares, written inside its `impl Policy`: capacity, length,
+/// lookup, a demand access (a hit is the policy's `on_hit(Handle) -> Outcome`, a miss its
+/// `insert(key, prefetched, out)`), the single-lookup [`super::Policy::hit`] and prefetching (missing blocks of
+/// a group inserted with their "prefetched" flag). The type has its blocks in a `blocks: OneList<_>` field.
+macro_rules! one_list_policy_methods {
+    () => {
+        fn capacity(&self) -> usize {
+            self.blocks.capacity()
+        }
+
+        fn len(&self) -> usize {
+            self.blocks.len()
+        }
+
+        fn contains(&self, key: BlockKey) -> bool {
+            self.blocks.contains(key)
+        }
+
+        #[inline(always)]
+        fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome {
+            match self.blocks.get(access.key) {
+                Some(h) => self.on_hit(h),
+                None => {
+                    self.insert(access.key, false, out);
+                    Outcome::Miss
+                }
+            }
+        }
+
+        #[inline]
+        fn hit(&mut self, access: Access, _out: &mut Vec<Evicted>) -> Option<Outcome> {
+            self.blocks.get(access.key).map(|h| self.on_hit(h))
+        }
+
+        fn prefetch(&mut self, group: &[Access], out: &mut Vec<Evicted>) -> usize {
+            $crate::policy::prefetch_missing(self, group, out, |p, key, out| p.insert(key, true, out))
+        }
+    };
+}
+pub(super) use one_list_policy_methods;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -139,37 +139,7 @@ impl Policy for Sieve {
         Sieve { blocks: OneList::new(capacity), hand: None }
     }
 
-    fn capacity(&self) -> usize {
-        self.blocks.capacity()
-    }
-
-    fn len(&self) -> usize {
-        self.blocks.len()
-    }
-
-    fn contains(&self, key: BlockKey) -> bool {
-        self.blocks.contains(key)
-    }
-
-    #[inline(always)]
-    fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome {
-        match self.blocks.get(access.key) {
-            Some(h) => self.on_hit(h),
-            None => {
-                self.insert(access.key, false, out);
-                Outcome::Miss
-            }
-        }
-    }
-
-    #[inline]
-    fn hit(&mut self, access: Access, _out: &mut Vec<Evicted>) -> Option<Outcome> {
-        self.blocks.get(access.key).map(|h| self.on_hit(h))
-    }
-
-    fn prefetch(&mut self, group: &[Access], out: &mut Vec<Evicted>) -> usize {
-        super::prefetch_missing(self, group, out, |p, key, out| p.insert(key, true, out))
-    }
+    super::onelist::one_list_policy_methods!();
 
     fn remove(&mut self, key: BlockKey) -> bool {
         match self.blocks.index.remove(&self.blocks.arena, key) {
