@@ -31,7 +31,7 @@
 //!   they meet (or share a colour), they leapfrog each other in windows of 32 KiB growing to 4 MiB. A file
 //!   written alone is one extent. `rsv_min=0` turns the windows off (ext2 of 2.6.14, which had none): then
 //!   concurrent writers interleave chunk by chunk (4–64 KiB), and with `colours=1` too every file's search starts
-//!   at the group start, the allocation of Blockwell before 2026-11-22. A full group spills into the next group
+//!   at the group start (the simplest allocator, kept for comparison). A full group spills into the next group
 //!   with free space (new groups are added past the end if needed). Not modelled: indirect blocks, delayed
 //!   allocation, freed space, ext2's search for free bytes and its 8-block preallocation.
 //! - `single-extent` (JFS-like; seed 000 groups XFS with the interleaving file systems, so `block-groups`

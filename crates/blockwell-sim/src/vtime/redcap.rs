@@ -20,10 +20,10 @@
 //!
 //! **How the shadows are fed ([`Shadow`]).** A shadow must see the requests as the system it stands for would
 //! have issued them. While REDCAP wins, processes run faster than they would without it; fed every request as
-//! it arrives (`arrival`, the behaviour before 2026-11-22), shadow 0 got each process's requests in bursts, C-LOOK
-//! sorted them into near-sequential sweeps, and the estimate of the time without the cache came out far too
-//! small (4 KiB strided reads, 4 processes, REDCAP kept on: 1.57 s estimated, 34.08 s measured without REDCAP),
-//! so the controller switched a cache off that was winning by 90 %. By default (`closed-loop`) each closed-loop
+//! it arrives (`arrival`), shadow 0 got each process's requests in bursts, C-LOOK sorted them into
+//! near-sequential sweeps, and the estimate of the time without the cache came out far too small (with 4 KiB
+//! strided reads from 4 processes, over an order of magnitude below the time measured without REDCAP), so the
+//! controller switched off a cache that was winning by far. By default (`closed-loop`) each closed-loop
 //! process replays *its own loop* in each shadow: the shadow requests of its next request are queued only once
 //! its previous synchronous shadow requests have completed in that shadow, plus the think time it spent for
 //! real in between (asynchronous read-ahead of the same request goes with it). On that example the estimate is
@@ -61,7 +61,7 @@ pub enum Shadow {
     /// controller's information trails the real run. Open-loop runs feed the shadows as [`Shadow::Arrival`].
     ClosedLoop { lag: usize },
     /// Every shadow request is queued when the real request arrives; at most `depth × processes` are queued at
-    /// once, the rest wait in arrival order (0: no limit). The behaviour before 2026-11-22.
+    /// once, the rest wait in arrival order (0: no limit).
     Arrival { depth: usize },
 }
 
