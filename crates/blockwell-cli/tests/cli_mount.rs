@@ -12,54 +12,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Why this machine cannot run the FUSE + loop test, if it cannot.
-fn missing_prerequisite() -> Option<String> {
-    let uid = Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-    if uid.ok().as_deref() != Some("0") {
-        return Some("not root (losetup and mount need it)".into());
-    }
-    if !Path::new("/dev/fuse").exists() {
-        return Some("/dev/fuse is missing".into());
-    }
-    ["losetup", "mkfs.ext4", "e2fsck", "mount", "umount"]
-        .iter()
-        .find(|t| !have(t))
-        .map(|t| format!("{t} not installed"))
-}
-
-fn sh(cmd: &str, args: &[&str]) -> std::process::Output {
-    Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("{cmd}: {e}"))
-}
-
-fn ok(cmd: &str, args: &[&str]) -> String {
-    let o = sh(cmd, args);
-    assert!(
-        o.status.success(),
-        "{cmd} {args:?} failed ({:?}):\n{}{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).to_string()
-}
-
-fn is_mounted(dir: &Path) -> bool {
-    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.split(' ').nth(4) == Some(dir.to_str().unwrap()))
-}
+use util::fs::{is_mounted, missing_prerequisite, sh, sh_ok as ok};
+use util::serve::have;
 
 /// Everything the test set up, torn down in reverse order on drop (even after a failed assertion).
 #[derive(Default)]
@@ -155,7 +109,7 @@ fn start_mount(g: &mut Guard, img: &Path, mnt: &Path, extra: &[&str]) -> Option<
 /// The whole round trip with one filesystem on a sparse image of `image_mib` MiB: `mkfs` and `check` are the commands, `check` run with the
 /// device or image as its last argument.
 fn round_trip(image_mib: u64, mkfs: &[&str], check: &[&str]) {
-    if let Some(why) = missing_prerequisite() {
+    if let Some(why) = missing_prerequisite(&["mkfs.ext4", "e2fsck"]) {
         eprintln!("SKIPPED: {why}");
         return;
     }
@@ -247,7 +201,7 @@ fn xfs_on_loop_on_fuse_round_trips_and_checks_clean() {
 /// counters are printed, the control socket removed, exit 0, and the data written is in the image.
 #[test]
 fn unmounted_from_outside_exits_cleanly_and_status_works_meanwhile() {
-    if let Some(why) = missing_prerequisite() {
+    if let Some(why) = missing_prerequisite(&["mkfs.ext4", "e2fsck"]) {
         eprintln!("SKIPPED: {why}");
         return;
     }

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod fs;
 pub mod serve;
 
 use std::path::{Path, PathBuf};
