@@ -299,7 +299,12 @@ impl<O: Backend> Inner<O> {
             if evicted > 0 {
                 add(&self.counters.throttled, 1);
                 if self.clean_some(evicted, 0)? == 0 {
-                    return Ok(());
+                    // The cleaner thread is writing them back: wait for its pass to end.
+                    let st = self.lock();
+                    if st.writing_back.is_empty() {
+                        return Ok(());
+                    }
+                    drop(self.written_back.wait(st).unwrap_or_else(|e| e.into_inner()));
                 }
                 continue;
             }
