@@ -145,10 +145,10 @@ pub struct ReplayReport {
 
 /// A request reduced to what the caches need.
 #[derive(Clone, Copy, Debug)]
-struct BlockReq {
-    first: BlockKey,
-    n: u32,
-    op: Op,
+pub(crate) struct BlockReq {
+    pub(crate) first: BlockKey,
+    pub(crate) n: u32,
+    pub(crate) op: Op,
 }
 
 struct Batch {
@@ -160,7 +160,7 @@ struct Batch {
 }
 
 /// Turns trace requests into block requests, applying the filters.
-struct Filter {
+pub(crate) struct Filter {
     block_size: u64,
     reads_only: bool,
     volumes: Option<HashSet<String>>,
@@ -171,7 +171,7 @@ struct Filter {
 }
 
 impl Filter {
-    fn new(cfg: &ReplayConfig) -> Self {
+    pub(crate) fn new(cfg: &ReplayConfig) -> Self {
         Filter {
             block_size: cfg.block_size,
             reads_only: cfg.reads_only,
@@ -185,7 +185,7 @@ impl Filter {
     /// `Ok(None)` when the request is filtered out. (The error is boxed: a small `Result` is returned in
     /// registers, on every request of a replay.)
     #[inline]
-    fn convert(&mut self, r: &Request, names: &[String]) -> Result<Option<BlockReq>, Box<ReplayError>> {
+    pub(crate) fn convert(&mut self, r: &Request, names: &[String]) -> Result<Option<BlockReq>, Box<ReplayError>> {
         self.index += 1;
         if self.reads_only && r.op == Op::Write {
             return Ok(None);
@@ -212,6 +212,16 @@ impl Filter {
             }
             _ => Err(self.bad(r, n)),
         }
+    }
+
+    /// Whether any request was on a volume the filter keeps.
+    pub(crate) fn volume_matched(&self) -> bool {
+        self.volume_matched
+    }
+
+    /// Requests seen (kept or not).
+    pub(crate) fn seen(&self) -> u64 {
+        self.index
     }
 
     #[cold]

@@ -15,6 +15,7 @@ pub mod options;
 pub mod plot;
 pub mod serve;
 pub mod sim;
+pub mod sim_tier;
 pub mod status;
 pub mod tier;
 pub mod trace;

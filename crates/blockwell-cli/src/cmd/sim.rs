@@ -1,4 +1,5 @@
-//! `blockwell sim`: replay a trace through every (policy × cache size) combination in one pass.
+//! `blockwell sim`: replay a trace through every (policy × cache size) combination in one pass; with
+//! `--cache-dev-size`, through each RAM cache over a simulated cache device ([`super::sim_tier`]).
 
 use super::common::{SizeSpec, TraceArgs};
 use super::options::{AdmitArgs, CacheArgs, Format, Many, OutputArgs};
@@ -6,6 +7,7 @@ use anyhow::bail;
 use blockwell_core::policy::PolicySpec;
 use blockwell_sim::analysis::human_bytes;
 use blockwell_sim::replay::{replay, CacheSize, CacheSpec, ReplayConfig, ReplayError, ReplayHooks, ReplayReport};
+use blockwell_sim::tier::{replay_tier, TierReplayConfig};
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
@@ -19,6 +21,10 @@ pub struct Args {
 
     #[command(flatten)]
     pub admit: AdmitArgs,
+
+    // The cache device under the RAM cache (seed 004), when --cache-dev-size is given.
+    #[command(flatten)]
+    pub dev: super::sim_tier::DevArgs,
 
     /// Simulate only these volumes (comma separated, by the names the trace gives them).
     #[arg(long, value_name = "NAMES")]
@@ -67,7 +73,8 @@ pub fn caches(policies: &[PolicySpec], sizes: &[SizeSpec], block_size: u64) -> a
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let bs = a.cache.block_size.get();
-    let caches = caches(&a.cache.policy, &a.cache.cache, bs)?;
+    // (With a cache device, `--cache` sizes the RAM level above it, and 0 means none.)
+    let caches = if a.dev.cache_dev_size.is_some() { Vec::new() } else { caches(&a.cache.policy, &a.cache.cache, bs)? };
     let cfg = ReplayConfig {
         block_size: bs,
         preset: a.cache.preset,
@@ -79,6 +86,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         admission: a.admit.admission,
         sequential_cutoff: a.admit.sequential_cutoff.0,
     };
+    let dev = a.dev.spec(bs)?;
     // Check the trace opens (and its format is known) before anything else.
     a.trace.open()?;
     if let Some(p) = &a.output.output {
@@ -100,23 +108,30 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             Err(e) => blockwell_trace::TraceError::Invalid { file: a.trace.trace.clone(), message: e.to_string() },
         })
     };
+    if let Some(dev) = dev {
+        let rams = super::sim_tier::rams(&a.cache.policy, &a.cache.cache, bs)?;
+        let tcfg = TierReplayConfig {
+            replay: cfg,
+            dev,
+            request_interval_ns: a.dev.request_interval_us.map(|us| us.saturating_mul(1000)),
+            dirty_every: a.dev.dirty_every,
+        };
+        let report = replay_tier(&open, &rams, &tcfg);
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+        let report = report.map_err(|e| trace_error(e, &a.trace.trace))?;
+        skipped(report.skipped_lines, &report.skipped_examples);
+        let text = super::sim_tier::render(&report, &a.trace.trace.display().to_string(), &a.output)?;
+        a.output.write(&text)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let report = replay(&open, &caches, &cfg, ReplayHooks { progress: Some(&tick), validate: a.validate });
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    // Errors about the trace as a whole name it (read errors already do).
-    let report = report.map_err(|e| match e {
-        ReplayError::Empty(_) | ReplayError::NoSuchVolume { .. } => {
-            anyhow::anyhow!("{}: {e}", a.trace.trace.display())
-        }
-        e => e.into(),
-    })?;
-    if report.skipped_lines > 0 {
-        eprintln!("blockwell: skipped {} malformed line(s); first:", report.skipped_lines);
-        for e in &report.skipped_examples {
-            eprintln!("  {e}");
-        }
-    }
+    let report = report.map_err(|e| trace_error(e, &a.trace.trace))?;
+    skipped(report.skipped_lines, &report.skipped_examples);
     let text = match a.output.format() {
         Format::Json => {
             let mut v = serde_json::to_value(&report)?;
@@ -136,6 +151,23 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     };
     a.output.write(&text)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Errors about the trace as a whole name it (read errors already do).
+fn trace_error(e: ReplayError, trace: &std::path::Path) -> anyhow::Error {
+    match e {
+        ReplayError::Empty(_) | ReplayError::NoSuchVolume { .. } => anyhow::anyhow!("{}: {e}", trace.display()),
+        e => e.into(),
+    }
+}
+
+fn skipped(count: u64, examples: &[String]) {
+    if count > 0 {
+        eprintln!("blockwell: skipped {count} malformed line(s); first:");
+        for e in examples {
+            eprintln!("  {e}");
+        }
+    }
 }
 
 /// Miss ratios (block and request level; read, write, total) and the prefetcher's accuracy and coverage,

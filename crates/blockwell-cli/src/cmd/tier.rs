@@ -22,6 +22,12 @@ use std::time::Duration;
 /// A tier over whatever the export's backend stack is.
 pub type Tier = TierBackend<Box<dyn Backend>>;
 
+/// The cache device's defaults, shared with `sim --cache-dev-size` (the simulated tier).
+pub const DEFAULT_POLICY: &str = "lru";
+pub const DEFAULT_PROMOTE: &str = "always";
+pub const DEFAULT_CUTOFF: &str = "4MiB";
+pub const DEFAULT_CLEANER: &str = "pi";
+
 /// The persistent cache device (seed 004's SSD caches): a cache level on a fast device between the RAM cache
 /// and the backend. In a config file, the same keys in the export's table.
 #[derive(clap::Args, serde::Deserialize, Clone, Debug, PartialEq)]
@@ -39,24 +45,24 @@ pub struct TierArgs {
 
     /// The cache device's replacement policy (any engine policy, with parameters: `lru`, `fifo`, `arc`,
     /// `s3fifo`...).
-    #[arg(long, value_name = "POLICY", default_value = "lru", value_parser = parse_arg::<PolicySpec>)]
+    #[arg(long, value_name = "POLICY", default_value = DEFAULT_POLICY, value_parser = parse_arg::<PolicySpec>)]
     #[serde(deserialize_with = "de::from_str")]
     pub cache_dev_policy: PolicySpec,
 
     /// Which read misses are copied into the cache device: `always`, or `n-hit:N` (on a block's N-th miss).
-    #[arg(long, value_name = "SPEC", default_value = "always", value_parser = parse_arg::<AdmissionSpec>)]
+    #[arg(long, value_name = "SPEC", default_value = DEFAULT_PROMOTE, value_parser = parse_arg::<AdmissionSpec>)]
     #[serde(deserialize_with = "de::from_str")]
     pub promote: AdmissionSpec,
 
     /// Back-to-back runs of at least this many bytes bypass the cache device (bcache's sequential_cutoff);
     /// 0 turns it off. Blocks it already holds are still updated.
-    #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = parse_arg::<Bytes>)]
+    #[arg(long, value_name = "SIZE", default_value = DEFAULT_CUTOFF, value_parser = parse_arg::<Bytes>)]
     pub cache_dev_cutoff: Bytes,
 
     /// How dirty blocks are written back: `pi` (bcache's rate controller: `pi(percent=10)` keeps about 10 %
     /// dirty), `watermark` (EnhanceIO's thresholds: `watermark(high=30,low=10)`), or `none` (only on eviction,
     /// `blockwell cache flush` and detach).
-    #[arg(long, value_name = "SPEC", default_value = "pi", value_parser = parse_arg::<CleanerSpec>)]
+    #[arg(long, value_name = "SPEC", default_value = DEFAULT_CLEANER, value_parser = parse_arg::<CleanerSpec>)]
     #[serde(deserialize_with = "de::from_str")]
     pub cleaner: CleanerSpec,
 

@@ -75,6 +75,9 @@ impl<B: Backend> Dev for BackendDev<B> {
 /// The default sequential cutoff of the tier (bcache's `sequential_cutoff`).
 pub const DEFAULT_SEQUENTIAL_CUTOFF: u64 = 4 << 20;
 
+/// The default largest write-back request, in blocks.
+pub const DEFAULT_CLEAN_RUN_BLOCKS: u64 = 256;
+
 /// How the tier behaves.
 #[derive(Clone, Debug)]
 pub struct TierConfig {
@@ -112,7 +115,7 @@ impl TierConfig {
             cleaner: CleanerSpec::PI,
             commit_interval: Duration::from_secs(1),
             clean_interval: Duration::from_millis(100),
-            clean_run_blocks: 256,
+            clean_run_blocks: DEFAULT_CLEAN_RUN_BLOCKS,
             reserve: None,
             origin,
             origin_path,

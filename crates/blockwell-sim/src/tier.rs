@@ -1,0 +1,803 @@
+//! Seed `004_*`'s SSD caches from a trace: an optional RAM level over a cache-device level over the origin,
+//! in write-back, write-through or write-around, with a cleaner (the replay behind `blockwell sim
+//! --cache-dev-size`).
+//!
+//! Both levels are the engine's [`CacheLevel`], configured as `blockwell serve --cache-dev` configures them:
+//! the RAM level writes through to the device level and takes the prefetcher, admission and cutoff of `sim`;
+//! the device level promotes read misses by its own admission rule and sequential cutoff, never allocates a
+//! block a write covers only in part, and, in write-back, keeps written blocks dirty until the cleaner or an
+//! eviction writes them back. Every read the RAM level issues (its clustered misses and prefetches) is one
+//! read request to the device level.
+//!
+//! Time: the cleaner runs before each request with the request's time stamp (or, with
+//! [`TierReplayConfig::request_interval_ns`], the request's index times the interval, for traces without
+//! time stamps); the time since the previous request is its idle time. A cleaning pass hands out the
+//! cleaner's quota of dirty blocks in origin order, merged into runs of at most `clean_run_blocks`; a dirty
+//! block the device level evicts is written back at once, as the server's tier does first in every pass.
+//! Reads and writes complete at once, so no block is ever in flight at the next request: at queue depth 1
+//! against instant devices the counters are the live tier's (the differential test checks it).
+//!
+//! Reported per configuration: both levels' engine counters, the device level's counters under the names
+//! `blockwell status` gives them, origin reads and writes (the write reduction by overwrites absorbed in the
+//! cache), cleaning traffic, and the dirty blocks over time (data at risk if the cache device were lost).
+
+use crate::replay::{BlockReq, CacheSize, Filter, ReplayConfig, ReplayError};
+use blockwell_core::admission::AdmissionSpec;
+use blockwell_core::cache::CacheConfig;
+use blockwell_core::cleaner::{Cleaner, CleanerInput, CleanerSpec};
+use blockwell_core::cluster::DeviceRead;
+use blockwell_core::key::BlockKey;
+use blockwell_core::level::{self, CacheLevel, Fate, LevelConfig, StepPlan, Victim, WritePolicy};
+use blockwell_core::policy::PolicySpec;
+use blockwell_core::prefetch::PrefetcherKind;
+use blockwell_core::{Op, Stats};
+use blockwell_trace::{TraceError, TraceReader};
+use serde::Serialize;
+use std::collections::HashSet;
+
+/// What writes do at the cache device (the modes of `serve --cache-dev`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DevMode {
+    /// A write goes to the device; the cleaner writes it to the origin later.
+    WriteBack,
+    /// A write goes to the origin, then to the device.
+    WriteThrough,
+    /// A write goes to the origin and drops the device's copy.
+    WriteAround,
+}
+
+impl DevMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            DevMode::WriteBack => "write-back",
+            DevMode::WriteThrough => "write-through",
+            DevMode::WriteAround => "write-around",
+        }
+    }
+
+    fn write_policy(self) -> WritePolicy {
+        match self {
+            DevMode::WriteBack => WritePolicy::Back,
+            DevMode::WriteThrough => WritePolicy::Allocate,
+            DevMode::WriteAround => WritePolicy::Around,
+        }
+    }
+}
+
+/// The cache-device level of a two-level replay.
+#[derive(Clone, Debug)]
+pub struct DevSpec {
+    pub policy: PolicySpec,
+    pub size: CacheSize,
+    pub mode: DevMode,
+    /// Which read misses are copied into the device (`--promote`).
+    pub promote: AdmissionSpec,
+    /// Back-to-back runs of at least this many bytes bypass the device; 0 turns it off.
+    pub sequential_cutoff: u64,
+    pub cleaner: CleanerSpec,
+    /// The longest origin write a cleaning pass builds, in blocks.
+    pub clean_run_blocks: u64,
+}
+
+/// How to replay through the two levels (the filters, block size and preset of [`ReplayConfig`]; its
+/// prefetcher, admission and cutoff are the RAM level's).
+#[derive(Clone, Debug)]
+pub struct TierReplayConfig {
+    pub replay: ReplayConfig,
+    pub dev: DevSpec,
+    /// The clock: `None` takes the trace's time stamps; `Some(ns)` puts request `i` at `i × ns`.
+    pub request_interval_ns: Option<u64>,
+    /// A point of the dirty series every this many requests (0: none).
+    pub dirty_every: u64,
+}
+
+/// The device level's counters, named as `blockwell status` names the cache device's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DevCounters {
+    pub read_requests: u64,
+    pub write_requests: u64,
+    pub read_hits: u64,
+    pub read_misses: u64,
+    pub write_hits: u64,
+    pub write_misses: u64,
+    /// Blocks copied from the origin into the device.
+    pub promotions: u64,
+    /// Clean blocks evicted.
+    pub demotions: u64,
+    /// Dirty blocks evicted (written back at once).
+    pub dirty_evictions: u64,
+    /// Dirty blocks written back (by the cleaner and on eviction), and the origin writes that carried them.
+    pub cleaned_blocks: u64,
+    pub clean_writes: u64,
+    /// Writes to blocks that were already dirty (absorbed by the cache).
+    pub dirty_write_hits: u64,
+    pub bypassed: u64,
+    pub admission_rejections: u64,
+    pub uncached_reads: u64,
+    pub uncached_writes: u64,
+    pub dev_read_blocks: u64,
+    pub dev_write_blocks: u64,
+    pub origin_reads: u64,
+    pub origin_read_bytes: u64,
+    pub origin_writes: u64,
+    pub origin_write_bytes: u64,
+}
+
+/// One point of the dirty series.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct DirtyPoint {
+    /// Requests replayed (counted ones, after the warm-up).
+    pub request: u64,
+    pub time_ns: u64,
+    pub dirty_blocks: u64,
+}
+
+/// The dirty blocks over the run: what a lost cache device would take with it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct DirtyReport {
+    pub max_blocks: u64,
+    /// Mean over requests (sampled after each one).
+    pub mean_blocks: f64,
+    pub final_blocks: u64,
+    pub series: Vec<DirtyPoint>,
+}
+
+/// The result for one configuration.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct TierResult {
+    /// The RAM level's policy and size (`None`: no RAM level).
+    pub ram_policy: Option<String>,
+    pub ram_blocks: u64,
+    pub ram: Option<Stats>,
+    pub dev_policy: String,
+    pub dev_blocks: u64,
+    pub mode: DevMode,
+    pub cleaner: String,
+    /// The device level's engine counters.
+    pub dev: Stats,
+    pub tier: DevCounters,
+    /// Bytes the client wrote (counted requests).
+    pub client_write_bytes: u64,
+    /// 1 − origin write bytes / client write bytes: the writes the cache absorbed (negative when cleaning
+    /// whole blocks wrote more than the client did).
+    pub write_reduction: Option<f64>,
+    pub dirty: DirtyReport,
+}
+
+/// Everything a two-level replay measured.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct TierReport {
+    pub block_size: u64,
+    pub preset: String,
+    pub requests: u64,
+    pub block_accesses: u64,
+    pub footprint_blocks: Option<u64>,
+    pub warmup_requests: u64,
+    /// Where the cleaner's clock came from: `trace` or `requests`.
+    pub clock: String,
+    /// The trace's time stamps never advanced while a time-based cleaner ran (it then never cleaned).
+    pub clock_stood_still: bool,
+    pub skipped_lines: u64,
+    pub skipped_examples: Vec<String>,
+    pub results: Vec<TierResult>,
+}
+
+/// One RAM configuration of a two-level replay: a policy and a size (0 blocks: no RAM level).
+#[derive(Clone, Debug)]
+pub struct RamSpec {
+    pub policy: PolicySpec,
+    pub size: CacheSize,
+}
+
+/// The two levels and their counters.
+struct Run {
+    ram: Option<CacheLevel>,
+    ram_plan: StepPlan,
+    dev: CacheLevel,
+    plan: StepPlan,
+    mode: DevMode,
+    cleaner: Cleaner,
+    clean_run: u64,
+    block_size: u64,
+    c: DevCounters,
+    client_write_bytes: u64,
+    dirty: DirtyReport,
+    dirty_sum: u128,
+    dirty_n: u64,
+    runs: Vec<DeviceRead>,
+    reads: Vec<DeviceRead>,
+}
+
+impl Run {
+    fn reset(&mut self) {
+        if let Some(r) = self.ram.as_mut() {
+            r.reset_stats();
+        }
+        self.dev.reset_stats();
+        self.c = DevCounters::default();
+        self.client_write_bytes = 0;
+        self.dirty = DirtyReport::default();
+        self.dirty_sum = 0;
+        self.dirty_n = 0;
+    }
+
+    /// A cleaning pass at `now`.
+    fn clean(&mut self, now_ns: u64, idle_ns: u64) {
+        let dirty = self.dev.dirty_count();
+        let quota = self.cleaner.quota(CleanerInput {
+            now_ns,
+            dirty,
+            capacity: self.dev.policy().capacity() as u64,
+            block_size: self.block_size,
+            idle_ns,
+        });
+        if quota == 0 || dirty == 0 {
+            self.cleaner.written(0);
+            return;
+        }
+        self.runs.clear();
+        self.dev.clean_plan(quota.min(dirty), self.clean_run, &mut self.runs);
+        let mut done = 0;
+        for r in std::mem::take(&mut self.runs) {
+            self.c.clean_writes += 1;
+            self.origin_write(r.n * self.block_size);
+            self.c.dev_read_blocks += r.n;
+            for k in 0..r.n {
+                if self.dev.clean_done(BlockKey::from_raw(r.first.raw() + k)) {
+                    done += 1;
+                }
+            }
+        }
+        self.c.cleaned_blocks += done;
+        self.cleaner.written(done);
+    }
+
+    fn origin_write(&mut self, bytes: u64) {
+        self.c.origin_writes += 1;
+        self.c.origin_write_bytes += bytes;
+    }
+
+    /// Evicted blocks of the device level: clean ones leave, dirty ones are written back at once (in runs of
+    /// consecutive blocks).
+    fn victims(&mut self) {
+        let mut dirty: Vec<u64> = Vec::new();
+        for v in &self.plan.victims {
+            let Victim { key, dirty: d, .. } = *v;
+            if d {
+                dirty.push(key.raw());
+            } else {
+                self.c.demotions += 1;
+            }
+        }
+        dirty.sort_unstable();
+        let mut i = 0;
+        while i < dirty.len() {
+            let mut j = i + 1;
+            while j < dirty.len() && dirty[j] == dirty[j - 1] + 1 && (j - i) < self.clean_run as usize {
+                j += 1;
+            }
+            let n = (j - i) as u64;
+            self.c.clean_writes += 1;
+            self.c.cleaned_blocks += n;
+            self.c.dev_read_blocks += n;
+            self.origin_write(n * self.block_size);
+            i = j;
+        }
+    }
+
+    /// A read of `n` blocks from `first` at the device level.
+    fn dev_read(&mut self, first: BlockKey, n: u64) {
+        self.c.read_requests += 1;
+        let req = level::Request::blocks(Op::Read, first, n, self.block_size);
+        self.dev.access(&req, &mut self.plan);
+        if self.plan.bypass {
+            self.c.uncached_reads += 1;
+        }
+        self.victims();
+        // Blocks the device holds come from it (a bypassed read's too, as the tier serves them); the others
+        // from the origin, in runs of consecutive blocks.
+        let mut run = 0u64;
+        let n = self.plan.fates.len();
+        for i in 0..n {
+            let f = self.plan.fates[i];
+            let from_dev = |dev: &CacheLevel, i: usize, f: Fate| {
+                f == Fate::Hit || (f == Fate::Pass && dev.has_data(BlockKey::from_raw(first.raw() + i as u64)))
+            };
+            if from_dev(&self.dev, i, f) {
+                self.c.dev_read_blocks += 1;
+                continue;
+            }
+            if f == Fate::Fetch {
+                self.c.promotions += 1;
+                self.c.dev_write_blocks += 1;
+            }
+            run += 1;
+            if i + 1 == n || from_dev(&self.dev, i + 1, self.plan.fates[i + 1]) {
+                self.c.origin_reads += 1;
+                self.c.origin_read_bytes += run * self.block_size;
+                run = 0;
+            }
+        }
+        self.dev.complete_all();
+    }
+
+    /// A write of `n` blocks from `first` (bytes `offset..offset+len`) at the device level.
+    fn dev_write(&mut self, first: BlockKey, n: u64, offset: u64, len: u64) {
+        self.c.write_requests += 1;
+        if self.mode != DevMode::WriteBack {
+            self.origin_write(len);
+        }
+        let req = level::Request { offset, len, ..level::Request::blocks(Op::Write, first, n, self.block_size) };
+        self.dev.access(&req, &mut self.plan);
+        if self.plan.bypass {
+            self.c.uncached_writes += 1;
+        }
+        self.victims();
+        let bs = self.block_size;
+        let mut origin_run: Option<(u64, u64)> = None;
+        for i in 0..n as usize {
+            let f = self.plan.fates[i];
+            let key = BlockKey::from_raw(first.raw() + i as u64);
+            let to_dev = matches!(f, Fate::Update | Fate::Allocate) && self.dev.has_data(key);
+            if to_dev {
+                self.c.dev_write_blocks += 1;
+                if self.mode == DevMode::WriteBack {
+                    self.dev.set_dirty(key, true);
+                }
+            } else if self.mode == DevMode::WriteBack {
+                // Not in the device: this block's bytes go to the origin (runs of consecutive blocks).
+                let b = key.block();
+                let lo = (b * bs).max(offset);
+                let hi = ((b + 1) * bs).min(offset + len);
+                origin_run = match origin_run {
+                    Some((s, e)) if e == lo => Some((s, hi)),
+                    Some((s, e)) => {
+                        self.origin_write(e - s);
+                        Some((lo, hi))
+                    }
+                    None => Some((lo, hi)),
+                };
+            }
+        }
+        if let Some((s, e)) = origin_run {
+            self.origin_write(e - s);
+        }
+    }
+
+    fn request(&mut self, r: &BlockReq, offset: u64, len: u64) {
+        let bs = self.block_size;
+        match self.ram.as_mut() {
+            None => match r.op {
+                Op::Read => self.dev_read(r.first, u64::from(r.n)),
+                Op::Write => self.dev_write(r.first, u64::from(r.n), offset, len),
+            },
+            Some(ram) => {
+                let req = level::Request { offset, len, ..level::Request::blocks(r.op, r.first, u64::from(r.n), bs) };
+                ram.access(&req, &mut self.ram_plan);
+                ram.complete_all();
+                match r.op {
+                    Op::Read => {
+                        self.reads.clear();
+                        self.reads.extend_from_slice(&self.ram_plan.reads);
+                        self.reads.extend_from_slice(&self.ram_plan.async_reads);
+                        for d in std::mem::take(&mut self.reads) {
+                            self.dev_read(d.first, d.n);
+                        }
+                    }
+                    // Write-through: the whole write goes down.
+                    Op::Write => self.dev_write(r.first, u64::from(r.n), offset, len),
+                }
+            }
+        }
+        if r.op == Op::Write {
+            self.client_write_bytes += len;
+        }
+    }
+
+    fn sample(&mut self, index: u64, now_ns: u64, every: u64) {
+        let d = self.dev.dirty_count();
+        self.dirty.max_blocks = self.dirty.max_blocks.max(d);
+        self.dirty_sum += u128::from(d);
+        self.dirty_n += 1;
+        if every > 0 && index % every == 0 {
+            self.dirty.series.push(DirtyPoint { request: index, time_ns: now_ns, dirty_blocks: d });
+        }
+    }
+
+    fn finish(mut self, ram: Option<(&RamSpec, u64)>, dev: &DevSpec, dev_blocks: u64) -> TierResult {
+        self.dirty.final_blocks = self.dev.dirty_count();
+        self.dirty.mean_blocks = if self.dirty_n == 0 { 0.0 } else { self.dirty_sum as f64 / self.dirty_n as f64 };
+        let st = *self.dev.stats();
+        let c = DevCounters {
+            read_hits: st.read.block_hits,
+            read_misses: st.read.block_misses(),
+            write_hits: st.write.block_hits,
+            write_misses: st.write.block_misses(),
+            dirty_evictions: st.dirty_evictions,
+            dirty_write_hits: st.dirty_write_hits,
+            bypassed: st.bypassed,
+            admission_rejections: st.admission_rejections,
+            ..self.c
+        };
+        TierResult {
+            ram_policy: ram.map(|(r, _)| r.policy.label().to_string()),
+            ram_blocks: ram.map_or(0, |(_, b)| b),
+            ram: self.ram.as_ref().map(|r| *r.stats()),
+            dev_policy: dev.policy.label().to_string(),
+            dev_blocks,
+            mode: dev.mode,
+            cleaner: dev.cleaner.to_string(),
+            dev: st,
+            write_reduction: (self.client_write_bytes > 0)
+                .then(|| 1.0 - c.origin_write_bytes as f64 / self.client_write_bytes as f64),
+            tier: c,
+            client_write_bytes: self.client_write_bytes,
+            dirty: self.dirty,
+        }
+    }
+}
+
+/// Errors of a two-level replay beyond a replay's.
+fn unsupported(message: &str) -> ReplayError {
+    ReplayError::Request { index: 0, message: message.to_string() }
+}
+
+/// Replays the trace `open` opens through a RAM level (each of `rams`; a size of 0 blocks: none) over the
+/// cache-device level of `cfg.dev`, one configuration after the other.
+pub fn replay_tier(
+    open: &dyn Fn() -> Result<Box<dyn TraceReader>, TraceError>,
+    rams: &[RamSpec],
+    cfg: &TierReplayConfig,
+) -> Result<TierReport, ReplayError> {
+    if rams.is_empty() {
+        return Err(ReplayError::NoCaches);
+    }
+    let rc = &cfg.replay;
+    let bs = rc.block_size;
+    if rams.iter().any(|r| r.policy.kind.needs_next_use()) || cfg.dev.policy.kind.needs_next_use() {
+        return Err(unsupported("an offline policy (OPT) needs the whole trace's future: not in a two-level replay"));
+    }
+    // The footprint, for sizes in percent.
+    let needs_footprint = rams.iter().any(|r| matches!(r.size, CacheSize::PercentOfFootprint(_)))
+        || matches!(cfg.dev.size, CacheSize::PercentOfFootprint(_));
+    let footprint = if needs_footprint { Some(footprint(open, rc)?) } else { None };
+    let fp = footprint.unwrap_or(0);
+    let mut report = TierReport {
+        block_size: bs,
+        preset: rc.preset.name().to_string(),
+        requests: 0,
+        block_accesses: 0,
+        footprint_blocks: footprint,
+        warmup_requests: 0,
+        clock: if cfg.request_interval_ns.is_some() { "requests" } else { "trace" }.to_string(),
+        clock_stood_still: false,
+        skipped_lines: 0,
+        skipped_examples: Vec::new(),
+        results: Vec::new(),
+    };
+    let dev_blocks = cfg.dev.size.blocks(fp);
+    for ram in rams {
+        let ram_blocks = match ram.size {
+            CacheSize::Blocks(0) => 0,
+            s => s.blocks(fp),
+        };
+        let mut run = build(rc, cfg, ram, ram_blocks, dev_blocks)?;
+        let mut reader = open()?;
+        let mut filter = Filter::new(rc);
+        let mut raw = Vec::new();
+        let (mut requests, mut accesses) = (0u64, 0u64);
+        let (mut first_time, mut last_time) = (None::<u64>, 0u64);
+        let mut prev_now = None::<u64>;
+        loop {
+            if reader.read_batch(&mut raw, 1 << 15)? == 0 {
+                break;
+            }
+            for t in &raw {
+                let Some(b) = filter.convert(t, reader.volumes()).map_err(|e| *e)? else { continue };
+                if rc.warmup > 0 && requests == rc.warmup {
+                    run.reset();
+                }
+                let now = match cfg.request_interval_ns {
+                    Some(ns) => requests.saturating_mul(ns),
+                    None => {
+                        let f = *first_time.get_or_insert(t.time_ns);
+                        last_time = last_time.max(t.time_ns.saturating_sub(f));
+                        last_time
+                    }
+                };
+                let idle = prev_now.map_or(0, |p| now.saturating_sub(p));
+                prev_now = Some(now);
+                run.clean(now, idle);
+                run.request(&b, t.offset, t.len);
+                requests += 1;
+                accesses += u64::from(b.n);
+                let counted = requests.saturating_sub(rc.warmup.min(requests));
+                if requests > rc.warmup {
+                    run.sample(counted, now, cfg.dirty_every);
+                }
+            }
+        }
+        if let Some(asked) = &rc.volumes {
+            if !filter.volume_matched() && filter.seen() > 0 {
+                return Err(ReplayError::NoSuchVolume { asked: asked.clone(), have: reader.volumes().to_vec() });
+            }
+        }
+        if requests == 0 {
+            let filtered = rc.reads_only || rc.volumes.is_some();
+            return Err(ReplayError::Empty(if filtered { " left after the filters" } else { "" }));
+        }
+        report.clock_stood_still |= cfg.request_interval_ns.is_none()
+            && last_time == 0
+            && !matches!(cfg.dev.cleaner, CleanerSpec::None | CleanerSpec::Watermark { .. });
+        report.requests = requests;
+        report.block_accesses = accesses;
+        report.warmup_requests = rc.warmup.min(requests);
+        let skipped = reader.skipped();
+        report.skipped_lines = skipped.count;
+        report.skipped_examples = skipped.examples.clone();
+        report.results.push(run.finish((ram_blocks > 0).then_some((ram, ram_blocks)), &cfg.dev, dev_blocks));
+    }
+    Ok(report)
+}
+
+fn footprint(
+    open: &dyn Fn() -> Result<Box<dyn TraceReader>, TraceError>,
+    rc: &ReplayConfig,
+) -> Result<u64, ReplayError> {
+    let mut reader = open()?;
+    let mut filter = Filter::new(rc);
+    let mut raw = Vec::new();
+    let mut seen: HashSet<u64> = HashSet::new();
+    while reader.read_batch(&mut raw, 1 << 15)? > 0 {
+        for t in &raw {
+            if let Some(b) = filter.convert(t, reader.volumes()).map_err(|e| *e)? {
+                seen.extend((0..u64::from(b.n)).map(|i| b.first.raw() + i));
+            }
+        }
+    }
+    if seen.is_empty() {
+        if let Some(asked) = &rc.volumes {
+            if filter.seen() > 0 {
+                return Err(ReplayError::NoSuchVolume { asked: asked.clone(), have: reader.volumes().to_vec() });
+            }
+        }
+        let filtered = rc.reads_only || rc.volumes.is_some();
+        return Err(ReplayError::Empty(if filtered { " left after the filters" } else { "" }));
+    }
+    Ok(seen.len() as u64)
+}
+
+fn build(
+    rc: &ReplayConfig,
+    cfg: &TierReplayConfig,
+    ram: &RamSpec,
+    ram_blocks: u64,
+    dev_blocks: u64,
+) -> Result<Run, ReplayError> {
+    let bs = rc.block_size;
+    let dev = &cfg.dev;
+    let label = dev.policy.label().to_string();
+    let cc = CacheConfig::new(bs, dev_blocks.saturating_mul(bs)).map_err(|source| ReplayError::Cache {
+        policy: label.clone(),
+        blocks: dev_blocks,
+        source,
+    })?;
+    let mut lc = LevelConfig::new(cc);
+    lc.admission = dev.promote;
+    lc.sequential_cutoff = dev.sequential_cutoff;
+    lc.write = dev.mode.write_policy();
+    lc.partial_write_allocate = false;
+    lc.cluster_max_blocks = u64::from(u32::MAX);
+    let policy = dev.policy.build(rc.preset, dev_blocks as usize)?;
+    let dev_level = CacheLevel::new(lc, policy, None);
+    let ram_level = if ram_blocks == 0 {
+        None
+    } else {
+        let label = ram.policy.label().to_string();
+        let cc = CacheConfig::new(bs, ram_blocks.saturating_mul(bs)).map_err(|source| ReplayError::Cache {
+            policy: label,
+            blocks: ram_blocks,
+            source,
+        })?;
+        let mut lc = LevelConfig::new(cc);
+        lc.admission = rc.admission;
+        lc.sequential_cutoff = rc.sequential_cutoff;
+        let prefetcher = match rc.prefetch.kind {
+            PrefetcherKind::NoPrefetch => None,
+            _ => Some(rc.prefetch.build(bs)?),
+        };
+        Some(CacheLevel::new(lc, ram.policy.build(rc.preset, ram_blocks as usize)?, prefetcher))
+    };
+    Ok(Run {
+        ram: ram_level,
+        ram_plan: StepPlan::default(),
+        dev: dev_level,
+        plan: StepPlan::default(),
+        mode: dev.mode,
+        cleaner: dev.cleaner.build(),
+        clean_run: dev.clean_run_blocks.max(1),
+        block_size: bs,
+        c: DevCounters::default(),
+        client_write_bytes: 0,
+        dirty: DirtyReport::default(),
+        dirty_sum: 0,
+        dirty_n: 0,
+        runs: Vec::new(),
+        reads: Vec::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replay::VecReader;
+    use blockwell_trace::Request;
+
+    const BS: u64 = 4096;
+
+    fn req(i: u64, op: Op, block: u64, n: u64) -> Request {
+        Request { time_ns: i * 1_000_000, volume: 0, op, offset: block * BS, len: n * BS, digest: None }
+    }
+
+    fn cfg(mode: DevMode, dev_blocks: u64, cleaner: &str) -> TierReplayConfig {
+        TierReplayConfig {
+            replay: ReplayConfig { threads: 1, ..ReplayConfig::default() },
+            dev: DevSpec {
+                policy: "lru".parse().unwrap(),
+                size: CacheSize::Blocks(dev_blocks),
+                mode,
+                promote: AdmissionSpec::Always,
+                sequential_cutoff: 0,
+                cleaner: cleaner.parse().unwrap(),
+                clean_run_blocks: 256,
+            },
+            request_interval_ns: None,
+            dirty_every: 1,
+        }
+    }
+
+    fn run(reqs: Vec<Request>, rams: &[RamSpec], c: &TierReplayConfig) -> TierReport {
+        let open = || Ok(Box::new(VecReader::new(reqs.clone())) as Box<dyn TraceReader>);
+        replay_tier(&open, rams, c).unwrap()
+    }
+
+    fn no_ram() -> Vec<RamSpec> {
+        vec![RamSpec { policy: "lru".parse().unwrap(), size: CacheSize::Blocks(0) }]
+    }
+
+    /// Ten blocks overwritten 100 times each.
+    fn overwrites() -> Vec<Request> {
+        (0..1000).map(|i| req(i, Op::Write, i % 10, 1)).collect()
+    }
+
+    #[test]
+    fn write_back_absorbs_overwrites_write_through_does_not() {
+        let wb = run(overwrites(), &no_ram(), &cfg(DevMode::WriteBack, 100, "none"));
+        let r = &wb.results[0];
+        assert_eq!(r.client_write_bytes, 1000 * BS);
+        assert_eq!(r.tier.origin_write_bytes, 0);
+        assert_eq!(r.write_reduction, Some(1.0));
+        assert_eq!(r.dirty.final_blocks, 10);
+        assert_eq!(r.dirty.max_blocks, 10);
+        assert_eq!(r.tier.write_misses, 10);
+        assert_eq!(r.tier.write_hits, 990);
+        assert_eq!(r.tier.dirty_write_hits, 990, "every hit was on a dirty block");
+        assert_eq!(r.tier.dev_write_blocks, 1000);
+        assert_eq!(r.dirty.series.len(), 1000);
+        assert_eq!(r.dirty.series[4].dirty_blocks, 5);
+
+        let wt = run(overwrites(), &no_ram(), &cfg(DevMode::WriteThrough, 100, "none"));
+        let r = &wt.results[0];
+        assert_eq!(r.tier.origin_write_bytes, 1000 * BS);
+        assert_eq!(r.tier.origin_writes, 1000);
+        assert_eq!(r.write_reduction, Some(0.0));
+        assert_eq!(r.dirty.max_blocks, 0);
+        assert_eq!(r.tier.write_hits, 990, "write-through keeps the copies current");
+
+        let wa = run(overwrites(), &no_ram(), &cfg(DevMode::WriteAround, 100, "none"));
+        let r = &wa.results[0];
+        assert_eq!(r.tier.origin_write_bytes, 1000 * BS);
+        assert_eq!(r.tier.dev_write_blocks, 0);
+        assert_eq!(r.dev.invalidations, 0, "nothing was cached to drop");
+    }
+
+    #[test]
+    fn evicted_dirty_blocks_are_written_back_in_runs() {
+        // Eight consecutive blocks written into a 4-block device: the first four are evicted dirty.
+        let reqs: Vec<Request> = (0..8).map(|i| req(i, Op::Write, i, 1)).collect();
+        let r = &run(reqs, &no_ram(), &cfg(DevMode::WriteBack, 4, "none")).results[0];
+        assert_eq!(r.tier.dirty_evictions, 4);
+        assert_eq!(r.tier.cleaned_blocks, 4);
+        assert_eq!(r.tier.origin_write_bytes, 4 * BS);
+        assert_eq!(r.tier.demotions, 0);
+        assert_eq!(r.dirty.final_blocks, 4);
+        // A read of an evicted block comes from the origin and is promoted clean.
+        let mut reqs: Vec<Request> = (0..8).map(|i| req(i, Op::Write, i, 1)).collect();
+        reqs.push(req(8, Op::Read, 0, 1));
+        let r = &run(reqs, &no_ram(), &cfg(DevMode::WriteBack, 4, "none")).results[0];
+        assert_eq!((r.tier.read_misses, r.tier.promotions, r.tier.origin_reads), (1, 1, 1));
+        assert_eq!(r.tier.dirty_evictions, 5, "the promotion evicted one more dirty block");
+        assert_eq!(r.dirty.final_blocks, 3);
+    }
+
+    #[test]
+    fn the_watermark_cleaner_cleans_from_high_to_low_in_origin_order() {
+        // 100 blocks written backwards into a 100-block device: the cleaner starts at 30 dirty.
+        let reqs: Vec<Request> = (0..100).map(|i| req(i, Op::Write, 99 - i, 1)).collect();
+        let r = &run(reqs, &no_ram(), &cfg(DevMode::WriteBack, 100, "watermark(high=30,low=10)")).results[0];
+        assert!(r.dirty.max_blocks <= 30, "{:?}", r.dirty.max_blocks);
+        assert!(r.tier.cleaned_blocks >= 60, "{}", r.tier.cleaned_blocks);
+        assert_eq!(r.dev.cleaned, r.tier.cleaned_blocks, "no dirty eviction");
+        // The first pass, at 30 dirty, writes the 20 lowest dirty blocks (70..90) as one request; from then on
+        // each write that lifts the dirty share above the low mark is cleaned at once, one block a pass.
+        assert_eq!(r.dirty.series[28].dirty_blocks, 29);
+        assert_eq!(r.dirty.series[29].dirty_blocks, 30, "sampled after the request, before the next pass");
+        assert_eq!(r.dirty.series[30].dirty_blocks, 11);
+        assert_eq!(r.tier.clean_writes, 1 + (r.tier.cleaned_blocks - 20), "{:?}", r.tier);
+        assert_eq!(r.tier.origin_write_bytes, r.tier.cleaned_blocks * BS);
+        assert_eq!(r.dirty.final_blocks + r.tier.cleaned_blocks, 100);
+    }
+
+    #[test]
+    fn the_pi_cleaner_follows_the_clock_and_idle_time_cleans_all() {
+        let mut reqs: Vec<Request> = (0..200).map(|i| req(i, Op::Write, i, 1)).collect();
+        // A minute of silence, then one more request: the idle cleaner takes everything.
+        reqs.push(Request { time_ns: 260_000_000_000, ..req(0, Op::Read, 500, 1) });
+        let c = cfg(DevMode::WriteBack, 1000, "pi(percent=10)");
+        let r = &run(reqs.clone(), &no_ram(), &c).results[0];
+        assert_eq!(r.dirty.final_blocks, 0, "{:?}", r.dirty);
+        assert_eq!(r.dirty.max_blocks, 200);
+        // Without time stamps the clock stands still and the report says so.
+        let still: Vec<Request> = reqs.iter().map(|r| Request { time_ns: 0, ..*r }).collect();
+        let rep = run(still.clone(), &no_ram(), &c);
+        assert!(rep.clock_stood_still);
+        assert_eq!(rep.results[0].dirty.final_blocks, 200);
+        // A request clock instead: 201 requests at 1 s each is enough for the minimum rate to clean some.
+        let rep = run(still, &no_ram(), &TierReplayConfig { request_interval_ns: Some(1_000_000_000), ..c });
+        assert!(!rep.clock_stood_still);
+        assert_eq!(rep.clock, "requests");
+        assert!(rep.results[0].tier.cleaned_blocks > 0);
+    }
+
+    #[test]
+    fn a_ram_level_above_takes_the_hits_and_writes_through() {
+        let mut reqs: Vec<Request> = Vec::new();
+        for i in 0..400 {
+            reqs.push(req(i, if i % 4 == 0 { Op::Write } else { Op::Read }, i % 20, 2));
+        }
+        let rams = vec![
+            RamSpec { policy: "lru".parse().unwrap(), size: CacheSize::Blocks(0) },
+            RamSpec { policy: "lru".parse().unwrap(), size: CacheSize::Blocks(64) },
+        ];
+        let rep = run(reqs, &rams, &cfg(DevMode::WriteBack, 100, "none"));
+        let (alone, two) = (&rep.results[0], &rep.results[1]);
+        assert!(alone.ram.is_none());
+        let ram = two.ram.expect("a RAM level");
+        assert_eq!(ram.read.requests, 300);
+        assert_eq!(two.tier.write_requests, 100, "every write reaches the device level");
+        assert_eq!(two.tier.read_requests, ram.read.requests - ram.read.request_hits);
+        assert!(two.tier.read_requests < alone.tier.read_requests);
+        assert_eq!(alone.tier.read_requests, 300);
+        // The device holds the same dirty data either way.
+        assert_eq!(two.dirty.final_blocks, alone.dirty.final_blocks);
+    }
+
+    #[test]
+    fn the_same_trace_gives_the_same_report() {
+        let mut x = 7u64;
+        let reqs: Vec<Request> = (0..5000)
+            .map(|i| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                req(i, if x >> 62 == 0 { Op::Write } else { Op::Read }, (x >> 20) % 3000, 1 + (x >> 50) % 4)
+            })
+            .collect();
+        let c = cfg(DevMode::WriteBack, 500, "pi(percent=10,update_ms=100)");
+        let a = run(reqs.clone(), &no_ram(), &c);
+        let b = run(reqs, &no_ram(), &c);
+        assert_eq!(a, b);
+        let r = &a.results[0];
+        assert_eq!(r.tier.read_hits + r.tier.read_misses, r.dev.read.blocks);
+        assert!(r.tier.cleaned_blocks > 0 && r.tier.dirty_evictions > 0);
+    }
+}
