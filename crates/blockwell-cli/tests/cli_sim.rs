@@ -370,3 +370,68 @@ fn every_cache_command_takes_the_same_options_with_the_same_errors() {
         "{e}"
     );
 }
+
+#[test]
+fn a_simulated_cache_device_reports_both_levels_and_refuses_nonsense() {
+    let d = tempfile::tempdir().unwrap();
+    let t = d.path().join("zipf.csv");
+    let t = t.to_str().unwrap();
+    util::ok(&[
+        "trace",
+        "gen",
+        "zipf",
+        "--alpha",
+        "0.9",
+        "--requests",
+        "20000",
+        "--blocks",
+        "3000",
+        "--write-ratio",
+        "0.3",
+        "--format",
+        "msr",
+        "--output",
+        t,
+    ]);
+    let args = ["sim", "--trace", t, "--format", "msr", "--cache", "0,100blocks", "--cache-dev-size", "20%"];
+    let json = util::ok(&[&args[..], &["--json", "--cleaner", "watermark", "--dirty-every", "1000"]].concat());
+    assert_eq!(
+        json,
+        util::ok(&[&args[..], &["--json", "--cleaner", "watermark", "--dirty-every", "1000"]].concat()),
+        "deterministic"
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let r = v["results"].as_array().unwrap();
+    assert_eq!(r.len(), 2, "one row per RAM size");
+    assert!(r[0]["ram"].is_null() && r[1]["ram"].is_object(), "{v}");
+    for x in r {
+        let c = &x["tier"];
+        let n = |k: &str| c[k].as_u64().unwrap();
+        assert!(n("read_hits") > 0 && n("write_hits") > 0 && n("cleaned_blocks") > 0, "{c}");
+        assert_eq!(x["dirty"]["series"].as_array().unwrap().len(), 20, "{x}");
+        let cap = x["dev_blocks"].as_u64().unwrap();
+        // Cleaned before each request down to 10 % once at 30 %: at most 30 % plus one request's blocks.
+        let max = x["dirty"]["max_blocks"].as_u64().unwrap();
+        assert!(max > cap / 10 && max <= cap * 30 / 100 + 1, "watermark: {max} of {cap} dirty");
+    }
+    // The RAM level takes read hits away from the device.
+    assert!(r[1]["tier"]["read_requests"].as_u64() < r[0]["tier"]["read_requests"].as_u64());
+    // CSV and the table carry the same rows.
+    let csv = util::ok(&[&args[..], &["--csv", "--cleaner", "watermark"]].concat());
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    assert!(csv.lines().nth(1).unwrap().contains(&format!(",{},", r[0]["tier"]["read_hits"])), "{csv}");
+    let table = util::ok(&[&args[..], &["--mode", "write-through"]].concat());
+    assert!(table.contains("write-through") && table.contains("lru 400.00 KiB"), "{table}");
+    // Without time stamps and with a time-based cleaner, the report says the cleaner never ran.
+    let lis = d.path().join("t.lis");
+    std::fs::write(&lis, "0 8 0 0\n100 8 0 0\n0 8 0 0\n").unwrap();
+    let out = util::ok(&["sim", "--trace", lis.to_str().unwrap(), "--cache", "0", "--cache-dev-size", "10blocks"]);
+    assert!(out.contains("no time stamps"), "{out}");
+    // Nonsense is refused, naming the option.
+    let e = util::fails(&[&args[..], &["--mode", "read-only"]].concat());
+    assert!(e.contains("--mode read-only"), "{e}");
+    let e = util::fails(&[&args[..8], &["--cache-dev-size", "0"]].concat());
+    assert!(e.contains("--cache-dev-size"), "{e}");
+    let e = util::fails(&[&args[..], &["--cache-dev-policy", "opt"]].concat());
+    assert!(e.contains("OPT"), "{e}");
+}
