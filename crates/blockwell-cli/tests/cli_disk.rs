@@ -10,7 +10,7 @@ fn disk_reference() -> Option<PathBuf> {
     if p.join("barracuda.trace").is_file() && p.join("cheetah9LP.trace").is_file() {
         Some(p)
     } else {
-        eprintln!("SKIPPED: ../shared/reference/disk (DiskSim validation traces) is not beside the repository");
+        util::skip("../shared/reference/disk (DiskSim validation traces) is not beside the repository");
         None
     }
 }

@@ -258,7 +258,7 @@ fn no_progress_bar_when_stderr_is_not_a_terminal() {
 #[test]
 fn a_progress_bar_on_a_terminal() {
     if std::process::Command::new("script").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: script (util-linux) is not installed");
+        util::skip("script (util-linux) is not installed");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -10,12 +10,12 @@ use util::serve::Served;
 /// fio with the nbd engine, or None after printing why the test is skipped.
 fn fio_nbd() -> Option<()> {
     let Ok(out) = Command::new("fio").arg("--enghelp=nbd").output() else {
-        eprintln!("SKIPPED: fio not installed");
+        util::skip("fio not installed");
         return None;
     };
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     if !out.status.success() || !text.contains("uri") {
-        eprintln!("SKIPPED: fio has no nbd engine");
+        util::skip("fio has no nbd engine");
         return None;
     }
     Some(())

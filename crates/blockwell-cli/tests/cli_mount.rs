@@ -91,7 +91,7 @@ fn start_mount(g: &mut Guard, img: &Path, mnt: &Path, extra: &[&str]) -> Option<
         assert_eq!(status.code(), Some(2), "blockwell mount: {err}");
         // Only a refused FUSE mount is a reason to skip; any other error (a bad option) fails the test.
         assert!(err.contains("mounting FUSE at"), "blockwell mount: {err}");
-        eprintln!("SKIPPED: FUSE mounting is not permitted here: {}", err.trim());
+        util::skip(&format!("FUSE mounting is not permitted here: {}", err.trim()));
         return None;
     }
     g.child = Some(child);
@@ -110,7 +110,7 @@ fn start_mount(g: &mut Guard, img: &Path, mnt: &Path, extra: &[&str]) -> Option<
 /// device or image as its last argument.
 fn round_trip(image_mib: u64, mkfs: &[&str], check: &[&str]) {
     if let Some(why) = missing_prerequisite(&["mkfs.ext4", "e2fsck"]) {
-        eprintln!("SKIPPED: {why}");
+        util::skip(&why);
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -190,7 +190,7 @@ fn ext4_on_loop_on_fuse_round_trips_and_checks_clean() {
 #[test]
 fn xfs_on_loop_on_fuse_round_trips_and_checks_clean() {
     if !have("mkfs.xfs") || !have("xfs_repair") {
-        eprintln!("SKIPPED: mkfs.xfs/xfs_repair not installed");
+        util::skip("mkfs.xfs/xfs_repair not installed");
         return;
     }
     // mkfs.xfs refuses filesystems under 300 MB.
@@ -202,11 +202,11 @@ fn xfs_on_loop_on_fuse_round_trips_and_checks_clean() {
 #[test]
 fn unmounted_from_outside_exits_cleanly_and_status_works_meanwhile() {
     if let Some(why) = missing_prerequisite(&["mkfs.ext4", "e2fsck"]) {
-        eprintln!("SKIPPED: {why}");
+        util::skip(&why);
         return;
     }
     if !have("fusermount3") {
-        eprintln!("SKIPPED: fusermount3 not installed (the fuse3 package)");
+        util::skip("fusermount3 not installed (the fuse3 package)");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

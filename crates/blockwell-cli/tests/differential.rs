@@ -142,7 +142,7 @@ fn have_nbdsh() -> bool {
         return true;
     }
     assert!(std::env::var_os("CI").is_none(), "nbdsh (python3-libnbd) is missing in CI: scripts/test.sh installs it");
-    eprintln!("SKIPPED: nbdsh (python3-libnbd) is not installed for /usr/bin/python3");
+    util::skip("nbdsh (python3-libnbd) is not installed for /usr/bin/python3");
     false
 }
 

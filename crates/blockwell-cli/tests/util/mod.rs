@@ -8,6 +8,13 @@ pub mod serve;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// Reports a test that cannot run here ("SKIPPED: ..."); in CI (`CI` set), where the test command installed
+/// every tool, a skip is a failure.
+pub fn skip(why: &str) {
+    assert!(std::env::var_os("CI").is_none(), "in CI nothing may skip, but: {why}");
+    eprintln!("SKIPPED: {why}");
+}
+
 /// The `blockwell` binary cargo built for these tests.
 pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_blockwell"))
@@ -42,7 +49,7 @@ pub fn shared() -> Option<PathBuf> {
     if p.join("traces").is_dir() {
         Some(p.canonicalize().expect("canonical path"))
     } else {
-        eprintln!("SKIPPED: ../shared (traces and reference results) is not beside the repository");
+        skip("../shared (traces and reference results) is not beside the repository");
         None
     }
 }

@@ -13,7 +13,7 @@ pub fn have(tool: &str) -> bool {
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        eprintln!("SKIPPED: {tool} not installed");
+        super::skip(&format!("{tool} not installed"));
     }
     ok
 }
