@@ -372,6 +372,71 @@ fn cache_commands_format_check_flush_detach_and_refusals() {
     }
 }
 
+/// Writes `blocks` 4 KiB blocks of `byte` at offset 0 through libnbd (with a FLUSH when `flush`).
+fn nbd_fill(uri: &str, byte: u8, blocks: u64, flush: bool) {
+    let code = format!(
+        "import nbd\nh = nbd.NBD()\nh.connect_uri({uri:?})\nh.pwrite(bytes([{byte}]) * {len}, 0)\n{}h.shutdown()\n",
+        if flush { "h.flush()\n" } else { "" },
+        len = blocks * 4096,
+    );
+    let o = Command::new("/usr/bin/python3").args(["-c", &code]).output().unwrap();
+    assert!(o.status.success(), "nbd write: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+fn dev_status(ctl: &Path) -> serde_json::Value {
+    let s = cli(&["status", "--control", ctl.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+    v["exports"][0]["cache_dev"].clone()
+}
+
+/// The origin file's first `blocks` blocks all hold `byte`.
+fn origin_holds(origin: &Path, byte: u8, blocks: u64) -> bool {
+    let data = std::fs::read(origin).unwrap();
+    data[..(blocks * 4096) as usize].iter().all(|&b| b == byte)
+}
+
+#[test]
+fn switching_a_running_export_out_of_write_back_cleans_first() {
+    if !python_nbd() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let origin = d.join("origin.img");
+    std::fs::File::create(&origin).unwrap().set_len(ORIGIN).unwrap();
+    let ctl = d.join("ctl.sock");
+    let srv = Server::start(d, &["--cache-dev-size", "4MiB", "--cleaner", "none", "--cache", "0"]);
+    // Write-back: the data is on the cache device only.
+    nbd_fill(&srv.uri, 0xa1, 64, true);
+    let st = dev_status(&ctl);
+    assert_eq!((st["mode"].as_str(), st["dirty_blocks"].as_u64()), (Some("write-back"), Some(64)), "{st}");
+    assert!(origin_holds(&origin, 0, 64), "nothing reached the origin yet");
+    // To write-through: every dirty block is written back before the reply.
+    let out = cli(&["cache", "mode", "write-through", "--control", ctl.to_str().unwrap()]);
+    assert!(out.contains("write-through"), "{out}");
+    let st = dev_status(&ctl);
+    assert_eq!((st["mode"].as_str(), st["dirty_blocks"].as_u64()), (Some("write-through"), Some(0)), "{st}");
+    assert!(st["cleaned_blocks"].as_u64().unwrap() >= 64, "{st}");
+    assert!(origin_holds(&origin, 0xa1, 64), "cleaned to the origin");
+    // Write-through from now on: the origin has a write when it is acknowledged, without FLUSH.
+    nbd_fill(&srv.uri, 0xb2, 16, false);
+    assert!(origin_holds(&origin, 0xb2, 16));
+    assert_eq!(dev_status(&ctl)["dirty_blocks"].as_u64(), Some(0));
+    // And back to write-back: writes are dirty again.
+    cli(&["cache", "mode", "write-back", "--control", ctl.to_str().unwrap()]);
+    nbd_fill(&srv.uri, 0xc3, 8, true);
+    let st = dev_status(&ctl);
+    assert_eq!((st["mode"].as_str(), st["dirty_blocks"].as_u64()), (Some("write-back"), Some(8)), "{st}");
+    assert!(origin_holds(&origin, 0xb2, 8), "the origin still has the write-through data");
+    // A clean stop keeps the dirty blocks; the device says so offline, and a flush cleans them.
+    srv.stop();
+    let v = d.join("cache.dev");
+    let st = cli(&["cache", "status", v.to_str().unwrap()]);
+    assert!(st.contains(" 8 dirty,"), "{st}");
+    cli(&["cache", "flush", v.to_str().unwrap()]);
+    assert!(origin_holds(&origin, 0xc3, 8));
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // A filesystem on top
 
