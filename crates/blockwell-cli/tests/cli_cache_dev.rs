@@ -37,19 +37,7 @@ fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/util").join(name)
 }
 
-/// xorshift64.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use blockwell_testkit::Rng;
 
 /// Which write a sector holds (0: zeroes), `None` for anything else.
 fn sector_id(sector: &[u8], n: u64) -> Option<u64> {

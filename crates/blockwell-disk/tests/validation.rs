@@ -49,9 +49,4 @@ fn cheetah9lp_mean_within_5_percent() {
     check("cheetah9lp", "cheetah9LP.trace");
 }
 
-/// Reports a test that cannot run here ("SKIPPED: ..."); in CI (`CI` set), where the test command installed
-/// every tool, a skip is a failure.
-fn skip(why: &str) {
-    assert!(std::env::var_os("CI").is_none(), "in CI nothing may skip, but: {why}");
-    eprintln!("SKIPPED: {why}");
-}
+use blockwell_testkit::skip;

@@ -72,9 +72,4 @@ fn file_reads_writes_and_keeps_its_size() {
     assert!(!std::fs::read_to_string("/proc/self/mountinfo").unwrap().contains(dir.path().to_str().unwrap()));
 }
 
-/// Reports a test that cannot run here ("SKIPPED: ..."); in CI (`CI` set), where the test command installed
-/// every tool, a skip is a failure.
-fn skip(why: &str) {
-    assert!(std::env::var_os("CI").is_none(), "in CI nothing may skip, but: {why}");
-    eprintln!("SKIPPED: {why}");
-}
+use blockwell_testkit::skip;

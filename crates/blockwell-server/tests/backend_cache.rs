@@ -21,19 +21,7 @@ fn shared<B: Backend + ?Sized>(c: &B, off: u64, len: u64, out: &mut Vec<SharedBy
 
 const BS: u64 = 4096;
 
-/// A tiny deterministic generator (no dependency).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use blockwell_testkit::Rng;
 
 fn cached(size: usize, cap_blocks: u64, f: impl FnOnce(&mut CachedConfig)) -> CachedBackend<MemBackend> {
     let mut c = CachedConfig::new(cap_blocks * BS);

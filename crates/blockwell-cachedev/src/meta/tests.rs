@@ -35,19 +35,7 @@ fn blocks(entries: &[Entry]) -> Table {
     entries.iter().map(|e| (e.block, e.dirty, e.crc)).collect()
 }
 
-/// A small xorshift for deterministic randomness.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+use blockwell_testkit::Rng;
 
 #[test]
 fn format_then_open_finds_an_empty_clean_device() {

@@ -8,12 +8,7 @@ pub mod serve;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// Reports a test that cannot run here ("SKIPPED: ..."); in CI (`CI` set), where the test command installed
-/// every tool, a skip is a failure.
-pub fn skip(why: &str) {
-    assert!(std::env::var_os("CI").is_none(), "in CI nothing may skip, but: {why}");
-    eprintln!("SKIPPED: {why}");
-}
+pub use blockwell_testkit::skip;
 
 /// The `blockwell` binary cargo built for these tests.
 pub fn bin() -> Command {

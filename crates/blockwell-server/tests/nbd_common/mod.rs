@@ -80,9 +80,4 @@ pub fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
-/// Reports a test that cannot run here ("SKIPPED: ..."); in CI (`CI` set), where the test command installed
-/// every tool, a skip is a failure.
-pub fn skip(why: &str) {
-    assert!(std::env::var_os("CI").is_none(), "in CI nothing may skip, but: {why}");
-    eprintln!("SKIPPED: {why}");
-}
+pub use blockwell_testkit::skip;

@@ -120,22 +120,7 @@ pub fn sector_id(sector: &[u8], n: u64) -> Option<u64> {
     ok.then_some(id)
 }
 
-/// A small xorshift.
-pub struct Rng(pub u64);
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    pub fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+pub use blockwell_testkit::Rng;
 
 /// A device whose reads and writes can be made to fail (EIO), for the fault tests.
 pub struct FaultDev {
