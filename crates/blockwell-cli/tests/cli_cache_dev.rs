@@ -164,19 +164,7 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start blockwell serve");
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        loop {
-            let mut line = String::new();
-            if out.read_line(&mut line).unwrap() == 0 {
-                let mut err = String::new();
-                child.stderr.as_mut().unwrap().read_to_string(&mut err).unwrap();
-                panic!("blockwell serve exited before ready: {err}");
-            }
-            if line.starts_with("blockwell: ready") {
-                break;
-            }
-        }
-        child.stdout = Some(out.into_inner());
+        util::serve::wait_ready(&mut child);
         Server { child, uri: format!("nbd+unix:///blockwell?socket={}", sock.display()) }
     }
 

@@ -77,6 +77,18 @@ fn driver(reqs: &[(bool, u64, u64)]) -> String {
     s
 }
 
+/// Sends the stream to the server at `uri` at queue depth 1 with nbdsh (the script goes in `dir`).
+fn drive(dir: &std::path::Path, uri: &str, reqs: &[(bool, u64, u64)]) {
+    let script = dir.join("drive.py");
+    std::fs::write(&script, driver(reqs)).unwrap();
+    // nbdsh runs `python3 -m nbd`; the python3 first on PATH may not be the one the Debian package serves.
+    let out = Command::new("/usr/bin/python3")
+        .args(["-m", "nbd", "-u", uri, "-c", &format!("exec(open({:?}).read())", script.to_str().unwrap())])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "nbdsh: {}", String::from_utf8_lossy(&out.stderr));
+}
+
 fn compare(policy: &str, prefetch: &str, admission: &str, cutoff: &str) {
     let d = tempfile::tempdir().unwrap();
     let reqs = stream();
@@ -95,14 +107,7 @@ fn compare(policy: &str, prefetch: &str, admission: &str, cutoff: &str) {
     let cache = (256 * BS).to_string();
     let serve = ["--backend", backend.to_str().unwrap(), "--cache", &cache, "--control", sock.to_str().unwrap()];
     let s = Served::start(&[&serve[..], &step[..]].concat());
-    let script = d.path().join("drive.py");
-    std::fs::write(&script, driver(&reqs)).unwrap();
-    // nbdsh runs `python3 -m nbd`; the python3 first on PATH may not be the one the Debian package serves.
-    let out = Command::new("/usr/bin/python3")
-        .args(["-m", "nbd", "-u", &s.uri, "-c", &format!("exec(open({:?}).read())", script.to_str().unwrap())])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "nbdsh: {}", String::from_utf8_lossy(&out.stderr));
+    drive(d.path(), &s.uri, &reqs);
     let st: Value = serde_json::from_str(&status(&sock, true)).unwrap();
     let live = &st["exports"][0]["cache"]["engine"];
     assert!(live.is_object(), "no engine counters in status: {st}");
@@ -222,13 +227,7 @@ fn compare_dev(policy: &str, promote: &str, cutoff: &str, reread: bool) {
         sock.to_str().unwrap(),
     ];
     let s = Served::start(&[&serve[..], &opts[..]].concat());
-    let script = d.path().join("drive.py");
-    std::fs::write(&script, driver(&reqs)).unwrap();
-    let out = Command::new("/usr/bin/python3")
-        .args(["-m", "nbd", "-u", &s.uri, "-c", &format!("exec(open({:?}).read())", script.to_str().unwrap())])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "nbdsh: {}", String::from_utf8_lossy(&out.stderr));
+    drive(d.path(), &s.uri, &reqs);
     let st: Value = serde_json::from_str(&status(&sock, true)).unwrap();
     let live = st["exports"][0]["cache_dev"].clone();
     assert!(live.is_object(), "no cache_dev counters in status: {st}");

@@ -413,6 +413,15 @@ impl PolicyVisitor for MakeRunner<'_> {
     }
 }
 
+/// The configuration of a cache of `blocks` blocks under `policy`; the error names the policy and the size.
+pub(crate) fn cache_config(policy: &PolicySpec, block_size: u64, blocks: u64) -> Result<CacheConfig, ReplayError> {
+    CacheConfig::new(block_size, blocks.saturating_mul(block_size)).map_err(|source| ReplayError::Cache {
+        policy: policy.label().to_string(),
+        blocks,
+        source,
+    })
+}
+
 /// Options for a replay beyond the configuration.
 #[derive(Default)]
 pub struct ReplayHooks<'a> {
@@ -460,8 +469,7 @@ pub fn replay(
     for c in caches {
         let blocks = c.size.blocks(footprint.unwrap_or(0));
         let label = c.policy.label().to_string();
-        let config = CacheConfig::new(cfg.block_size, blocks.saturating_mul(cfg.block_size))
-            .map_err(|source| ReplayError::Cache { policy: label.clone(), blocks, source })?;
+        let config = cache_config(&c.policy, cfg.block_size, blocks)?;
         let mut level = LevelConfig::new(config);
         level.admission = cfg.admission;
         level.sequential_cutoff = cfg.sequential_cutoff;

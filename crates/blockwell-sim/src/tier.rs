@@ -21,9 +21,8 @@
 //! `blockwell status` gives them, origin reads and writes (the write reduction by overwrites absorbed in the
 //! cache), cleaning traffic, and the dirty blocks over time (data at risk if the cache device were lost).
 
-use crate::replay::{BlockReq, CacheSize, Filter, ReplayConfig, ReplayError};
+use crate::replay::{cache_config, BlockReq, CacheSize, Filter, ReplayConfig, ReplayError};
 use blockwell_core::admission::AdmissionSpec;
-use blockwell_core::cache::CacheConfig;
 use blockwell_core::cleaner::{Cleaner, CleanerInput, CleanerSpec};
 use blockwell_core::cluster::DeviceRead;
 use blockwell_core::key::BlockKey;
@@ -577,13 +576,7 @@ fn build(
 ) -> Result<Run, ReplayError> {
     let bs = rc.block_size;
     let dev = &cfg.dev;
-    let label = dev.policy.label().to_string();
-    let cc = CacheConfig::new(bs, dev_blocks.saturating_mul(bs)).map_err(|source| ReplayError::Cache {
-        policy: label.clone(),
-        blocks: dev_blocks,
-        source,
-    })?;
-    let mut lc = LevelConfig::new(cc);
+    let mut lc = LevelConfig::new(cache_config(&dev.policy, bs, dev_blocks)?);
     lc.admission = dev.promote;
     lc.sequential_cutoff = dev.sequential_cutoff;
     lc.write = dev.mode.write_policy();
@@ -594,13 +587,7 @@ fn build(
     let ram_level = if ram_blocks == 0 {
         None
     } else {
-        let label = ram.policy.label().to_string();
-        let cc = CacheConfig::new(bs, ram_blocks.saturating_mul(bs)).map_err(|source| ReplayError::Cache {
-            policy: label,
-            blocks: ram_blocks,
-            source,
-        })?;
-        let mut lc = LevelConfig::new(cc);
+        let mut lc = LevelConfig::new(cache_config(&ram.policy, bs, ram_blocks)?);
         lc.admission = rc.admission;
         lc.sequential_cutoff = rc.sequential_cutoff;
         let prefetcher = match rc.prefetch.kind {

@@ -186,17 +186,30 @@ fn ratios(st: &blockwell_core::Stats) -> serde_json::Value {
     })
 }
 
+/// A report's first words: the trace, its requests and block accesses, the footprint if measured, the block size.
+pub fn trace_summary(trace: &str, requests: u64, accesses: u64, footprint: Option<u64>, block_size: u64) -> String {
+    format!(
+        "trace {trace}: {requests} requests, {accesses} block accesses{}, block size {}",
+        footprint.map(|f| format!(", footprint {f} blocks ({})", human_bytes(f * block_size))).unwrap_or_default(),
+        human_bytes(block_size),
+    )
+}
+
+/// Quotes a CSV field when it needs it (commas, quotes, line breaks).
+pub fn csv_field(x: &str) -> String {
+    if x.contains([',', '"', '\n']) {
+        format!("\"{}\"", x.replace('"', "\"\""))
+    } else {
+        x.to_string()
+    }
+}
+
 /// The terminal table; with a prefetcher, its accuracy and coverage too.
 pub fn table(r: &ReplayReport, trace: &str, prefetching: bool) -> String {
     let mut s = String::new();
     s.push_str(&format!(
-        "trace {trace}: {} requests, {} block accesses{}, block size {}, preset {}{}\n",
-        r.requests,
-        r.block_accesses,
-        r.footprint_blocks
-            .map(|f| format!(", footprint {f} blocks ({})", human_bytes(f * r.block_size)))
-            .unwrap_or_default(),
-        human_bytes(r.block_size),
+        "{}, preset {}{}\n",
+        trace_summary(trace, r.requests, r.block_accesses, r.footprint_blocks, r.block_size),
         r.preset,
         if r.warmup_requests > 0 {
             format!(", first {} requests are warm-up", r.warmup_requests)
@@ -259,11 +272,9 @@ admission_rejections,bypassed,evictions\n",
     for c in &r.results {
         let t = c.stats.total();
         let (rd, wr) = (c.stats.read, c.stats.write);
-        let q =
-            |x: &str| if x.contains([',', '"']) { format!("\"{}\"", x.replace('"', "\"\"")) } else { x.to_string() };
         s.push_str(&format!(
             "{},{},{},{},{},{},{},{:.6},{},{},{:.6},{},{},{:.6},{},{:.6},{},{},{},{},{},{},{},{},{:.6},{:.6},{},{},{}\n",
-            q(&c.policy),
+            csv_field(&c.policy),
             c.cache_blocks,
             c.cache_bytes,
             r.block_size,

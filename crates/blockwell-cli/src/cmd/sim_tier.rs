@@ -129,13 +129,8 @@ fn table(r: &TierReport, trace: &str) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "trace {trace}: {} requests, {} block accesses{}, block size {}, cleaner clock: {}",
-        r.requests,
-        r.block_accesses,
-        r.footprint_blocks
-            .map(|f| format!(", footprint {f} blocks ({})", human_bytes(f * r.block_size)))
-            .unwrap_or_default(),
-        human_bytes(r.block_size),
+        "{}, cleaner clock: {}",
+        super::sim::trace_summary(trace, r.requests, r.block_accesses, r.footprint_blocks, r.block_size),
         r.clock,
     );
     if let Some(t) = r.results.first() {
@@ -209,7 +204,7 @@ read_requests,write_requests,read_hits,read_misses,write_hits,write_misses,promo
 cleaned_blocks,clean_writes,dirty_write_hits,bypassed,admission_rejections,origin_reads,origin_read_bytes,\
 origin_writes,origin_write_bytes,client_write_bytes,write_reduction,dirty_max,dirty_mean,dirty_final\n",
     );
-    let q = |x: &str| if x.contains([',', '"']) { format!("\"{}\"", x.replace('"', "\"\"")) } else { x.to_string() };
+    let q = super::sim::csv_field;
     for t in &r.results {
         let c = &t.tier;
         let _ = writeln!(

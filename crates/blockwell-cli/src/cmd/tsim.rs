@@ -274,8 +274,7 @@ fn csv_row(v: &serde_json::Value) -> String {
     }
     let mut cols = Vec::new();
     leaves("", v, &mut cols);
-    let q =
-        |x: &str| if x.contains([',', '"', '\n']) { format!("\"{}\"", x.replace('"', "\"\"")) } else { x.to_string() };
+    let q = super::sim::csv_field;
     let header: Vec<String> = cols.iter().map(|(k, _)| q(k)).collect();
     let row: Vec<String> = cols.iter().map(|(_, x)| q(x)).collect();
     format!("{}\n{}\n", header.join(","), row.join(","))

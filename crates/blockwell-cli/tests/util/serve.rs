@@ -27,6 +27,27 @@ pub struct Served {
     pub banner: String,
 }
 
+/// Reads a starting `blockwell serve`'s stdout up to its `blockwell: ready` line and returns what it printed
+/// (the rest of stdout stays in `child.stdout`); panics with its stderr if it exits first.
+pub fn wait_ready(child: &mut Child) -> String {
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut banner = String::new();
+    loop {
+        let mut line = String::new();
+        if out.read_line(&mut line).unwrap() == 0 {
+            let mut err = String::new();
+            child.stderr.as_mut().unwrap().read_to_string(&mut err).unwrap();
+            panic!("blockwell serve exited before ready; stdout: {banner}; stderr: {err}")
+        }
+        banner.push_str(&line);
+        if line.starts_with("blockwell: ready") {
+            break;
+        }
+    }
+    child.stdout = Some(out.into_inner());
+    banner
+}
+
 impl Served {
     pub fn start(args: &[&str]) -> Served {
         let mut child = super::bin()
@@ -37,25 +58,10 @@ impl Served {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start blockwell serve");
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut banner = String::new();
-        loop {
-            let mut line = String::new();
-            if out.read_line(&mut line).unwrap() == 0 {
-                let mut err = String::new();
-                child.stderr.as_mut().unwrap().read_to_string(&mut err).unwrap();
-                panic!("blockwell serve exited before ready; stdout: {banner}; stderr: {err}")
-            }
-            banner.push_str(&line);
-            if line.starts_with("blockwell: ready") {
-                break;
-            }
-        }
+        let banner = wait_ready(&mut child);
         let uris: Vec<String> =
             banner.split_whitespace().filter(|w| w.starts_with("nbd://")).map(str::to_string).collect();
         assert!(!uris.is_empty(), "no URI in {banner:?}");
-        // Keep the rest of stdout for stop().
-        child.stdout = Some(out.into_inner());
         Served { uri: uris[0].clone(), uris, banner, child }
     }
 
