@@ -3,7 +3,7 @@
 use super::common::{SizeSpec, TraceArgs};
 use super::options::{AdmitArgs, CacheArgs, Format, Many, OutputArgs};
 use anyhow::bail;
-use blockwell_core::policy::PolicySpec;
+use blockwell_core::policy::{PolicyError, PolicySpec};
 use blockwell_sim::analysis::human_bytes;
 use blockwell_sim::replay::{replay, CacheSize, CacheSpec, ReplayConfig, ReplayError, ReplayHooks, ReplayReport};
 use std::process::ExitCode;
@@ -78,6 +78,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         prefetch: a.cache.prefetch.clone(),
         admission: a.admit.admission,
         sequential_cutoff: a.admit.sequential_cutoff.0,
+        associativity: a.cache.ways(),
     };
     // Check the trace opens (and its format is known) before anything else.
     a.trace.open()?;
@@ -109,6 +110,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         ReplayError::Empty(_) | ReplayError::NoSuchVolume { .. } => {
             anyhow::anyhow!("{}: {e}", a.trace.trace.display())
         }
+        ReplayError::Policy(PolicyError::AssociativityQuirks { .. }) => anyhow::anyhow!("--associativity: {e}"),
         e => e.into(),
     })?;
     if report.skipped_lines > 0 {
@@ -158,7 +160,7 @@ fn ratios(st: &blockwell_core::Stats) -> serde_json::Value {
 pub fn table(r: &ReplayReport, trace: &str, prefetching: bool) -> String {
     let mut s = String::new();
     s.push_str(&format!(
-        "trace {trace}: {} requests, {} block accesses{}, block size {}, preset {}{}\n",
+        "trace {trace}: {} requests, {} block accesses{}, block size {}, preset {}{}{}\n",
         r.requests,
         r.block_accesses,
         r.footprint_blocks
@@ -166,6 +168,10 @@ pub fn table(r: &ReplayReport, trace: &str, prefetching: bool) -> String {
             .unwrap_or_default(),
         human_bytes(r.block_size),
         r.preset,
+        match r.results.first().and_then(|c| c.associativity) {
+            Some(w) => format!(", {w}-way set associative"),
+            None => String::new(),
+        },
         if r.warmup_requests > 0 {
             format!(", first {} requests are warm-up", r.warmup_requests)
         } else {
@@ -222,7 +228,7 @@ pub fn csv(r: &ReplayReport) -> String {
 read_blocks,read_block_misses,read_block_miss_ratio,write_blocks,write_block_misses,write_block_miss_ratio,\
 request_misses,request_miss_ratio,read_requests,read_request_misses,write_requests,write_request_misses,\
 prefetch_issued,prefetch_used,prefetch_late,prefetch_wasted,prefetch_accuracy,prefetch_coverage,\
-admission_rejections,bypassed,evictions\n",
+admission_rejections,bypassed,evictions,associativity,sets\n",
     );
     for c in &r.results {
         let t = c.stats.total();
@@ -230,7 +236,7 @@ admission_rejections,bypassed,evictions\n",
         let q =
             |x: &str| if x.contains([',', '"']) { format!("\"{}\"", x.replace('"', "\"\"")) } else { x.to_string() };
         s.push_str(&format!(
-            "{},{},{},{},{},{},{},{:.6},{},{},{:.6},{},{},{:.6},{},{:.6},{},{},{},{},{},{},{},{},{:.6},{:.6},{},{},{}\n",
+            "{},{},{},{},{},{},{},{:.6},{},{},{:.6},{},{},{:.6},{},{:.6},{},{},{},{},{},{},{},{},{:.6},{:.6},{},{},{},{},{}\n",
             q(&c.policy),
             c.cache_blocks,
             c.cache_bytes,
@@ -260,6 +266,8 @@ admission_rejections,bypassed,evictions\n",
             c.stats.admission_rejections,
             c.stats.bypassed,
             c.stats.evictions,
+            c.associativity.map(|w| w.to_string()).unwrap_or_default(),
+            c.sets,
         ));
     }
     s
