@@ -40,11 +40,11 @@
 //! refused (it may hold more blocks than its capacity, and a set must never exceed its ways). OPT is allowed: each
 //! set evicts the block of the set used farthest in the future.
 //!
-//! **Metadata.** The inner policy's bytes per cached block (and per ghost entry), its arena and index sized per
-//! set, plus per set the inner policy's own struct in the sets' vector (`size_of::<P>()`, 96 B for LRU: 0.19 B per
-//! block at 512 ways, 12 B at 8 ways) and the allocator's overhead of the set's two allocations. For LRU,
-//! `heap_bytes()` / `c` at `c` = 2^16 after `2c` misses is 36.0 B fully associative, 36.2 B at 512 ways, 37.5 B at
-//! 64 ways and 48.0 B at 8 ways (the test `heap_bytes_per_block_by_ways` measures it).
+//! **Metadata.** Per cached block (and ghost entry), the inner policy's bytes, its arena and index sized per set
+//! (the index rounds each set's reservation to a power of two, as it rounds a whole cache's). Per set, the inner
+//! policy's own struct in the sets' vector (`size_of::<P>()`, 96 B for LRU: 0.19 B per block at 512 ways, 12 B at
+//! 8 ways) and the allocator's overhead of the set's arena and index. The test `heap_bytes_per_block_by_ways`
+//! compares `heap_bytes()` per block across ways.
 //!
 //! **Cost.** Finding a block's set is a shift and a mask when `ways` and the number of sets are powers of two, two
 //! integer divisions otherwise; then the inner policy's cost over `ways` blocks. `len()` sums the sets (O(sets)).
@@ -657,6 +657,7 @@ mod tests {
         let full = per_block(None);
         let (w512, w64, w8) = (per_block(Some(512)), per_block(Some(64)), per_block(Some(8)));
         // Each set carries at least the inner policy's struct; smaller sets cost more per block.
+        assert_eq!(std::mem::size_of::<Lru>(), 96, "the module docs quote it");
         let lru = std::mem::size_of::<Lru>() as f64;
         assert!(w512 >= full + lru / 512.0 && w64 >= w512 && w8 > w64, "{full} {w512} {w64} {w8}");
         assert!(w8 >= full + lru / 8.0 && w8 < 2.0 * full, "{full} {w8}");
