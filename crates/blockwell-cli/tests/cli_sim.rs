@@ -422,6 +422,16 @@ fn a_simulated_cache_device_reports_both_levels_and_refuses_nonsense() {
     assert!(csv.lines().nth(1).unwrap().contains(&format!(",{},", r[0]["tier"]["read_hits"])), "{csv}");
     let table = util::ok(&[&args[..], &["--mode", "write-through"]].concat());
     assert!(table.contains("write-through") && table.contains("lru 400.00 KiB"), "{table}");
+    // Set associativity of the device: ways beyond its size change nothing; 8 ways change the counts.
+    let plain = util::ok(&[&args[..], &["--csv", "--cleaner", "watermark"]].concat());
+    let wide =
+        util::ok(&[&args[..], &["--csv", "--cleaner", "watermark", "--cache-dev-associativity", "100000"]].concat());
+    assert_eq!(plain, wide);
+    let table = util::ok(&[&args[..], &["--cache-dev-associativity", "8", "--associativity", "4"]].concat());
+    assert!(table.contains("8-way set associative"), "{table}");
+    let narrow =
+        util::ok(&[&args[..], &["--csv", "--cleaner", "watermark", "--cache-dev-associativity", "8"]].concat());
+    assert_ne!(plain, narrow);
     // Without time stamps and with a time-based cleaner, the report says the cleaner never ran.
     let lis = d.path().join("t.lis");
     std::fs::write(&lis, "0 8 0 0\n100 8 0 0\n0 8 0 0\n").unwrap();

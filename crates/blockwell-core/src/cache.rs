@@ -6,9 +6,10 @@
 //! the block, as in libCacheSim); what a write means for the backing store is the driver's business.
 
 use crate::key::{block_span, BlockKey, MAX_BLOCK, MAX_VOLUME};
-use crate::policy::{Access, DynPolicy, Evicted, Outcome, NEVER};
+use crate::policy::{Access, DynPolicy, Evicted, Outcome, PolicyError, PolicySpec, Preset, NEVER};
 use crate::stats::{OpStats, Stats};
 use serde::{Deserialize, Serialize};
+use std::num::NonZeroUsize;
 
 /// Smallest supported block size.
 pub const MIN_BLOCK_SIZE: u64 = 512;
@@ -41,11 +42,15 @@ pub enum CacheError {
     Range { offset: u64, len: u64 },
 }
 
-/// Size and block size of a cache.
+/// Size, block size and associativity of a cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CacheConfig {
     pub block_size: u64,
     pub capacity_bytes: u64,
+    /// Blocks per set of a set-associative cache (FlashCache's `--associativity`); `None`: fully associative.
+    /// A set as large as the cache is fully associative too. See [`crate::policy::setassoc`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub associativity: Option<NonZeroUsize>,
 }
 
 impl CacheConfig {
@@ -62,12 +67,34 @@ impl CacheConfig {
         if blocks > limit {
             return Err(CacheError::TooLarge { bytes: capacity_bytes, blocks, limit });
         }
-        Ok(CacheConfig { block_size, capacity_bytes })
+        Ok(CacheConfig { block_size, capacity_bytes, associativity: None })
+    }
+
+    /// The same cache, `ways`-way set-associative (`None`: fully associative).
+    pub fn with_associativity(self, ways: Option<NonZeroUsize>) -> Self {
+        CacheConfig { associativity: ways, ..self }
     }
 
     /// Whole blocks the budget holds.
     pub fn capacity_blocks(&self) -> usize {
         (self.capacity_bytes / self.block_size) as usize
+    }
+
+    /// The ways that split this cache into sets: `Some` only when the associativity is smaller than the capacity.
+    pub fn split_ways(&self) -> Option<NonZeroUsize> {
+        crate::policy::setassoc::split_ways(self.capacity_blocks(), self.associativity)
+    }
+
+    /// Number of sets (1 when fully associative).
+    pub fn sets(&self) -> usize {
+        crate::policy::setassoc::set_count(self.capacity_blocks(), self.associativity)
+    }
+
+    /// The policy of this cache, the one path every driver builds a level's policy by: `spec` under `preset` over
+    /// [`CacheConfig::capacity_blocks`], set-associative as [`CacheConfig::associativity`] asks
+    /// ([`PolicySpec::build_with_associativity`]; without associativity exactly [`PolicySpec::build`]).
+    pub fn build_policy(&self, spec: &PolicySpec, preset: Preset) -> Result<Box<dyn DynPolicy>, PolicyError> {
+        spec.build_with_associativity(preset, self.capacity_blocks(), self.associativity)
     }
 }
 

@@ -132,6 +132,30 @@ fn write_around_and_read_only() {
 }
 
 #[test]
+fn associativity_keeps_eviction_within_a_set_of_the_cache_device() {
+    const WAYS: u64 = 16;
+    let run = |ways: Option<u64>| {
+        let (_, cache, origin) = devices(CACHE, ORIGIN, CacheMode::WriteThrough);
+        let mut cfg = config(ORIGIN as u64, CacheMode::WriteThrough);
+        cfg.associativity = ways.and_then(|w| std::num::NonZeroUsize::new(w as usize));
+        let t = open(cache, origin, cfg);
+        let s = t.snapshot();
+        assert_eq!(s.associativity, ways.map(|w| w as usize));
+        // Three runs of 16 blocks that FlashCache's hash sends to set 0: (block / 16) mod sets == 0.
+        let sets = s.capacity_blocks.div_ceil(WAYS);
+        assert!(2 * WAYS * sets + WAYS <= ORIGIN as u64 / 4096 && s.capacity_blocks > 3 * WAYS);
+        for r in 0..3 {
+            let first = r * WAYS * sets;
+            read(&t, first * 4096, (WAYS * 4096) as usize);
+        }
+        t.validate().unwrap();
+        t.snapshot().cached_blocks
+    };
+    assert_eq!(run(None), 3 * WAYS, "fully associative: all three runs fit");
+    assert_eq!(run(Some(WAYS)), WAYS, "16-way: one set holds one run");
+}
+
+#[test]
 fn trim_and_write_zeroes_through_dirty_blocks() {
     let (_, cache, origin) = devices(CACHE, ORIGIN, CacheMode::WriteBack);
     let t = open(cache.clone(), origin.clone(), config(ORIGIN as u64, CacheMode::WriteBack));

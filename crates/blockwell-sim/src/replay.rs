@@ -12,12 +12,14 @@ use blockwell_core::admission::AdmissionSpec;
 use blockwell_core::cache::{BlockCache, CacheConfig, CacheError, Plan};
 use blockwell_core::key::{block_span, BlockKey};
 use blockwell_core::level::{self, CacheLevel, LevelConfig, StepPlan};
+use blockwell_core::policy::setassoc::SetAssoc;
 use blockwell_core::policy::{DynPolicy, Policy, PolicyError, PolicySpec, PolicyVisitor, Preset, NEVER};
 use blockwell_core::prefetch::{PrefetchError, PrefetcherKind, PrefetcherSpec};
 use blockwell_core::{Op, Stats};
 use blockwell_trace::{Request, TraceError, TraceReader};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
+use std::num::NonZeroUsize;
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
 
@@ -41,6 +43,9 @@ pub struct ReplayConfig {
     pub admission: AdmissionSpec,
     /// Back-to-back runs of at least this many bytes bypass the caches; 0 turns it off.
     pub sequential_cutoff: u64,
+    /// Blocks per set of every cache (set-associative, [`blockwell_core::policy::setassoc`]); `None`: fully
+    /// associative.
+    pub associativity: Option<NonZeroUsize>,
 }
 
 impl Default for ReplayConfig {
@@ -55,6 +60,7 @@ impl Default for ReplayConfig {
             prefetch: PrefetcherSpec::new(PrefetcherKind::NoPrefetch),
             admission: AdmissionSpec::Always,
             sequential_cutoff: 0,
+            associativity: None,
         }
     }
 }
@@ -122,6 +128,10 @@ pub struct CacheResult {
     pub config: serde_json::Value,
     pub cache_blocks: u64,
     pub cache_bytes: u64,
+    /// Blocks per set asked for (`None`: fully associative).
+    pub associativity: Option<usize>,
+    /// Sets the cache had: 1 when fully associative (no associativity, or ways >= blocks).
+    pub sets: u64,
     pub stats: Stats,
 }
 
@@ -395,10 +405,8 @@ struct MakeRunner<'a> {
     validate: bool,
 }
 
-impl PolicyVisitor for MakeRunner<'_> {
-    type Output = Result<Box<dyn Runner>, PrefetchError>;
-    fn visit<P: Policy>(self, config: P::Config) -> Self::Output {
-        let policy = P::new(self.config.cache.capacity_blocks(), &config);
+impl MakeRunner<'_> {
+    fn runner<P: Policy>(self, policy: P) -> Result<Box<dyn Runner>, PrefetchError> {
         if self.config.is_plain() && self.prefetch.kind == PrefetcherKind::NoPrefetch {
             let cache = BlockCache::new(self.config.cache, Box::new(policy));
             return Ok(Box::new(PlainCache { cache, plan: Plan::default(), validate: self.validate }));
@@ -410,6 +418,18 @@ impl PolicyVisitor for MakeRunner<'_> {
         let policy: Box<dyn DynPolicy> = Box::new(policy);
         let level = CacheLevel::new(self.config, policy, prefetcher);
         Ok(Box::new(LevelCache { level, plan: StepPlan::default(), validate: self.validate }))
+    }
+}
+
+impl PolicyVisitor for MakeRunner<'_> {
+    type Output = Result<Box<dyn Runner>, PrefetchError>;
+    /// The policy on its concrete type: `P`, or `SetAssoc<P>` when the cache is split into sets.
+    fn visit<P: Policy>(self, config: P::Config) -> Self::Output {
+        let capacity = self.config.cache.capacity_blocks();
+        match self.config.cache.split_ways() {
+            None => self.runner(P::new(capacity, &config)),
+            Some(ways) => self.runner(SetAssoc::<P>::with_ways(capacity, ways, &config)),
+        }
     }
 }
 
@@ -469,7 +489,10 @@ pub fn replay(
     for c in caches {
         let blocks = c.size.blocks(footprint.unwrap_or(0));
         let label = c.policy.label().to_string();
-        let config = cache_config(&c.policy, cfg.block_size, blocks)?;
+        let config = cache_config(&c.policy, cfg.block_size, blocks)?.with_associativity(cfg.associativity);
+        if cfg.associativity.is_some() {
+            c.policy.check_associativity(cfg.preset)?;
+        }
         let mut level = LevelConfig::new(config);
         level.admission = cfg.admission;
         level.sequential_cutoff = cfg.sequential_cutoff;
@@ -482,6 +505,8 @@ pub fn replay(
             config: c.policy.config(cfg.preset)?,
             cache_blocks: blocks,
             cache_bytes: blocks * cfg.block_size,
+            associativity: cfg.associativity.map(NonZeroUsize::get),
+            sets: config.sets() as u64,
             stats: Stats::default(),
         });
     }
@@ -720,5 +745,45 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("holds no"), "{e}");
+    }
+
+    #[test]
+    fn associativity_splits_every_cache_into_sets_on_both_paths() {
+        // A loop over 64 blocks spaced 64 apart fits a 128-block cache, but at 8 ways they map to 2 of the 16 sets.
+        let ids: Vec<u64> = (0..20).flat_map(|_| (0..64u64).map(|i| i * 64)).collect();
+        let caches = [
+            lru(CacheSize::Blocks(128)),
+            CacheSpec { policy: PolicySpec::new(PolicyKind::Opt), ..lru(CacheSize::Blocks(128)) },
+        ];
+        let ways = |w| ReplayConfig { associativity: NonZeroUsize::new(w), ..Default::default() };
+        let full = run(&ids, &caches, &ReplayConfig::default());
+        let same = run(&ids, &caches, &ways(128));
+        let eight = run(&ids, &caches, &ways(8));
+        for i in 0..2 {
+            assert_eq!(full.results[i].stats.total().block_misses(), 64, "cold misses only");
+            assert_eq!((full.results[i].associativity, full.results[i].sets), (None, 1));
+            assert_eq!(same.results[i].stats, full.results[i].stats, "ways = capacity is fully associative");
+            assert_eq!((same.results[i].associativity, same.results[i].sets), (Some(128), 1));
+            assert_eq!(eight.results[i].sets, 16);
+        }
+        assert_eq!(
+            eight.results[0].stats.total().block_misses(),
+            ids.len() as u64,
+            "LRU looping over 32 blocks in each of two 8-block sets"
+        );
+        assert!(eight.results[1].stats.total().block_misses() > 64, "OPT cannot fit 32 blocks in a set either");
+        // The level path (admission, cutoff or a prefetcher) builds the same sets: a cutoff no run reaches.
+        let level = ReplayConfig { sequential_cutoff: 1 << 40, ..ways(8) };
+        let via_level = run(&ids, &caches[..1], &level);
+        assert_eq!(via_level.results[0].stats.total().block_misses(), ids.len() as u64);
+    }
+
+    #[test]
+    fn associativity_refuses_libcachesim_quirks() {
+        let caches = [CacheSpec { policy: PolicySpec::new(PolicyKind::Lirs), size: CacheSize::Blocks(16) }];
+        let cfg =
+            ReplayConfig { preset: Preset::Libcachesim, associativity: NonZeroUsize::new(4), ..Default::default() };
+        let e = replay(&|| Ok(Box::new(VecReader::new(reqs(&[1])))), &caches, &cfg, Default::default()).unwrap_err();
+        assert!(e.to_string().contains("cannot run set-associative"), "{e}");
     }
 }

@@ -33,6 +33,7 @@ use blockwell_core::{Op, Stats};
 use blockwell_trace::{TraceError, TraceReader};
 use serde::Serialize;
 use std::collections::HashSet;
+use std::num::NonZeroUsize;
 
 /// What writes do at the cache device (the modes of `serve --cache-dev`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -77,6 +78,8 @@ pub struct DevSpec {
     pub cleaner: CleanerSpec,
     /// The longest origin write a cleaning pass builds, in blocks.
     pub clean_run_blocks: u64,
+    /// Sets of this many blocks (FlashCache's associativity); `None`: fully associative.
+    pub associativity: Option<NonZeroUsize>,
 }
 
 /// How to replay through the two levels (the filters, block size and preset of [`ReplayConfig`]; its
@@ -151,6 +154,8 @@ pub struct TierResult {
     pub ram: Option<Stats>,
     pub dev_policy: String,
     pub dev_blocks: u64,
+    /// The device level's sets' blocks (`None`: fully associative).
+    pub dev_associativity: Option<usize>,
     pub mode: DevMode,
     pub cleaner: String,
     /// The device level's engine counters.
@@ -425,6 +430,7 @@ impl Run {
             ram: self.ram.as_ref().map(|r| *r.stats()),
             dev_policy: dev.policy.label().to_string(),
             dev_blocks,
+            dev_associativity: dev.associativity.map(NonZeroUsize::get),
             mode: dev.mode,
             cleaner: dev.cleaner.to_string(),
             dev: st,
@@ -576,25 +582,27 @@ fn build(
 ) -> Result<Run, ReplayError> {
     let bs = rc.block_size;
     let dev = &cfg.dev;
-    let mut lc = LevelConfig::new(cache_config(&dev.policy, bs, dev_blocks)?);
+    let dev_cc = cache_config(&dev.policy, bs, dev_blocks)?.with_associativity(dev.associativity);
+    let mut lc = LevelConfig::new(dev_cc);
     lc.admission = dev.promote;
     lc.sequential_cutoff = dev.sequential_cutoff;
     lc.write = dev.mode.write_policy();
     lc.partial_write_allocate = false;
     lc.cluster_max_blocks = u64::from(u32::MAX);
-    let policy = dev.policy.build(rc.preset, dev_blocks as usize)?;
+    let policy = dev_cc.build_policy(&dev.policy, rc.preset)?;
     let dev_level = CacheLevel::new(lc, policy, None);
     let ram_level = if ram_blocks == 0 {
         None
     } else {
-        let mut lc = LevelConfig::new(cache_config(&ram.policy, bs, ram_blocks)?);
+        let ram_cc = cache_config(&ram.policy, bs, ram_blocks)?.with_associativity(rc.associativity);
+        let mut lc = LevelConfig::new(ram_cc);
         lc.admission = rc.admission;
         lc.sequential_cutoff = rc.sequential_cutoff;
         let prefetcher = match rc.prefetch.kind {
             PrefetcherKind::NoPrefetch => None,
             _ => Some(rc.prefetch.build(bs)?),
         };
-        Some(CacheLevel::new(lc, ram.policy.build(rc.preset, ram_blocks as usize)?, prefetcher))
+        Some(CacheLevel::new(lc, ram_cc.build_policy(&ram.policy, rc.preset)?, prefetcher))
     };
     Ok(Run {
         ram: ram_level,
@@ -638,6 +646,7 @@ mod tests {
                 sequential_cutoff: 0,
                 cleaner: cleaner.parse().unwrap(),
                 clean_run_blocks: 256,
+                associativity: None,
             },
             request_interval_ns: None,
             dirty_every: 1,

@@ -10,6 +10,7 @@ use blockwell_core::policy::{PolicySpec, Preset};
 use blockwell_core::prefetch::{PrefetcherKind, PrefetcherSpec};
 use std::fmt::{Debug, Display};
 use std::io::Write;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::str::FromStr;
 
@@ -120,6 +121,35 @@ impl FromStr for Fraction {
     }
 }
 
+/// Set associativity: blocks per set, at least 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Associativity(pub NonZeroUsize);
+
+impl Associativity {
+    pub fn get(self) -> NonZeroUsize {
+        self.0
+    }
+}
+
+impl FromStr for Associativity {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> anyhow::Result<Self> {
+        match s.trim().parse::<usize>() {
+            Ok(0) => bail!(
+                "0 ways: the associativity is the number of blocks per set, at least 1 (leave it out for a fully \
+                 associative cache)"
+            ),
+            Ok(n) => Ok(Associativity(NonZeroUsize::new(n).expect("not 0"))),
+            Err(_) => bail!("'{s}' is not a number of blocks per set (e.g. 512)"),
+        }
+    }
+}
+
+/// The ways of an optional associativity, for the engine.
+pub fn ways(a: Option<Associativity>) -> Option<NonZeroUsize> {
+    a.map(Associativity::get)
+}
+
 /// A comma-separated list; commas inside parentheses belong to an item (`lru,lru-k(k=3,crp=20)`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct List<T>(pub Vec<T>);
@@ -220,7 +250,7 @@ macro_rules! deserialize_from_str {
 }
 pub(crate) use deserialize_from_str;
 
-deserialize_from_str!(Bytes, BlockSize, FixedSize, Fraction);
+deserialize_from_str!(Bytes, BlockSize, FixedSize, Fraction, Associativity);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Cache options
@@ -300,6 +330,13 @@ pub struct CacheArgs<A: Arity = One> {
     #[arg(long, value_name = "SPEC", default_value = "none", value_parser = parse_arg::<PrefetcherSpec>)]
     #[serde(deserialize_with = "de::from_str")]
     pub prefetch: PrefetcherSpec,
+
+    /// Set associativity: split the cache into sets of N blocks, each running the policy over its own blocks, so
+    /// that a block is evicted only for a block of its set (FlashCache's 512-way: a block's set is
+    /// (block / N) mod sets). Left out: fully associative, as is N at least the cache's blocks. Not with
+    /// libcachesim_quirks presets.
+    #[arg(long, value_name = "N", value_parser = parse_arg::<Associativity>)]
+    pub associativity: Option<Associativity>,
 }
 
 impl<A: Arity> Default for CacheArgs<A> {
@@ -313,6 +350,11 @@ impl<A: Arity> CacheArgs<A> {
     /// A prefetcher other than `none` was given.
     pub fn prefetching(&self) -> bool {
         self.prefetch.kind != PrefetcherKind::NoPrefetch
+    }
+
+    /// `--associativity` for the engine: blocks per set, or `None` (fully associative).
+    pub fn ways(&self) -> Option<NonZeroUsize> {
+        ways(self.associativity)
     }
 }
 
@@ -441,6 +483,23 @@ mod tests {
         assert_eq!(e.message(), "unknown preset 'x' (known: default, libcachesim, seed001)");
         let e = toml::from_str::<CacheArgs<One>>("polcy = \"lru\"\n").unwrap_err();
         assert!(e.message().contains("unknown field `polcy`"), "{}", e.message());
+    }
+
+    #[test]
+    fn associativity_is_a_positive_number_of_ways_by_flag_or_key() {
+        assert_eq!(CacheArgs::<One>::default().ways(), None, "fully associative unless asked");
+        let s = Sim::parse_from(["x", "--associativity", "512"]);
+        assert_eq!(s.cache.ways(), NonZeroUsize::new(512));
+        let e = Serve::try_parse_from(["x", "--associativity", "0"]).unwrap_err().to_string();
+        assert!(e.contains("--associativity") && e.contains("at least 1"), "{e}");
+        let e = Sim::try_parse_from(["x", "--associativity", "many"]).unwrap_err().to_string();
+        assert!(e.contains("--associativity") && e.contains("not a number of blocks per set"), "{e}");
+        let c: CacheArgs<One> = toml::from_str("associativity = 64\n").unwrap();
+        assert_eq!(c.ways(), NonZeroUsize::new(64));
+        let c: CacheArgs<One> = toml::from_str("associativity = \"8\"\n").unwrap();
+        assert_eq!(c.ways(), NonZeroUsize::new(8));
+        let e = toml::from_str::<CacheArgs<One>>("associativity = 0\n").unwrap_err();
+        assert!(e.message().contains("at least 1"), "{}", e.message());
     }
 
     #[test]

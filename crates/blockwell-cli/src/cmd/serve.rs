@@ -258,6 +258,9 @@ impl StackArgs {
         if self.admit.admission != AdmissionSpec::Always {
             bail!("{} cannot be combined with {content} ({why})", self.key("admission"));
         }
+        if self.cache.associativity.is_some() {
+            bail!("{} cannot be combined with {content} ({why})", self.key("associativity"));
+        }
         if self.admit.sequential_cutoff.0 != 0 {
             bail!("{} cannot be combined with {content} ({why})", self.key("sequential_cutoff"));
         }
@@ -291,6 +294,24 @@ impl StackArgs {
             if self.tier.cache_dev_size.is_some() {
                 bail!("{} needs {}", self.key("cache_dev_size"), self.key("cache_dev"));
             }
+            if self.tier.cache_dev_associativity.is_some() {
+                bail!("{} needs {}", self.key("cache_dev_associativity"), self.key("cache_dev"));
+            }
+        }
+        if !self.content
+            && self.cache.associativity.is_some()
+            && self.cache.cache.bytes(self.cache.block_size.get()) == 0
+        {
+            bail!(
+                "{} needs a RAM cache ({} is 0){}",
+                self.key("associativity"),
+                self.key("cache"),
+                if self.tier.cache_dev.is_some() {
+                    format!("; the cache device's is {}", self.key("cache_dev_associativity"))
+                } else {
+                    String::new()
+                }
+            );
         }
         Ok(())
     }
@@ -309,6 +330,7 @@ impl StackArgs {
             admission: self.admit.admission,
             sequential_cutoff: self.admit.sequential_cutoff.0,
             prefetch: self.cache.prefetch.clone(),
+            associativity: self.cache.ways(),
         })
     }
 
@@ -1544,6 +1566,30 @@ mod tests {
         assert!(x.starts_with("exports.toml:1:10: ") && !x.contains('\n'), "{x}");
         assert_eq!(e("listen = \"x\"\n"), "exports.toml: no [[export]] tables");
         assert_eq!(e("export = 1\n"), "exports.toml:1:10: 'export' must be an array of tables ([[export]])");
+    }
+
+    #[test]
+    fn toml_associativity_of_the_ram_cache_and_the_cache_device() {
+        let c = parse(
+            "[[export]]\nname = \"a\"\nbackend = \"a.img\"\ncache = \"1MiB\"\nassociativity = 64\n\
+             cache_dev = \"a.cache\"\ncache_dev_associativity = 512\n",
+        )
+        .unwrap();
+        let stack = &c.exports[0].stack;
+        assert_eq!(stack.cache.ways(), std::num::NonZeroUsize::new(64));
+        let ram = stack.cache_config(CacheMode::WriteThrough).unwrap();
+        assert_eq!(ram.associativity, std::num::NonZeroUsize::new(64));
+        assert_eq!(stack.tier.cache_dev_associativity.map(|a| a.get().get()), Some(512));
+        let e = |t: &str| format!("{:#}", parse(t).unwrap_err());
+        let ex = "[[export]]\nname = \"a\"\nbackend = \"a\"\n";
+        let x = e(&format!("{ex}associativity = 0\n"));
+        assert!(x.starts_with("exports.toml:4:17: export \"a\": associativity: 0 ways"), "{x}");
+        let x = e(&format!("{ex}cache_dev_associativity = 8\n"));
+        assert_eq!(x, "exports.toml: export \"a\": cache_dev_associativity needs cache_dev");
+        let x = e(&format!("{ex}cache = 0\nassociativity = 8\n"));
+        assert_eq!(x, "exports.toml: export \"a\": associativity needs a RAM cache (cache is 0)");
+        let x = e(&format!("[content]\n{ex}content = true\nassociativity = 8\n"));
+        assert!(x.contains("export \"a\": associativity cannot be combined with content"), "{x}");
     }
 
     #[test]

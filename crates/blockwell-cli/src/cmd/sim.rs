@@ -4,7 +4,7 @@
 use super::common::{SizeSpec, TraceArgs};
 use super::options::{AdmitArgs, CacheArgs, Format, Many, OutputArgs};
 use anyhow::bail;
-use blockwell_core::policy::PolicySpec;
+use blockwell_core::policy::{PolicyError, PolicySpec};
 use blockwell_sim::analysis::human_bytes;
 use blockwell_sim::replay::{replay, CacheSize, CacheSpec, ReplayConfig, ReplayError, ReplayHooks, ReplayReport};
 use blockwell_sim::tier::{replay_tier, TierReplayConfig};
@@ -85,6 +85,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         prefetch: a.cache.prefetch.clone(),
         admission: a.admit.admission,
         sequential_cutoff: a.admit.sequential_cutoff.0,
+        associativity: a.cache.ways(),
     };
     let dev = a.dev.spec(bs)?;
     // Check the trace opens (and its format is known) before anything else.
@@ -153,10 +154,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Errors about the trace as a whole name it (read errors already do).
+/// Errors about the trace as a whole name it (read errors already do); an associativity error names the option.
 fn trace_error(e: ReplayError, trace: &std::path::Path) -> anyhow::Error {
     match e {
         ReplayError::Empty(_) | ReplayError::NoSuchVolume { .. } => anyhow::anyhow!("{}: {e}", trace.display()),
+        ReplayError::Policy(PolicyError::AssociativityQuirks { .. }) => anyhow::anyhow!("--associativity: {e}"),
         e => e.into(),
     }
 }
@@ -208,9 +210,13 @@ pub fn csv_field(x: &str) -> String {
 pub fn table(r: &ReplayReport, trace: &str, prefetching: bool) -> String {
     let mut s = String::new();
     s.push_str(&format!(
-        "{}, preset {}{}\n",
+        "{}, preset {}{}{}\n",
         trace_summary(trace, r.requests, r.block_accesses, r.footprint_blocks, r.block_size),
         r.preset,
+        match r.results.first().and_then(|c| c.associativity) {
+            Some(w) => format!(", {w}-way set associative"),
+            None => String::new(),
+        },
         if r.warmup_requests > 0 {
             format!(", first {} requests are warm-up", r.warmup_requests)
         } else {
@@ -267,13 +273,13 @@ pub fn csv(r: &ReplayReport) -> String {
 read_blocks,read_block_misses,read_block_miss_ratio,write_blocks,write_block_misses,write_block_miss_ratio,\
 request_misses,request_miss_ratio,read_requests,read_request_misses,write_requests,write_request_misses,\
 prefetch_issued,prefetch_used,prefetch_late,prefetch_wasted,prefetch_accuracy,prefetch_coverage,\
-admission_rejections,bypassed,evictions\n",
+admission_rejections,bypassed,evictions,associativity,sets\n",
     );
     for c in &r.results {
         let t = c.stats.total();
         let (rd, wr) = (c.stats.read, c.stats.write);
         s.push_str(&format!(
-            "{},{},{},{},{},{},{},{:.6},{},{},{:.6},{},{},{:.6},{},{:.6},{},{},{},{},{},{},{},{},{:.6},{:.6},{},{},{}\n",
+            "{},{},{},{},{},{},{},{:.6},{},{},{:.6},{},{},{:.6},{},{:.6},{},{},{},{},{},{},{},{},{:.6},{:.6},{},{},{},{},{}\n",
             csv_field(&c.policy),
             c.cache_blocks,
             c.cache_bytes,
@@ -303,6 +309,8 @@ admission_rejections,bypassed,evictions\n",
             c.stats.admission_rejections,
             c.stats.bypassed,
             c.stats.evictions,
+            c.associativity.map(|w| w.to_string()).unwrap_or_default(),
+            c.sets,
         ));
     }
     s

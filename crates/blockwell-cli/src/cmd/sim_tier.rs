@@ -2,7 +2,7 @@
 //! cache device over the origin; [`blockwell_sim::tier`]), its options and its report.
 
 use super::common::SizeSpec;
-use super::options::{parse_arg, Bytes, Format, OutputArgs};
+use super::options::{parse_arg, ways, Associativity, Bytes, Format, OutputArgs};
 use super::tier::{DEFAULT_CLEANER, DEFAULT_CUTOFF, DEFAULT_POLICY, DEFAULT_PROMOTE};
 use anyhow::bail;
 use blockwell_cachedev::CacheMode;
@@ -27,6 +27,10 @@ pub struct DevArgs {
     /// The cache device's replacement policy.
     #[arg(long, value_name = "POLICY", default_value = DEFAULT_POLICY, value_parser = parse_arg::<PolicySpec>)]
     pub cache_dev_policy: PolicySpec,
+
+    /// Set associativity of the cache device's policy (sets of N blocks, as `serve --cache-dev-associativity`).
+    #[arg(long, value_name = "N", value_parser = parse_arg::<Associativity>)]
+    pub cache_dev_associativity: Option<Associativity>,
 
     /// Which read misses are copied into the cache device: `always`, or `n-hit:N`.
     #[arg(long, value_name = "SPEC", default_value = DEFAULT_PROMOTE, value_parser = parse_arg::<AdmissionSpec>)]
@@ -75,6 +79,7 @@ impl DevArgs {
             sequential_cutoff: self.cache_dev_cutoff.0,
             cleaner: self.cleaner,
             clean_run_blocks: blockwell_server::tier::DEFAULT_CLEAN_RUN_BLOCKS,
+            associativity: ways(self.cache_dev_associativity),
         }))
     }
 }
@@ -136,10 +141,11 @@ fn table(r: &TierReport, trace: &str) -> String {
     if let Some(t) = r.results.first() {
         let _ = writeln!(
             s,
-            "cache device: {} {} ({} blocks), {}, cleaner {}",
+            "cache device: {} {} ({} blocks{}), {}, cleaner {}",
             t.dev_policy,
             human_bytes(t.dev_blocks * r.block_size),
             t.dev_blocks,
+            t.dev_associativity.map(|w| format!(", {w}-way set associative")).unwrap_or_default(),
             t.mode.name(),
             t.cleaner
         );

@@ -2,7 +2,7 @@
 //! of a config file's `[[export]]`), opening or creating it over an export's backend, and its counters in
 //! status lines and Prometheus text.
 
-use super::options::{de, parse_arg, Bytes};
+use super::options::{de, parse_arg, ways, Associativity, Bytes};
 use super::serve::Delay;
 use anyhow::{anyhow, bail, Context};
 use blockwell_cachedev::{CacheMode, FormatOptions, Metadata};
@@ -48,6 +48,11 @@ pub struct TierArgs {
     #[arg(long, value_name = "POLICY", default_value = DEFAULT_POLICY, value_parser = parse_arg::<PolicySpec>)]
     #[serde(deserialize_with = "de::from_str")]
     pub cache_dev_policy: PolicySpec,
+
+    /// Set associativity of the cache device's policy: sets of N blocks, eviction only within a block's set
+    /// (FlashCache's 512-way; see --associativity). Left out: fully associative.
+    #[arg(long, value_name = "N", value_parser = parse_arg::<Associativity>)]
+    pub cache_dev_associativity: Option<Associativity>,
 
     /// Which read misses are copied into the cache device: `always`, or `n-hit:N` (on a block's N-th miss).
     #[arg(long, value_name = "SPEC", default_value = DEFAULT_PROMOTE, value_parser = parse_arg::<AdmissionSpec>)]
@@ -152,6 +157,7 @@ impl TierArgs {
         c.mode = mode;
         c.policy = self.cache_dev_policy.clone();
         c.preset = preset;
+        c.associativity = ways(self.cache_dev_associativity);
         c.admission = self.promote;
         c.sequential_cutoff = self.cache_dev_cutoff.0;
         c.cleaner = self.cleaner;
@@ -203,10 +209,12 @@ impl TierArgs {
 
 /// `key value` pairs of a tier's counters for a status line.
 pub fn status_fields(t: &TierSnapshot) -> String {
-    let mut s = format!(
-        "cache_dev {} {} slots {} cached {} dirty {} ({:.1}%)",
-        t.mode, t.policy, t.slots, t.cached_blocks, t.dirty_blocks, t.dirty_percent
-    );
+    let mut s = format!("cache_dev {} {}", t.mode, t.policy);
+    if let Some(w) = t.associativity {
+        let _ = write!(s, " associativity {w}");
+    }
+    let _ =
+        write!(s, " slots {} cached {} dirty {} ({:.1}%)", t.slots, t.cached_blocks, t.dirty_blocks, t.dirty_percent);
     let _ = write!(
         s,
         " read_hits {} read_misses {} write_hits {} write_misses {} dirty_write_hits {} promotions {} demotions {} \

@@ -163,6 +163,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         level(a.page_cache.bytes(block_size), &a.page_policy, &a.page_prefetch, block_size).context("--page-cache")?;
     let c = &a.cache;
     let block_cache = level(c.cache.bytes(block_size), &c.policy, &c.prefetch, block_size).context("--cache")?;
+    if block_cache.is_none() && c.associativity.is_some() {
+        bail!("--associativity needs a block cache (--cache is 0)");
+    }
+    let block_cache = block_cache.map(|l| l.with_associativity(c.ways()));
     let shadow: Shadow = a.redcap_shadow.parse().context("--redcap-shadow")?;
     let redcap = a.redcap.as_deref().map(|r| RedcapSetup::preset(r, block_size)).transpose().context("--redcap")?;
     let redcap = redcap.map(|s| RedcapSetup { shadow, ..s });

@@ -7,13 +7,16 @@
 //! seed `001_*` §4 says (prefetched blocks are flagged "not yet accessed", their first demand access counts as
 //! the first reference, and they are never remembered in a ghost list when evicted unaccessed).
 //!
-//! Adding a policy is one new file and one line in the `registry!` invocation below.
+//! Adding a policy is one new file and one line in the `registry!` invocation below. [`setassoc`] is not a policy
+//! of the registry but a wrapper: any of them run per set of a set-associative cache (FlashCache's associativity),
+//! built by [`PolicySpec::build_with_associativity`] when a cache asks for it.
 
 use crate::arena::{Arena, Handle, KeyIndex, Keyed, Linked};
 use crate::key::BlockKey;
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{Map, Value};
 use std::fmt::Debug;
+use std::num::NonZeroUsize;
 
 pub mod arc;
 pub mod car;
@@ -29,6 +32,7 @@ mod multilist;
 mod onelist;
 pub mod opt;
 pub mod s3fifo;
+pub mod setassoc;
 pub mod sieve;
 pub mod twoq;
 
@@ -280,6 +284,11 @@ pub enum PolicyError {
     Invalid { policy: String, message: String },
     #[error("cache capacity must be at least one block")]
     ZeroCapacity,
+    #[error(
+        "policy '{policy}' with preset '{preset}' reproduces libcachesim's defects (libcachesim_quirks) and may hold \
+         more blocks than its capacity: it cannot run set-associative (use another preset)"
+    )]
+    AssociativityQuirks { policy: String, preset: &'static str },
 }
 
 /// Generic code run on a concrete policy type chosen at run time (see [`PolicySpec::visit`]).
@@ -447,6 +456,41 @@ impl PolicySpec {
             }
         }
         self.visit(preset, Build(capacity))
+    }
+
+    /// Builds a boxed policy of `capacity` blocks, `ways`-way set-associative ([`setassoc::SetAssoc`]) when `ways`
+    /// is given and smaller than the capacity; otherwise exactly [`PolicySpec::build`] (the same type, no wrapper).
+    /// Refuses a configuration with `libcachesim_quirks` whenever `ways` is given
+    /// ([`PolicySpec::check_associativity`]).
+    pub fn build_with_associativity(
+        &self,
+        preset: Preset,
+        capacity: usize,
+        ways: Option<NonZeroUsize>,
+    ) -> Result<Box<dyn DynPolicy>, PolicyError> {
+        if ways.is_some() {
+            self.check_associativity(preset)?;
+        }
+        let Some(ways) = setassoc::split_ways(capacity, ways) else {
+            return self.build(preset, capacity);
+        };
+        struct Build(usize, NonZeroUsize);
+        impl PolicyVisitor for Build {
+            type Output = Box<dyn DynPolicy>;
+            fn visit<P: Policy>(self, config: P::Config) -> Self::Output {
+                Box::new(setassoc::SetAssoc::<P>::with_ways(self.0, self.1, &config))
+            }
+        }
+        self.visit(preset, Build(capacity, ways))
+    }
+
+    /// Whether the policy can run set-associative under `preset`: not with `libcachesim_quirks`, which may let a
+    /// set hold more blocks than its ways.
+    pub fn check_associativity(&self, preset: Preset) -> Result<(), PolicyError> {
+        if self.libcachesim_quirks(preset)? {
+            return Err(PolicyError::AssociativityQuirks { policy: self.label().to_string(), preset: preset.name() });
+        }
+        Ok(())
     }
 
     /// Whether the configuration under `preset` reproduces libcachesim's defects ([`Policy::libcachesim_quirks`]).

@@ -94,6 +94,8 @@ pub struct CachedConfig {
     pub sequential_cutoff: u64,
     /// The prefetcher (`none`, `redcap`, `linux24`, `ondemand`, `stride`, ...; see `docs/prefetchers.md`).
     pub prefetch: PrefetcherSpec,
+    /// Blocks per set of a set-associative cache (FlashCache's associativity); `None`: fully associative.
+    pub associativity: Option<std::num::NonZeroUsize>,
 }
 
 impl CachedConfig {
@@ -108,6 +110,7 @@ impl CachedConfig {
             admission: AdmissionSpec::Always,
             sequential_cutoff: 0,
             prefetch: PrefetcherSpec::new(PrefetcherKind::NoPrefetch),
+            associativity: None,
         }
     }
 }
@@ -270,7 +273,7 @@ impl<B: Backend + 'static> Drop for CachedBackend<B> {
 
 impl<B: Backend> Inner<B> {
     fn new(backend: B, config: CachedConfig, async_tx: Option<SyncSender<Job>>) -> Result<Self, CachedError> {
-        let cc = CacheConfig::new(config.block_size, config.capacity_bytes)?;
+        let cc = CacheConfig::new(config.block_size, config.capacity_bytes)?.with_associativity(config.associativity);
         if config.policy.libcachesim_quirks(config.preset)? {
             return Err(CachedError::Quirks {
                 policy: config.policy.label().to_string(),
@@ -285,7 +288,7 @@ impl<B: Backend> Inner<B> {
             return Err(CachedError::DeviceTooLarge { size, block_size: config.block_size });
         }
         let capacity = cc.capacity_blocks();
-        let policy = config.policy.build(config.preset, capacity)?;
+        let policy = cc.build_policy(&config.policy, config.preset)?;
         let prefetcher = match config.prefetch.kind {
             PrefetcherKind::NoPrefetch => None,
             _ => Some(config.prefetch.build(config.block_size)?),

@@ -84,6 +84,10 @@ pub struct TierConfig {
     pub mode: CacheMode,
     pub policy: PolicySpec,
     pub preset: Preset,
+    /// Blocks per set when the engine's policy over the device is set-associative (FlashCache's associativity:
+    /// eviction only within a block's set); `None`: fully associative. Only the replacement decision is split
+    /// into sets; a block's slot on the device is any free slot.
+    pub associativity: Option<std::num::NonZeroUsize>,
     /// Which missed blocks are promoted into the device (always, `n-hit:N`).
     pub admission: AdmissionSpec,
     /// Back-to-back runs of at least this many bytes bypass the device; 0 turns it off.
@@ -110,6 +114,7 @@ impl TierConfig {
             mode: CacheMode::WriteBack,
             policy: PolicySpec::new(blockwell_core::PolicyKind::Lru),
             preset: Preset::Default,
+            associativity: None,
             admission: AdmissionSpec::Always,
             sequential_cutoff: DEFAULT_SEQUENTIAL_CUTOFF,
             cleaner: CleanerSpec::PI,
@@ -184,6 +189,8 @@ fn get(c: &AtomicU64) -> u64 {
 pub struct TierSnapshot {
     pub mode: String,
     pub policy: String,
+    /// Blocks per set of the engine's policy, when set-associative.
+    pub associativity: Option<usize>,
     pub cleaner: String,
     pub block_size: u64,
     pub slots: u64,
@@ -436,8 +443,9 @@ impl<O: Backend> Inner<O> {
             return Err(TierError::TooSmall { slots, reserve });
         }
         let cc = CacheConfig::new(block_size, capacity * block_size)
-            .map_err(|e| TierError::Device(blockwell_cachedev::Error::Corrupt(format!("geometry: {e}"))))?;
-        let policy = config.policy.build(config.preset, capacity as usize)?;
+            .map_err(|e| TierError::Device(blockwell_cachedev::Error::Corrupt(format!("geometry: {e}"))))?
+            .with_associativity(config.associativity);
+        let policy = cc.build_policy(&config.policy, config.preset)?;
         let mut lc = LevelConfig::new(cc);
         lc.admission = config.admission;
         lc.sequential_cutoff = config.sequential_cutoff;
@@ -544,6 +552,7 @@ impl<O: Backend> Inner<O> {
         TierSnapshot {
             mode: mode.to_string(),
             policy: self.config.policy.label().to_string(),
+            associativity: self.config.associativity.map(std::num::NonZeroUsize::get),
             cleaner: self.config.cleaner.to_string(),
             block_size: self.block_size,
             slots: self.geometry.slots,

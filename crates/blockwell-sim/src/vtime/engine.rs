@@ -126,9 +126,10 @@ struct Sim {
 }
 
 fn build_level(lc: &LevelConfig, cfg: &Config, name: &'static str, writes: WritePolicy) -> Result<Level, Error> {
-    let cc =
-        CacheConfig::new(cfg.block_size, lc.capacity_bytes).map_err(|source| Error::Cache { level: name, source })?;
-    let policy = lc.policy.build(cfg.preset, cc.capacity_blocks())?;
+    let cc = CacheConfig::new(cfg.block_size, lc.capacity_bytes)
+        .map_err(|source| Error::Cache { level: name, source })?
+        .with_associativity(lc.associativity);
+    let policy = cc.build_policy(&lc.policy, cfg.preset)?;
     Ok(Level::new(cc, policy, lc.prefetch.build(cfg.block_size)?, writes))
 }
 

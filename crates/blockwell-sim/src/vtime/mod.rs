@@ -153,15 +153,24 @@ pub struct LevelConfig {
     pub policy: PolicySpec,
     pub capacity_bytes: u64,
     pub prefetch: PrefetchChoice,
+    /// Blocks per set of a set-associative level ([`blockwell_core::policy::setassoc`]); `None`: fully
+    /// associative.
+    pub associativity: Option<std::num::NonZeroUsize>,
 }
 
 impl LevelConfig {
     pub fn new(policy: PolicySpec, capacity_bytes: u64) -> Self {
-        LevelConfig { policy, capacity_bytes, prefetch: PrefetchChoice::None }
+        LevelConfig { policy, capacity_bytes, prefetch: PrefetchChoice::None, associativity: None }
     }
 
     pub fn with_prefetch(mut self, prefetch: PrefetchChoice) -> Self {
         self.prefetch = prefetch;
+        self
+    }
+
+    /// The same level, `ways`-way set-associative (`None`: fully associative).
+    pub fn with_associativity(mut self, ways: Option<std::num::NonZeroUsize>) -> Self {
+        self.associativity = ways;
         self
     }
 }
