@@ -275,6 +275,9 @@ fn prefetch_admission_and_cutoff_change_the_counts_and_are_reported() {
     assert!(r["prefetch_accuracy"].as_f64().unwrap() > 0.95, "{r}");
     let table = util::ok(&["sim", "--trace", &t, "--policy", "lru", "--cache", "1000blocks", "--prefetch", "obl"]);
     assert!(table.contains("pf accur") && table.contains("prefetch accuracy:"), "{table}");
+    // Each cache is one row, its prefetch columns included.
+    assert!(table.lines().any(|l| l.starts_with("lru ") && l.matches('|').count() == 3), "{table}");
+    assert!(!table.lines().any(|l| l.trim().is_empty() || l.starts_with(" |")), "{table}");
 
     let adm = run(&["--admission", "n-hit:2"]);
     let s = &adm["results"][0]["stats"];

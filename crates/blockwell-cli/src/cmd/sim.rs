@@ -238,7 +238,7 @@ pub fn table(r: &ReplayReport, trace: &str, prefetching: bool) -> String {
         let t = c.stats.total();
         let (rd, wr) = (c.stats.read, c.stats.write);
         s.push_str(&format!(
-            "{:<22} {:>10} {:>10} | {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9}\n",
+            "{:<22} {:>10} {:>10} | {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9}",
             c.policy,
             human_bytes(c.cache_bytes),
             c.cache_blocks,
