@@ -338,7 +338,9 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
     }
 
     /// Runs REDCAP's activation algorithm on the driver's measured read times (the `redcap` prefetcher in a
-    /// driver without a disk model): see [`RedcapTiming`].
+    /// driver without a disk model), seed `000_*`'s "only takes into account the I/O time of the issued disk
+    /// requests": while REDCAP is on, the time without it is estimated for the blocks a plain cache would have
+    /// read; while it is off, the segment cache runs in `shadow` and its reads' time is estimated.
     pub fn enable_redcap_timing(&mut self, shadow: Redcap) {
         self.redcap = Some(RedcapTiming { shadow, plan: ReadPlan::default(), model: IoModel::default() });
     }

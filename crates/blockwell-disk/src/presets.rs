@@ -1,23 +1,23 @@
 //! Hard-disk presets, each parameter with its source.
 //!
 //! Sources:
-//! - **[RM]** `../shared/reference/disk-models.md`: Ruemmler-Wilkes seek-curve fits (least squares to DiskSim's
+//! - **\[RM\]** `../shared/reference/disk-models.md`: Ruemmler-Wilkes seek-curve fits (least squares to DiskSim's
 //!   measured `*.seek` tables), rpm, cylinders, buffer segments.
-//! - **[DS]** DiskSim 2.01.016's own parameter files for the validated drives, `../shared/reference/disk/
+//! - **\[DS\]** DiskSim 2.01.016's own parameter files for the validated drives, `../shared/reference/disk/
 //!   {barracuda,cheetah9LP}.{diskspecs,model}`: zones (cylinders, sectors per track, skews), heads, block count,
 //!   head switch, write settle, the eight command overheads, bus time per sector, buffer segments and sizes,
 //!   read-ahead, no read-behind (`Read any free blocks = 0`), write caching (`Fast write level` 1 and 2: writes
 //!   are acknowledged from the buffer).
-//! - **[RW]** Ruemmler & Wilkes, "An introduction to disk drive modeling", IEEE Computer 27(3), 1994, HP 97560.
-//! - **[WD]** Western Digital Caviar WD1200BB data sheet (7200 rpm, 120 GB, 2 MB buffer, ATA-100; average seek
+//! - **\[RW\]** Ruemmler & Wilkes, "An introduction to disk drive modeling", IEEE Computer 27(3), 1994, HP 97560.
+//! - **\[WD\]** Western Digital Caviar WD1200BB data sheet (7200 rpm, 120 GB, 2 MB buffer, ATA-100; average seek
 //!   8.9 ms, track-to-track 2.0 ms, full stroke 21 ms), and seed `000_*` §4 (the test disk: WD1200BB, 120 GB,
 //!   2 MB cache).
-//! - **[A]** an assumption, stated where used (and in `docs/disk-model.md`).
+//! - **\[A\]** an assumption, stated where used (and in `docs/disk-model.md`).
 //!
 //! | preset | drive | what is assumed |
 //! |---|---|---|
-//! | `barracuda` | Seagate Barracuda ST32171W | nothing: [RM] seek, [DS] everything else |
-//! | `cheetah9lp` | Seagate Cheetah 9LP ST39102LW (seed 001's disk) | nothing: [RM] seek, [DS] everything else |
+//! | `barracuda` | Seagate Barracuda ST32171W | nothing: \[RM\] seek, \[DS\] everything else |
+//! | `cheetah9lp` | Seagate Cheetah 9LP ST39102LW (seed 001's disk) | nothing: \[RM\] seek, \[DS\] everything else |
 //! | `wd1200bb` | WD Caviar WD1200BB (seed 000's disk) | geometry (4 heads, 8 zones), d0, overheads, segments, no read-behind |
 //! | `hp97560` | HP 97560 | buffer layout (2 × 128 sectors), write cache off, no read-behind |
 
@@ -46,7 +46,7 @@ const fn z(first_cyl: u32, last_cyl: u32, sectors_per_track: u32, track_skew: u3
     Zone { first_cyl, last_cyl, sectors_per_track, track_skew, cyl_skew }
 }
 
-/// Seagate Barracuda ST32171W: [DS] `barracuda.diskspecs` / `barracuda.model`, seek curve [RM].
+/// Seagate Barracuda ST32171W: \[DS\] `barracuda.diskspecs` / `barracuda.model`, seek curve \[RM\].
 pub fn barracuda() -> HddParams {
     HddParams {
         name: "barracuda".into(),
@@ -94,7 +94,7 @@ pub fn barracuda() -> HddParams {
     }
 }
 
-/// Seagate Cheetah 9LP ST39102LW: [DS] `cheetah9LP.diskspecs` / `cheetah9LP.model`, seek curve [RM].
+/// Seagate Cheetah 9LP ST39102LW: \[DS\] `cheetah9LP.diskspecs` / `cheetah9LP.model`, seek curve \[RM\].
 pub fn cheetah9lp() -> HddParams {
     HddParams {
         name: "cheetah9lp".into(),
@@ -140,9 +140,9 @@ pub fn cheetah9lp() -> HddParams {
     }
 }
 
-/// WD Caviar WD1200BB (seed 000's disk). [WD]: 7200 rpm, 234,441,648 sectors (120 GB), 2 MB buffer, seek
+/// WD Caviar WD1200BB (seed 000's disk). \[WD\]: 7200 rpm, 234,441,648 sectors (120 GB), 2 MB buffer, seek
 /// track-to-track 2.0 / average 8.9 / full stroke 21 ms fitted to the two-regime form with
-/// [`SeekCurve::fit_datasheet`]. [A]: 4 heads and 8 zones from 1170 to 650 sectors per track (typical of
+/// [`SeekCurve::fit_datasheet`]. \[A\]: 4 heads and 8 zones from 1170 to 650 sectors per track (typical of
 /// 2002-era 40 GB/platter drives; the capacity and the media rate of about 35-70 MB/s follow), regime boundary at
 /// one fifth of the cylinders, skews of one head switch / one track-to-track seek, controller overhead 0.3 ms,
 /// ATA-100 bus (100 MB/s: 5.12 µs per sector), buffer as 8 segments of 512 sectors (seed 000 observes more
@@ -199,10 +199,10 @@ pub fn wd1200bb() -> HddParams {
     }
 }
 
-/// HP 97560 [RW]: 4002 rpm, 1962 cylinders, 19 data surfaces, 72 sectors per track, seek `3.24 + 0.400*sqrt(d)`
+/// HP 97560 \[RW\]: 4002 rpm, 1962 cylinders, 19 data surfaces, 72 sectors per track, seek `3.24 + 0.400*sqrt(d)`
 /// below 383 cylinders and `8.00 + 0.008*d` above, head switch 1.6 ms, controller overhead 2.2 ms, track skew 8
 /// and cylinder skew 18 sectors, SCSI-2 at 10 MB/s (51.2 µs per sector), 128 KB buffer with read-ahead.
-/// [A]: the buffer as 2 segments of 128 sectors; write cache off (immediate reporting was off in [RW]'s traces); no
+/// \[A\]: the buffer as 2 segments of 128 sectors; write cache off (immediate reporting was off in \[RW\]'s traces); no
 /// read-behind.
 pub fn hp97560() -> HddParams {
     HddParams {

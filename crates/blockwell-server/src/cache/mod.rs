@@ -2,10 +2,10 @@
 //! ([`CacheLevel`], the same type `blockwell sim` runs).
 //!
 //! The engine decides — hits, waits on blocks in flight, admission, the sequential cutoff, prefetching,
-//! victims, and every counter — and this layer moves data: block data lives in slots ([`slots`]) kept in step
+//! victims, and every counter — and this layer moves data: block data lives in slots (`slots`) kept in step
 //! with the engine (a block has a slot exactly when the engine holds it with its data), backend reads are the
 //! plan's device reads, and completions go back to the engine ([`CacheLevel::fetch_done`]), which says whether
-//! the data is still wanted. Asynchronous prefetches are read by a worker thread ([`worker`]).
+//! the data is still wanted. Asynchronous prefetches are read by a worker thread (`worker`).
 //!
 //! ## Concurrency
 //! One mutex guards the engine and the slots; it is never held during backend I/O, nor while a large read
@@ -18,7 +18,7 @@
 //! are serialized by striped write locks, so that the order of backend writes and of cache updates agree.
 //!
 //! ## Cost
-//! Per cached block: its slot (see [`slots`]) plus the policy's metadata (see each policy's module doc).
+//! Per cached block: its slot (see `slots`) plus the policy's metadata (see each policy's module doc).
 
 mod slots;
 pub(crate) use slots::BlockHasher;

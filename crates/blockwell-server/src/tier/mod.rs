@@ -5,13 +5,13 @@
 //!
 //! The engine decides what the device holds (any policy; promotion by admission and the sequential cutoff;
 //! dirty blocks in order for the cleaner); this layer moves data between the device's slots, the origin and
-//! the client, and keeps the device's metadata crash-consistent ([`commit`]).
+//! the client, and keeps the device's metadata crash-consistent (`commit`).
 //!
 //! ## What a reply means
 //! - **write-back**: a WRITE is acknowledged once its data is on the cache device (not necessarily durable);
 //!   FLUSH returns once every write acknowledged before it is durable on the cache device together with the
 //!   metadata that finds it (a sync of the device, a journal commit, a sync); a FUA write is durable before its
-//!   reply. Dirty blocks reach the origin through the cleaner ([`clean`]), in origin order, merged.
+//!   reply. Dirty blocks reach the origin through the cleaner (`clean`), in origin order, merged.
 //! - **write-through**: the origin is written first (with the client's FUA), then the cached copy; FLUSH
 //!   flushes the origin.
 //! - **write-around**: the origin is written and cached copies are dropped.
@@ -20,7 +20,7 @@
 //! ## Crash safety
 //! Recovery keeps every dirty block. It keeps a clean block only in write-back (and read-only) mode, and only
 //! while the slot's data still has the checksum the metadata recorded: the tier never writes a block to the
-//! origin while the metadata may still map an older clean copy of it ([`state`]), and an in-place write
+//! origin while the metadata may still map an older clean copy of it (`state`), and an in-place write
 //! changes a clean slot's data before the dirty record is durable, which the checksum then reveals. In
 //! write-through and write-around, the origin is written first, so after a crash a cached copy may be older
 //! than the origin: those modes restart cold after a crash (warm after a clean shutdown).
@@ -267,7 +267,7 @@ pub(crate) struct Inner<O> {
     pub config: TierConfig,
     pub state: Mutex<State>,
     pub commit: Mutex<commit::CommitState>,
-    /// Incremented after every cache-device data write and every record (see [`commit`]).
+    /// Incremented after every cache-device data write and every record (see `commit`).
     pub epoch: AtomicU64,
     /// Writes reached the origin since its last flush.
     pub origin_unflushed: AtomicBool,
