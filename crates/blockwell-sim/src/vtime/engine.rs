@@ -306,7 +306,7 @@ impl Sim {
                 Ev::ShadowRelease(k, p) => self.shadow_release(k, p),
                 Ev::ShadowTimer(k) => self.shadow_timer(k),
                 Ev::CacheDevDone => self.cache_dev_done(),
-                Ev::CacheDevTimer => self.kick_all(),
+                Ev::CacheDevTimer => self.kick_cache_dev(),
                 Ev::CleanTick => self.clean_tick(),
             }
         }
@@ -350,9 +350,7 @@ impl Sim {
         }
         self.release(j);
         self.kick_device();
-        if self.cdev.is_some() {
-            self.kick_all();
-        }
+        self.kick_cache_dev();
         self.owner = None;
     }
 
@@ -806,6 +804,10 @@ impl Sim {
 
     fn kick_all(&mut self) {
         self.kick_device();
+        self.kick_cache_dev();
+    }
+
+    fn kick_cache_dev(&mut self) {
         let Some(t) = self.cdev.as_mut() else { return };
         match t.dev.start_next(self.now) {
             Some(Started::Request(done)) => self.schedule(done, Ev::CacheDevDone),
