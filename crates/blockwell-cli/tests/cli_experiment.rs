@@ -241,6 +241,50 @@ fn tsim_runs_a_workload_a_file_trace_and_a_block_trace() {
 }
 
 #[test]
+fn tsim_simulates_a_cache_device_between_the_block_level_and_the_disk() {
+    let d = tempfile::tempdir().unwrap();
+    let t = d.path().join("w.csv");
+    let t = t.to_str().unwrap();
+    let gen = ["trace", "gen", "uniform", "--requests", "1500", "--blocks", "262144", "--write-ratio", "1", "--format"];
+    util::ok(&[&gen[..], &["msr", "--output", t]].concat());
+    let base = ["tsim", "--trace", t, "--format", "msr", "--think-us", "0", "--json"];
+    let dev = ["--cache-dev-size", "256MiB", "--cache-dev-disk", "sata-ssd"];
+    let none = json(&base);
+    assert!(none.get("cache_dev").is_none(), "no cache device, no report of one: {none}");
+    let wb = json(&[&base[..], &dev, &["--mode", "write-back"]].concat());
+    let wt = json(&[&base[..], &dev, &["--mode", "write-through"]].concat());
+    let app = |v: &Value| v["app_time_ns"].as_u64().unwrap();
+    // Random writes: write-back absorbs them in the SSD; write-through pays the HDD as without a cache device.
+    assert!(app(&wb) * 20 < app(&wt), "write-back {} write-through {}", app(&wb), app(&wt));
+    assert!(app(&wt) as f64 / app(&none) as f64 > 0.95, "write-through {} none {}", app(&wt), app(&none));
+    let c = &wb["cache_dev"];
+    assert_eq!(c["mode"], "write-back");
+    assert_eq!(c["counters"]["write_requests"], 1500);
+    assert_eq!(c["counters"]["origin_writes"], 0);
+    assert_eq!(c["dirty"]["final_blocks"], c["counters"]["write_misses"]);
+    assert_eq!(wb["device"]["writes"]["requests"], 0, "nothing reached the origin");
+    assert_eq!(c["device"]["writes"]["requests"], 1500);
+    assert_eq!(wt["cache_dev"]["device"]["writes"]["requests"], 1500, "write-through writes both");
+    assert_eq!(wt["device"]["writes"]["requests"], 1500);
+    // A small device with an eager cleaner: cleaning traffic at the origin, deterministic, time included.
+    let small = [&base[..], &["--cache-dev-size", "1000blocks", "--cleaner", "watermark(high=10,low=5)"]].concat();
+    let small = [&small[..], &["--dirty-every", "100"]].concat();
+    let s = json(&small);
+    assert_eq!(json(&small), s, "deterministic");
+    let n = |k: &str| s["cache_dev"]["counters"][k].as_u64().unwrap();
+    assert!(n("cleaned_blocks") > 0 && n("clean_writes") > 0 && n("origin_writes") > 0, "{}", s["cache_dev"]);
+    assert!(s["cache_dev"]["clean_passes"].as_u64().unwrap() > 0);
+    assert_eq!(s["cache_dev"]["dirty"]["series"].as_array().unwrap().len(), 15);
+    // The table and CSV carry it.
+    let table = util::ok(&[&base[..5], &dev, &["--mode", "write-through"]].concat());
+    for needle in ["cache device lru 256.00 MiB", "write-through", "origin device wd1200bb", "cache device sata-ssd"] {
+        assert!(table.contains(needle), "{needle}: {table}");
+    }
+    let csv = util::ok(&[&base[..5], &dev, &["--csv"]].concat());
+    assert!(csv.lines().next().unwrap().contains("cache_dev.counters.origin_writes"), "{csv}");
+}
+
+#[test]
 fn errors_name_the_option() {
     for (args, needle) in [
         (&["tsim", "--workload", "strided-4k", "--disk", "nope"][..], "--disk"),
@@ -268,6 +312,21 @@ fn errors_name_the_option() {
             "--redcap-shadow",
         ),
         (&["tsim", "--workload", "strided-4k", "--start-jitter-ms", "nan"][..], "--start-jitter-ms"),
+        (
+            &["tsim", "--workload", "strided-4k", "--cache-dev-size", "1MiB", "--cache-dev-disk", "nope"][..],
+            "--cache-dev-disk",
+        ),
+        (
+            &["tsim", "--workload", "strided-4k", "--cache-dev-size", "1MiB", "--mode", "read-only"][..],
+            "--mode read-only",
+        ),
+        (&["tsim", "--workload", "strided-4k", "--cache-dev-size", "0"][..], "--cache-dev-size"),
+        (&["tsim", "--workload", "strided-4k", "--cache-dev-size", "1MiB", "--redcap", "64x128k"][..], "--redcap"),
+        (
+            &["tsim", "--workload", "strided-4k", "--cache-dev-size", "1MiB", "--clean-interval-ms", "0"][..],
+            "--clean-interval-ms",
+        ),
+        (&["tsim", "--workload", "strided-4k", "--cache-dev-size", "1MiB", "--cache-dev-policy", "opt"][..], "OPT"),
         // --sizes and --policies are aliases of --cache and --policy, the names errors give.
         (&["experiment", "prefetch-policies", "--sizes", "1XB"][..], "--cache"),
         (&["experiment", "prefetch-policies", "--policies", "lru,nope"][..], "--policy"),

@@ -346,3 +346,40 @@ fn tsim_with_a_zero_time_device_counts_what_sim_counts() {
         assert_eq!(sim["results"][0]["stats"]["evictions"], c["evictions"], "{p}");
     }
 }
+
+/// `tsim --cache-dev-size` with zero-time devices counts what `sim --cache-dev-size` counts, for a stream of
+/// one-block requests (reads and writes), in every mode: the tier's counters and the dirty blocks. (Requests of
+/// several blocks differ as the block level's do, above.)
+#[test]
+fn tsim_with_zero_time_devices_counts_what_sim_counts_on_a_cache_device() {
+    let d = tempfile::tempdir().unwrap();
+    let t = d.path().join("zipf.csv");
+    let t = t.to_str().unwrap();
+    let gen = ["trace", "gen", "zipf", "--alpha", "0.9", "--requests", "20000", "--blocks", "3000"];
+    util::ok(&[&gen[..], &["--write-ratio", "0.3", "--format", "msr", "--output", t]].concat());
+    let zero = ["--disk", "memory(dram_ns=0)", "--cache-dev-disk", "memory(dram_ns=0)"];
+    for mode in ["write-back", "write-through", "write-around"] {
+        for opts in [
+            &["--cache-dev-policy", "lru"][..],
+            &["--cache-dev-policy", "arc", "--promote", "n-hit:2"],
+            &["--cache-dev-policy", "s3fifo", "--cache-dev-cutoff", "64KiB"],
+        ] {
+            let common = [&["--trace", t, "--format", "msr", "--json", "--cache-dev-size", "500blocks"][..], opts];
+            let common = [&common.concat()[..], &["--mode", mode, "--cleaner", "none"]].concat();
+            let sim: Value =
+                serde_json::from_str(&util::ok(&[&["sim", "--cache", "0"][..], &common].concat())).unwrap();
+            let tsim: Value = serde_json::from_str(&util::ok(&[&["tsim"][..], &zero, &common].concat())).unwrap();
+            let (s, v) = (&sim["results"][0], &tsim["cache_dev"]);
+            assert_eq!(s["tier"], v["counters"], "{mode} {opts:?}");
+            assert_eq!(s["dev"], v["stats"], "{mode} {opts:?}");
+            for k in ["max_blocks", "mean_blocks", "final_blocks"] {
+                assert_eq!(s["dirty"][k], v["dirty"][k], "{mode} {opts:?} {k}");
+            }
+            let n = |k: &str| s["tier"][k].as_u64().unwrap();
+            assert!(n("read_hits") > 5000 && n("promotions") > 1000, "{mode} {opts:?}: {}", s["tier"]);
+            if mode == "write-back" {
+                assert!(n("dirty_evictions") > 500 && n("dirty_write_hits") > 500, "{opts:?}: {}", s["tier"]);
+            }
+        }
+    }
+}

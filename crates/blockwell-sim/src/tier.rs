@@ -21,12 +21,14 @@
 //! `blockwell status` gives them, origin reads and writes (the write reduction by overwrites absorbed in the
 //! cache), cleaning traffic, and the dirty blocks over time (data at risk if the cache device were lost).
 
+pub use crate::cachedev::{DevCounters, DevMode, DevSpec, DirtyPoint, DirtyReport};
+
+use crate::cachedev::{level_config, read_runs, victim_runs, write_reduction, write_split, DirtySampler, ReadRun};
 use crate::replay::{cache_config, BlockReq, CacheSize, Filter, ReplayConfig, ReplayError};
-use blockwell_core::admission::AdmissionSpec;
 use blockwell_core::cleaner::{Cleaner, CleanerInput, CleanerSpec};
 use blockwell_core::cluster::DeviceRead;
 use blockwell_core::key::BlockKey;
-use blockwell_core::level::{self, CacheLevel, Fate, LevelConfig, StepPlan, Victim, WritePolicy};
+use blockwell_core::level::{self, CacheLevel, Fate, LevelConfig, StepPlan};
 use blockwell_core::policy::PolicySpec;
 use blockwell_core::prefetch::PrefetcherKind;
 use blockwell_core::{Op, Stats};
@@ -34,53 +36,6 @@ use blockwell_trace::{TraceError, TraceReader};
 use serde::Serialize;
 use std::collections::HashSet;
 use std::num::NonZeroUsize;
-
-/// What writes do at the cache device (the modes of `serve --cache-dev`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DevMode {
-    /// A write goes to the device; the cleaner writes it to the origin later.
-    WriteBack,
-    /// A write goes to the origin, then to the device.
-    WriteThrough,
-    /// A write goes to the origin and drops the device's copy.
-    WriteAround,
-}
-
-impl DevMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            DevMode::WriteBack => "write-back",
-            DevMode::WriteThrough => "write-through",
-            DevMode::WriteAround => "write-around",
-        }
-    }
-
-    fn write_policy(self) -> WritePolicy {
-        match self {
-            DevMode::WriteBack => WritePolicy::Back,
-            DevMode::WriteThrough => WritePolicy::Allocate,
-            DevMode::WriteAround => WritePolicy::Around,
-        }
-    }
-}
-
-/// The cache-device level of a two-level replay.
-#[derive(Clone, Debug)]
-pub struct DevSpec {
-    pub policy: PolicySpec,
-    pub size: CacheSize,
-    pub mode: DevMode,
-    /// Which read misses are copied into the device (`--promote`).
-    pub promote: AdmissionSpec,
-    /// Back-to-back runs of at least this many bytes bypass the device; 0 turns it off.
-    pub sequential_cutoff: u64,
-    pub cleaner: CleanerSpec,
-    /// The longest origin write a cleaning pass builds, in blocks.
-    pub clean_run_blocks: u64,
-    /// Sets of this many blocks (FlashCache's associativity); `None`: fully associative.
-    pub associativity: Option<NonZeroUsize>,
-}
 
 /// How to replay through the two levels (the filters, block size and preset of [`ReplayConfig`]; its
 /// prefetcher, admission and cutoff are the RAM level's).
@@ -92,57 +47,6 @@ pub struct TierReplayConfig {
     pub request_interval_ns: Option<u64>,
     /// A point of the dirty series every this many requests (0: none).
     pub dirty_every: u64,
-}
-
-/// The device level's counters, named as `blockwell status` names the cache device's.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct DevCounters {
-    pub read_requests: u64,
-    pub write_requests: u64,
-    pub read_hits: u64,
-    pub read_misses: u64,
-    pub write_hits: u64,
-    pub write_misses: u64,
-    /// Blocks copied from the origin into the device.
-    pub promotions: u64,
-    /// Clean blocks evicted.
-    pub demotions: u64,
-    /// Dirty blocks evicted (written back at once).
-    pub dirty_evictions: u64,
-    /// Dirty blocks written back (by the cleaner and on eviction), and the origin writes that carried them.
-    pub cleaned_blocks: u64,
-    pub clean_writes: u64,
-    /// Writes to blocks that were already dirty (absorbed by the cache).
-    pub dirty_write_hits: u64,
-    pub bypassed: u64,
-    pub admission_rejections: u64,
-    pub uncached_reads: u64,
-    pub uncached_writes: u64,
-    pub dev_read_blocks: u64,
-    pub dev_write_blocks: u64,
-    pub origin_reads: u64,
-    pub origin_read_bytes: u64,
-    pub origin_writes: u64,
-    pub origin_write_bytes: u64,
-}
-
-/// One point of the dirty series.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct DirtyPoint {
-    /// Requests replayed (counted ones, after the warm-up).
-    pub request: u64,
-    pub time_ns: u64,
-    pub dirty_blocks: u64,
-}
-
-/// The dirty blocks over the run: what a lost cache device would take with it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct DirtyReport {
-    pub max_blocks: u64,
-    /// Mean over requests (sampled after each one).
-    pub mean_blocks: f64,
-    pub final_blocks: u64,
-    pub series: Vec<DirtyPoint>,
 }
 
 /// The result for one configuration.
@@ -206,11 +110,14 @@ struct Run {
     block_size: u64,
     c: DevCounters,
     client_write_bytes: u64,
-    dirty: DirtyReport,
-    dirty_sum: u128,
-    dirty_n: u64,
+    dirty: DirtySampler,
     runs: Vec<DeviceRead>,
     reads: Vec<DeviceRead>,
+    // Scratch of the shared bookkeeping.
+    read_runs: Vec<ReadRun>,
+    dev_keys: Vec<BlockKey>,
+    in_flight: Vec<BlockKey>,
+    origin_runs: Vec<(u64, u64)>,
 }
 
 impl Run {
@@ -221,9 +128,7 @@ impl Run {
         self.dev.reset_stats();
         self.c = DevCounters::default();
         self.client_write_bytes = 0;
-        self.dirty = DirtyReport::default();
-        self.dirty_sum = 0;
-        self.dirty_n = 0;
+        self.dirty = DirtySampler::default();
     }
 
     /// A cleaning pass at `now`.
@@ -245,7 +150,7 @@ impl Run {
         let mut done = 0;
         for r in std::mem::take(&mut self.runs) {
             self.c.clean_writes += 1;
-            self.origin_write(r.n * self.block_size);
+            self.c.origin_write(r.n * self.block_size);
             self.c.dev_read_blocks += r.n;
             for k in 0..r.n {
                 if self.dev.clean_done(BlockKey::from_raw(r.first.raw() + k)) {
@@ -257,37 +162,10 @@ impl Run {
         self.cleaner.written(done);
     }
 
-    fn origin_write(&mut self, bytes: u64) {
-        self.c.origin_writes += 1;
-        self.c.origin_write_bytes += bytes;
-    }
-
-    /// Evicted blocks of the device level: clean ones leave, dirty ones are written back at once (in runs of
-    /// consecutive blocks).
+    /// Evicted blocks of the device level: clean ones leave, dirty ones are written back at once.
     fn victims(&mut self) {
-        let mut dirty: Vec<u64> = Vec::new();
-        for v in &self.plan.victims {
-            let Victim { key, dirty: d, .. } = *v;
-            if d {
-                dirty.push(key.raw());
-            } else {
-                self.c.demotions += 1;
-            }
-        }
-        dirty.sort_unstable();
-        let mut i = 0;
-        while i < dirty.len() {
-            let mut j = i + 1;
-            while j < dirty.len() && dirty[j] == dirty[j - 1] + 1 && (j - i) < self.clean_run as usize {
-                j += 1;
-            }
-            let n = (j - i) as u64;
-            self.c.clean_writes += 1;
-            self.c.cleaned_blocks += n;
-            self.c.dev_read_blocks += n;
-            self.origin_write(n * self.block_size);
-            i = j;
-        }
+        self.read_runs.clear();
+        victim_runs(&self.plan.victims, self.clean_run, self.block_size, &mut self.c, &mut self.read_runs);
     }
 
     /// A read of `n` blocks from `first` at the device level.
@@ -299,30 +177,10 @@ impl Run {
             self.c.uncached_reads += 1;
         }
         self.victims();
-        // Blocks the device holds come from it (a bypassed read's too, as the tier serves them); the others
-        // from the origin, in runs of consecutive blocks.
-        let mut run = 0u64;
-        let n = self.plan.fates.len();
-        for i in 0..n {
-            let f = self.plan.fates[i];
-            let from_dev = |dev: &CacheLevel, i: usize, f: Fate| {
-                f == Fate::Hit || (f == Fate::Pass && dev.has_data(BlockKey::from_raw(first.raw() + i as u64)))
-            };
-            if from_dev(&self.dev, i, f) {
-                self.c.dev_read_blocks += 1;
-                continue;
-            }
-            if f == Fate::Fetch {
-                self.c.promotions += 1;
-                self.c.dev_write_blocks += 1;
-            }
-            run += 1;
-            if i + 1 == n || from_dev(&self.dev, i + 1, self.plan.fates[i + 1]) {
-                self.c.origin_reads += 1;
-                self.c.origin_read_bytes += run * self.block_size;
-                run = 0;
-            }
-        }
+        let fetched = self.plan.fates.iter().filter(|f| **f == Fate::Fetch).count() as u64;
+        self.c.promotions += fetched;
+        self.c.dev_write_blocks += fetched;
+        read_runs(&self.dev, &self.plan.fates, first, self.block_size, &mut self.c, &mut self.read_runs);
         self.dev.complete_all();
     }
 
@@ -330,7 +188,7 @@ impl Run {
     fn dev_write(&mut self, first: BlockKey, n: u64, offset: u64, len: u64) {
         self.c.write_requests += 1;
         if self.mode != DevMode::WriteBack {
-            self.origin_write(len);
+            self.c.origin_write(len);
         }
         let req = level::Request { offset, len, ..level::Request::blocks(Op::Write, first, n, self.block_size) };
         self.dev.access(&req, &mut self.plan);
@@ -338,35 +196,19 @@ impl Run {
             self.c.uncached_writes += 1;
         }
         self.victims();
-        let bs = self.block_size;
-        let mut origin_run: Option<(u64, u64)> = None;
-        for i in 0..n as usize {
-            let f = self.plan.fates[i];
-            let key = BlockKey::from_raw(first.raw() + i as u64);
-            let to_dev = matches!(f, Fate::Update | Fate::Allocate) && self.dev.has_data(key);
-            if to_dev {
-                self.c.dev_write_blocks += 1;
-                if self.mode == DevMode::WriteBack {
-                    self.dev.set_dirty(key, true);
-                }
-            } else if self.mode == DevMode::WriteBack {
-                // Not in the device: this block's bytes go to the origin (runs of consecutive blocks).
-                let b = key.block();
-                let lo = (b * bs).max(offset);
-                let hi = ((b + 1) * bs).min(offset + len);
-                origin_run = match origin_run {
-                    Some((s, e)) if e == lo => Some((s, hi)),
-                    Some((s, e)) => {
-                        self.origin_write(e - s);
-                        Some((lo, hi))
-                    }
-                    None => Some((lo, hi)),
-                };
-            }
-        }
-        if let Some((s, e)) = origin_run {
-            self.origin_write(e - s);
-        }
+        write_split(
+            &mut self.dev,
+            &self.plan.fates,
+            first,
+            offset,
+            len,
+            self.block_size,
+            self.mode,
+            &mut self.c,
+            &mut self.dev_keys,
+            &mut self.in_flight,
+            &mut self.origin_runs,
+        );
     }
 
     fn request(&mut self, r: &BlockReq, offset: u64, len: u64) {
@@ -400,30 +242,12 @@ impl Run {
     }
 
     fn sample(&mut self, index: u64, now_ns: u64, every: u64) {
-        let d = self.dev.dirty_count();
-        self.dirty.max_blocks = self.dirty.max_blocks.max(d);
-        self.dirty_sum += u128::from(d);
-        self.dirty_n += 1;
-        if every > 0 && index % every == 0 {
-            self.dirty.series.push(DirtyPoint { request: index, time_ns: now_ns, dirty_blocks: d });
-        }
+        self.dirty.sample(index, now_ns, self.dev.dirty_count(), every);
     }
 
-    fn finish(mut self, ram: Option<(&RamSpec, u64)>, dev: &DevSpec, dev_blocks: u64) -> TierResult {
-        self.dirty.final_blocks = self.dev.dirty_count();
-        self.dirty.mean_blocks = if self.dirty_n == 0 { 0.0 } else { self.dirty_sum as f64 / self.dirty_n as f64 };
+    fn finish(self, ram: Option<(&RamSpec, u64)>, dev: &DevSpec, dev_blocks: u64) -> TierResult {
         let st = *self.dev.stats();
-        let c = DevCounters {
-            read_hits: st.read.block_hits,
-            read_misses: st.read.block_misses(),
-            write_hits: st.write.block_hits,
-            write_misses: st.write.block_misses(),
-            dirty_evictions: st.dirty_evictions,
-            dirty_write_hits: st.dirty_write_hits,
-            bypassed: st.bypassed,
-            admission_rejections: st.admission_rejections,
-            ..self.c
-        };
+        let c = self.c.with_engine(&st);
         TierResult {
             ram_policy: ram.map(|(r, _)| r.policy.label().to_string()),
             ram_blocks: ram.map_or(0, |(_, b)| b),
@@ -434,11 +258,10 @@ impl Run {
             mode: dev.mode,
             cleaner: dev.cleaner.to_string(),
             dev: st,
-            write_reduction: (self.client_write_bytes > 0)
-                .then(|| 1.0 - c.origin_write_bytes as f64 / self.client_write_bytes as f64),
+            write_reduction: write_reduction(self.client_write_bytes, c.origin_write_bytes),
             tier: c,
             client_write_bytes: self.client_write_bytes,
-            dirty: self.dirty,
+            dirty: self.dirty.finish(self.dev.dirty_count()),
         }
     }
 }
@@ -583,12 +406,7 @@ fn build(
     let bs = rc.block_size;
     let dev = &cfg.dev;
     let dev_cc = cache_config(&dev.policy, bs, dev_blocks)?.with_associativity(dev.associativity);
-    let mut lc = LevelConfig::new(dev_cc);
-    lc.admission = dev.promote;
-    lc.sequential_cutoff = dev.sequential_cutoff;
-    lc.write = dev.mode.write_policy();
-    lc.partial_write_allocate = false;
-    lc.cluster_max_blocks = u64::from(u32::MAX);
+    let lc = level_config(dev_cc, dev);
     let policy = dev_cc.build_policy(&dev.policy, rc.preset)?;
     let dev_level = CacheLevel::new(lc, policy, None);
     let ram_level = if ram_blocks == 0 {
@@ -615,11 +433,13 @@ fn build(
         block_size: bs,
         c: DevCounters::default(),
         client_write_bytes: 0,
-        dirty: DirtyReport::default(),
-        dirty_sum: 0,
-        dirty_n: 0,
+        dirty: DirtySampler::default(),
         runs: Vec::new(),
         reads: Vec::new(),
+        read_runs: Vec::new(),
+        dev_keys: Vec::new(),
+        in_flight: Vec::new(),
+        origin_runs: Vec::new(),
     })
 }
 
@@ -627,6 +447,7 @@ fn build(
 mod tests {
     use super::*;
     use crate::replay::VecReader;
+    use blockwell_core::admission::AdmissionSpec;
     use blockwell_trace::Request;
 
     const BS: u64 = 4096;

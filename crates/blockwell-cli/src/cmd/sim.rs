@@ -26,6 +26,11 @@ pub struct Args {
     #[command(flatten)]
     pub dev: super::sim_tier::DevArgs,
 
+    /// With --cache-dev-size, the cleaner's clock: request i at i × this many microseconds, instead of the
+    /// trace's time stamps (for traces without them).
+    #[arg(long, value_name = "US")]
+    pub request_interval_us: Option<u64>,
+
     /// Simulate only these volumes (comma separated, by the names the trace gives them).
     #[arg(long, value_name = "NAMES")]
     pub volumes: Option<String>,
@@ -114,7 +119,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         let tcfg = TierReplayConfig {
             replay: cfg,
             dev,
-            request_interval_ns: a.dev.request_interval_us.map(|us| us.saturating_mul(1000)),
+            request_interval_ns: a.request_interval_us.map(|us| us.saturating_mul(1000)),
             dirty_every: a.dev.dirty_every,
         };
         let report = replay_tier(&open, &rams, &tcfg);

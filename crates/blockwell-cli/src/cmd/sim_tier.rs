@@ -1,5 +1,6 @@
 //! `blockwell sim --cache-dev-size SIZE`: the two-level replay of seed 004's device caches (RAM over a
-//! cache device over the origin; [`blockwell_sim::tier`]), its options and its report.
+//! cache device over the origin; [`blockwell_sim::tier`]), its options (shared with `blockwell tsim
+//! --cache-dev-size`, the time-aware tier) and its report.
 
 use super::common::SizeSpec;
 use super::options::{parse_arg, ways, Associativity, Bytes, Format, OutputArgs};
@@ -15,12 +16,13 @@ use blockwell_sim::tier::{DevMode, DevSpec, RamSpec, TierReport};
 use std::fmt::Write as _;
 
 /// The simulated cache device (seed 004's SSD caches): with `--cache-dev-size`, `sim` replays the trace
-/// through the RAM cache (`--cache`, `0` for none) over a cache device over the origin. The flags and
-/// defaults are `serve --cache-dev`'s.
+/// through the RAM cache (`--cache`, `0` for none) over a cache device over the origin, and `tsim` puts a cache
+/// device between its block cache and its disk model. The flags and defaults are `serve --cache-dev`'s.
 #[derive(clap::Args, Debug, Clone)]
 pub struct DevArgs {
-    /// Simulate a persistent cache device of this size under the RAM cache: bytes (`1GiB`), blocks
-    /// (`262144blocks`) or a percentage of the trace's footprint (`10%`).
+    /// Simulate a persistent cache device of this size under the RAM cache (`tsim`: the block cache): bytes
+    /// (`1GiB`), blocks (`262144blocks`) or a percentage of the footprint (`10%`: of the blocks the input
+    /// touches).
     #[arg(long, value_name = "SIZE", value_parser = parse_arg::<SizeSpec>)]
     pub cache_dev_size: Option<SizeSpec>,
 
@@ -48,11 +50,6 @@ pub struct DevArgs {
     /// thresholds) or `none` (only on eviction).
     #[arg(long, value_name = "SPEC", default_value = DEFAULT_CLEANER, value_parser = parse_arg::<CleanerSpec>)]
     pub cleaner: CleanerSpec,
-
-    /// The cleaner's clock: request i at i × this many microseconds, instead of the trace's time stamps (for
-    /// traces without them).
-    #[arg(long, value_name = "US")]
-    pub request_interval_us: Option<u64>,
 
     /// A point of the dirty-blocks series (in `--json`) every this many requests; 0 for none.
     #[arg(long, value_name = "N", default_value_t = 10_000)]

@@ -1,15 +1,19 @@
-//! `blockwell tsim`: one time-aware run (page cache → file layout → block cache or REDCAP → disk model, on a
-//! virtual clock) of a generated workload, a file-level trace or a block trace; and `blockwell workload gen`,
-//! which saves a generated workload as a file-level trace for replay.
+//! `blockwell tsim`: one time-aware run (page cache → file layout → block cache or REDCAP → cache device →
+//! disk model, on a virtual clock) of a generated workload, a file-level trace or a block trace; and `blockwell
+//! workload gen`, which saves a generated workload as a file-level trace for replay.
 
 use crate::cmd::common::{parse_bytes, TraceArgs};
 use crate::cmd::options::{parse_arg, CacheArgs, FixedSize, Format, One, OutputArgs};
+use crate::cmd::sim_tier::DevArgs;
 use anyhow::{bail, Context};
 use blockwell_core::policy::PolicySpec;
 use blockwell_core::prefetch::{PrefetcherKind, PrefetcherSpec};
 use blockwell_disk::DiskSpec;
+use blockwell_server::tier::DEFAULT_CLEAN_INTERVAL;
 use blockwell_sim::layout::LayoutSpec;
-use blockwell_sim::vtime::{self, Config, IssueMode, LevelConfig, PrefetchChoice, RedcapSetup, Scheduler, Shadow};
+use blockwell_sim::vtime::{
+    self, CacheDevConfig, Config, IssueMode, LevelConfig, PrefetchChoice, RedcapSetup, Scheduler, Shadow,
+};
 use blockwell_sim::workloads::WorkloadSpec;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,7 +28,10 @@ cache (--page-cache, 0 for none), the file layout (--layout), then the block lev
 model (--disk). --block-size is the page size too, and --preset applies to both levels. The report gives the hit \
 ratios, the disk requests (synchronous and asynchronous, with mean sizes), blocks read, prefetch accuracy and \
 coverage, REDCAP's active fraction, and the application time (--csv: one row, a column per field of --json). \
-Model: docs/time-simulation.md.")]
+With --cache-dev-size, a cache device (seed 004's SSD cache, on its own model: --cache-dev-disk) sits between the \
+block level and --disk, which becomes its origin, with `sim --cache-dev-size`'s options (--mode, --cleaner, \
+--promote, ...): the report adds its hit ratios, origin reads and writes, cleaning traffic, throttling, dirty blocks \
+and device time. Model: docs/time-simulation.md.")]
 #[command(mut_arg("cache", |a| a.default_value("0").visible_alias("block-cache")))]
 #[command(mut_arg("policy", |a| a.visible_alias("block-policy")))]
 #[command(mut_arg("prefetch", |a| a.visible_alias("block-prefetch")))]
@@ -119,6 +126,19 @@ pub struct Args {
     #[arg(long, value_name = "BYTES", default_value = "64KiB")]
     pub max_request: String,
 
+    // A cache device between the block level and --disk (seed 004), when --cache-dev-size is given.
+    #[command(flatten)]
+    pub dev: DevArgs,
+
+    /// With --cache-dev-size: the cache device's model (see `blockwell disk list`).
+    #[arg(long, value_name = "SPEC", default_value = "sata-ssd")]
+    pub cache_dev_disk: String,
+
+    /// With --cache-dev-size: how often the cleaner runs, in milliseconds of virtual time (the default is
+    /// `serve --cache-dev`'s).
+    #[arg(long, value_name = "MS", default_value_t = DEFAULT_CLEAN_INTERVAL.as_millis() as u64)]
+    pub clean_interval_ms: u64,
+
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -174,12 +194,30 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if max_request_bytes < block_size {
         bail!("--max-request: {max_request_bytes} B is less than one block ({block_size} B)");
     }
+    let cache_dev = match a.dev.spec(block_size)? {
+        Some(_) if a.redcap.is_some() => {
+            bail!("--redcap with --cache-dev-size: REDCAP over a cache device is not modelled")
+        }
+        Some(spec) => {
+            let model = DiskSpec::parse(&a.cache_dev_disk).and_then(|d| d.build()).context("--cache-dev-disk")?;
+            if a.clean_interval_ms == 0 {
+                bail!("--clean-interval-ms: 0 is no interval");
+            }
+            Some(CacheDevConfig {
+                clean_interval_ns: a.clean_interval_ms.saturating_mul(1_000_000),
+                dirty_every: a.dev.dirty_every,
+                ..CacheDevConfig::new(spec, model)
+            })
+        }
+        None => None,
+    };
     let cfg = Config {
         block_size,
         preset: a.cache.preset,
         page_cache,
         block_cache,
         redcap,
+        cache_dev,
         layout,
         layout_seed: a.layout_seed,
         scheduler,

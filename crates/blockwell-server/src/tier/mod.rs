@@ -78,6 +78,9 @@ pub const DEFAULT_SEQUENTIAL_CUTOFF: u64 = 4 << 20;
 /// The default largest write-back request, in blocks.
 pub const DEFAULT_CLEAN_RUN_BLOCKS: u64 = 256;
 
+/// How often the cleaner asks its policy for a quota, by default.
+pub const DEFAULT_CLEAN_INTERVAL: Duration = Duration::from_millis(100);
+
 /// How the tier behaves.
 #[derive(Clone, Debug)]
 pub struct TierConfig {
@@ -119,7 +122,7 @@ impl TierConfig {
             sequential_cutoff: DEFAULT_SEQUENTIAL_CUTOFF,
             cleaner: CleanerSpec::PI,
             commit_interval: Duration::from_secs(1),
-            clean_interval: Duration::from_millis(100),
+            clean_interval: DEFAULT_CLEAN_INTERVAL,
             clean_run_blocks: DEFAULT_CLEAN_RUN_BLOCKS,
             reserve: None,
             origin,

@@ -21,6 +21,8 @@ pub(crate) struct DevReq {
     pub job: Option<u32>,
     /// The REDCAP observation this request belongs to.
     pub tag: Option<u32>,
+    /// The cache-device tier's operation this request carries out (never merged).
+    pub tier: Option<u32>,
     /// The process the request is issued for: CFQ's queue, and the process a REDCAP closed-loop shadow replays.
     pub owner: Option<u32>,
     /// Arrival order.
@@ -41,6 +43,7 @@ impl DevReq {
             sync,
             job: None,
             tag: Some(tag),
+            tier: None,
             owner: None,
             seq: 0,
             queued_at: 0,
@@ -105,7 +108,7 @@ impl Device {
             (DiskOp::Read, false) => &mut self.report.async_reads,
         };
         count.blocks += r.n;
-        let mergeable = self.merge_max > 0 && r.op == DiskOp::Read && r.job.is_none();
+        let mergeable = self.merge_max > 0 && r.op == DiskOp::Read && r.job.is_none() && r.tier.is_none();
         if mergeable {
             if let Some(&qk) = self.ends.get(&r.first_key) {
                 if let Some(q) = self.queue.get_mut(&qk) {

@@ -4,8 +4,10 @@ use super::device::{DevReq, Device, Started};
 use super::level::{Level, LevelRead, Merge, MergeFlight, Oracle, Waiter};
 use super::redcap::{Owner, RedcapLevel, ShadowWake};
 use super::report::{LevelReport, Report};
+use super::tier::{CacheDev, Cmd};
 use super::{BlockRequest, Config, Error, IssueMode, LevelConfig};
 use crate::layout::FileMap;
+use crate::replay::CacheSize;
 use crate::workload::Workload;
 use blockwell_core::cache::CacheConfig;
 use blockwell_core::cluster::{Clusterer, DeviceRead};
@@ -16,7 +18,7 @@ use blockwell_core::{BlockKey, Op};
 use blockwell_disk::{DiskModel, DiskOp, SECTOR};
 use blockwell_trace::TraceReader;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashSet};
 
 /// Largest request, in blocks (64 GiB at 4 KiB): the simulator walks requests block by block.
 const MAX_REQUEST_BLOCKS: u64 = 1 << 24;
@@ -37,6 +39,9 @@ struct Req {
     first: u64,
     /// Blocks (0: the request touches nothing and completes at once).
     n: u64,
+    /// Block input: the bytes (for the cache device's partial blocks); file input: the pages'.
+    offset: u64,
+    len: u64,
     think_ns: u64,
     at_ns: Option<u64>,
 }
@@ -72,6 +77,12 @@ enum Ev {
     ShadowRelease(u8, u32),
     /// A REDCAP shadow device's scheduler asked to be called back.
     ShadowTimer(u8),
+    /// The cache device completed a request.
+    CacheDevDone,
+    /// The cache device's scheduler asked to be called back.
+    CacheDevTimer,
+    /// The cache device's cleaner runs.
+    CleanTick,
 }
 
 /// What the input is.
@@ -112,8 +123,12 @@ struct Sim {
     /// The block layer's read merging (no block cache, or REDCAP).
     merge: Merge,
     redcap: Option<RedcapLevel>,
+    /// The cache device between the block level and `dev` (its origin), if any.
+    cdev: Option<CacheDev>,
     clusterer: Clusterer,
     dev: Device,
+    /// Process requests in all, and completed.
+    total: u64,
     completed: u64,
     response_sum: u128,
     app_end: u64,
@@ -137,6 +152,9 @@ fn check_config(cfg: &Config) -> Result<(), Error> {
     CacheConfig::new(cfg.block_size, cfg.block_size).map_err(|source| Error::Cache { level: "config", source })?;
     if cfg.redcap.is_some() && cfg.block_cache.is_some() {
         return Err(Error::Config("REDCAP and a block cache are alternatives at the same level; choose one".into()));
+    }
+    if cfg.redcap.is_some() && cfg.cache_dev.is_some() {
+        return Err(Error::Config("REDCAP over a cache device is not modelled; choose one".into()));
     }
     if cfg.max_request_bytes < cfg.block_size {
         return Err(Error::Config(format!(
@@ -177,6 +195,17 @@ impl Sim {
             None => None,
         };
         let max_blocks = cfg.max_request_bytes / cfg.block_size;
+        let cdev = match &cfg.cache_dev {
+            Some(cd) => {
+                let blocks = match cd.spec.size {
+                    CacheSize::Blocks(b) => b,
+                    size => size.blocks(footprint(&input, &reqs)),
+                };
+                Some(CacheDev::new(cd, cfg.block_size, cfg.preset, blocks, max_blocks)?)
+            }
+            None => None,
+        };
+        let total = reqs.iter().map(|r| r.len() as u64).sum();
         let mut sim = Sim {
             now: 0,
             seq: 0,
@@ -209,8 +238,10 @@ impl Sim {
             block,
             merge: Merge::default(),
             redcap,
+            cdev,
             clusterer: Clusterer::new(max_blocks).map_err(|e| Error::Config(e.to_string()))?,
             dev: Device::new(disk.boxed_clone(), cfg.scheduler, if cfg.merge_queued { max_blocks } else { 0 }),
+            total,
             completed: 0,
             response_sum: 0,
             app_end: 0,
@@ -262,6 +293,9 @@ impl Sim {
                 self.schedule(at + self.starts[p], Ev::Issue(p as u32));
             }
         }
+        if let Some(t) = self.cdev.as_ref().and_then(CacheDev::first_tick) {
+            self.schedule(t, Ev::CleanTick);
+        }
         while let Some(Reverse((t, _, ev))) = self.events.pop() {
             self.now = t;
             self.n_events += 1;
@@ -272,6 +306,9 @@ impl Sim {
                 Ev::ShadowDone(k) => self.shadow_done(k),
                 Ev::ShadowRelease(k, p) => self.shadow_release(k, p),
                 Ev::ShadowTimer(k) => self.shadow_timer(k),
+                Ev::CacheDevDone => self.cache_dev_done(),
+                Ev::CacheDevTimer => self.kick_cache_dev(),
+                Ev::CleanTick => self.clean_tick(),
             }
         }
     }
@@ -314,6 +351,7 @@ impl Sim {
         }
         self.release(j);
         self.kick_device();
+        self.kick_cache_dev();
         self.owner = None;
     }
 
@@ -445,9 +483,13 @@ impl Sim {
     /// Clusters block reads into device requests of consecutive blocks, up to the maximum size.
     fn submit_reads(&mut self, keys: &mut Vec<BlockKey>, sync: bool) {
         for r in self.cluster(keys, sync) {
-            self.submit(DiskOp::Read, r.first, r.n, r.sync, None, None);
+            match self.cdev.as_mut() {
+                Some(t) => t.read(r.first, r.n, r.sync, self.now),
+                None => self.submit(DiskOp::Read, r.first, r.n, r.sync, None, None),
+            }
         }
         keys.clear();
+        self.tier_cmds();
     }
 
     /// The clusterer's device reads for `keys` (any order, duplicates allowed).
@@ -621,6 +663,7 @@ impl Sim {
             sync,
             job,
             tag,
+            tier: None,
             owner: self.owner.map(|o| o.proc),
             seq: 0,
             queued_at: 0,
@@ -652,7 +695,7 @@ impl Sim {
             self.jobs[j as usize].pending += r.n as u32;
             self.notify_all(unmapped);
         }
-        self.block_io(j, r.op, &items);
+        self.block_io(j, r.op, &items, None);
     }
 
     /// Block-level input.
@@ -663,10 +706,12 @@ impl Sim {
         if r.op == Op::Read {
             self.jobs[j as usize].pending += r.n as u32;
         }
-        self.block_io(j, r.op, &items);
+        self.block_io(j, r.op, &items, Some((r.offset, r.len)));
     }
 
-    fn block_io(&mut self, j: u32, op: Op, items: &[(BlockKey, Waiter)]) {
+    /// Reads or writes `items` at the block level; `bytes`: the byte range of a block request (its partial
+    /// blocks matter to a cache device), else whole blocks.
+    fn block_io(&mut self, j: u32, op: Op, items: &[(BlockKey, Waiter)], bytes: Option<(u64, u64)>) {
         match op {
             Op::Read => {
                 let mut ready = Vec::new();
@@ -685,6 +730,9 @@ impl Sim {
                         self.merge.c.write_blocks += items.len() as u64;
                     }
                 }
+                if self.cdev.is_some() {
+                    return self.cache_dev_write(j, &keys, bytes);
+                }
                 let mut i = 0;
                 while i < keys.len() {
                     let mut k = i + 1;
@@ -701,6 +749,107 @@ impl Sim {
                 }
             }
         }
+    }
+
+    /// A write of `keys` (sorted) to the cache device, one request per run of consecutive blocks; `bytes`: the
+    /// byte range of a block request.
+    fn cache_dev_write(&mut self, j: u32, keys: &[BlockKey], bytes: Option<(u64, u64)>) {
+        let bs = self.block_size();
+        let Some(t) = self.cdev.as_mut() else { return };
+        for run in keys.chunk_by(|a, b| b.raw() == a.raw() + 1) {
+            let (first, n) = (run[0], run.len() as u64);
+            let (offset, len) = match bytes {
+                Some(b) if run.len() == keys.len() => b,
+                _ => (first.block() * bs, n * bs),
+            };
+            t.write(Some(j), first, n, offset, len, self.now);
+        }
+        self.tier_cmds();
+    }
+
+    fn block_size(&self) -> u64 {
+        self.spb * SECTOR
+    }
+
+    /// Carries out what the cache device asked for.
+    fn tier_cmds(&mut self) {
+        let Some(t) = self.cdev.as_mut() else { return };
+        if t.cmds.is_empty() {
+            return;
+        }
+        let cmds = std::mem::take(&mut t.cmds);
+        for c in &cmds {
+            match *c {
+                Cmd::Origin(mut r) => {
+                    r.owner = self.owner.map(|o| o.proc);
+                    self.dev.submit(r, self.now);
+                }
+                Cmd::Wait(j) => self.jobs[j as usize].pending += 1,
+                Cmd::Release(j) => self.release(j),
+                Cmd::Deliver(first, n) => self.deliver(first, n),
+                Cmd::Tick(at) => {
+                    if self.completed < self.total {
+                        self.schedule(at, Ev::CleanTick);
+                    }
+                }
+            }
+        }
+        if let Some(t) = self.cdev.as_mut() {
+            if t.cmds.is_empty() {
+                // Hand the buffer back.
+                t.cmds = cmds;
+                t.cmds.clear();
+            }
+        }
+    }
+
+    fn kick_all(&mut self) {
+        self.kick_device();
+        self.kick_cache_dev();
+    }
+
+    fn kick_cache_dev(&mut self) {
+        let Some(t) = self.cdev.as_mut() else { return };
+        match t.dev.start_next(self.now) {
+            Some(Started::Request(done)) => self.schedule(done, Ev::CacheDevDone),
+            Some(Started::Timer(at)) => self.schedule(at, Ev::CacheDevTimer),
+            None => {}
+        }
+    }
+
+    fn cache_dev_done(&mut self) {
+        if let Some(t) = self.cdev.as_mut() {
+            t.dev_done(self.now);
+        }
+        self.tier_cmds();
+        self.kick_all();
+    }
+
+    fn clean_tick(&mut self) {
+        if self.completed >= self.total {
+            return;
+        }
+        if let Some(t) = self.cdev.as_mut() {
+            t.tick(self.now);
+        }
+        self.tier_cmds();
+        self.kick_all();
+    }
+
+    /// Blocks `first..first+n` (raw keys) were read for the block level: the waiters of each.
+    fn deliver(&mut self, first: u64, n: u64) {
+        let mut ws = Vec::new();
+        for i in 0..n {
+            let key = BlockKey::from_raw(first + i);
+            match self.block.as_mut() {
+                Some(b) => ws.extend(b.arrive(key).unwrap_or_default()),
+                None => ws.extend(self.merge.inflight.remove(&key.raw()).map(|f| f.waiters).unwrap_or_default()),
+            }
+        }
+        if let Some(b) = self.block.as_mut() {
+            b.insert_arrived();
+        }
+        self.notify_all(ws);
     }
 
     fn notify_all(&mut self, ws: Vec<Waiter>) {
@@ -740,6 +889,9 @@ impl Sim {
         self.completed += 1;
         self.response_sum += u128::from(self.now - job.issued_at);
         self.app_end = self.app_end.max(self.now);
+        if let Some(t) = self.cdev.as_mut() {
+            t.sample(self.completed, self.now);
+        }
         let proc = &mut self.procs[job.proc as usize];
         proc.outstanding -= 1;
         proc.done_at = self.now;
@@ -765,28 +917,18 @@ impl Sim {
         if let (Some(id), Some(rc)) = (r.tag, self.redcap.as_mut()) {
             rc.progress(id, service, false, self.now);
         }
+        if let (Some(id), Some(t)) = (r.tier, self.cdev.as_mut()) {
+            t.origin_done(id, self.now);
+            self.tier_cmds();
+            return self.kick_all();
+        }
         match r.op {
             DiskOp::Write => {
                 if let Some(j) = r.job {
                     self.release(j);
                 }
             }
-            DiskOp::Read => {
-                let mut ws = Vec::new();
-                for i in 0..r.n {
-                    let key = BlockKey::from_raw(r.first_key + i);
-                    match self.block.as_mut() {
-                        Some(b) => ws.extend(b.arrive(key).unwrap_or_default()),
-                        None => {
-                            ws.extend(self.merge.inflight.remove(&key.raw()).map(|f| f.waiters).unwrap_or_default())
-                        }
-                    }
-                }
-                if let Some(b) = self.block.as_mut() {
-                    b.insert_arrived();
-                }
-                self.notify_all(ws);
-            }
+            DiskOp::Read => self.deliver(r.first_key, r.n),
         }
         self.kick_device();
     }
@@ -824,6 +966,7 @@ impl Sim {
             page_cache,
             block_cache,
             device,
+            cache_dev: self.cdev.take().map(|t| t.report(self.app_end)),
             redcap,
             app_time_ns: self.app_end,
             mean_request_ns: if self.completed == 0 { 0.0 } else { self.response_sum as f64 / self.completed as f64 },
@@ -831,6 +974,30 @@ impl Sim {
         };
         (report, rec)
     }
+}
+
+/// The blocks the input touches at the block level (file pages through the layout), for a cache device sized
+/// in percent.
+fn footprint(input: &Input, reqs: &[Vec<Req>]) -> u64 {
+    let mut seen: HashSet<u64> = HashSet::new();
+    let mut runs = Vec::new();
+    for r in reqs.iter().flatten() {
+        match input {
+            Input::Blocks => {
+                if let Some(k) = BlockKey::new(r.target, r.first) {
+                    seen.extend((0..r.n).map(|i| k.raw() + i));
+                }
+            }
+            Input::Files { map, .. } => {
+                runs.clear();
+                map.runs(r.target, r.first, r.n, &mut runs);
+                for &(db, len) in &runs {
+                    seen.extend((db..db + len).filter_map(|b| BlockKey::new(0, b)).map(|k| k.raw()));
+                }
+            }
+        }
+    }
+    seen.len() as u64
 }
 
 fn collect_recorded(rec: Recorded) -> (Oracle, Oracle) {
@@ -871,6 +1038,7 @@ fn simulate(
         return Err(Error::Stalled { completed: sim.completed, total: total as u64 });
     }
     let in_flight = sim.merge.inflight.len()
+        + sim.cdev.as_ref().map_or(0, |t| t.step.in_flight() + t.busy())
         + sim.block.as_ref().map_or(0, |b| b.step.in_flight())
         + sim.page.as_ref().map_or(0, |p| p.step.in_flight());
     if in_flight > 0 {
@@ -910,7 +1078,16 @@ pub(super) fn run_workload(w: &Workload, cfg: &Config, disk: &dyn DiskModel) -> 
             if n > 0 && first + (n - 1) > MAX_BLOCK {
                 return Err(bad(format!("offset {} is beyond the addressable range", r.offset)));
             }
-            v.push(Req { target: r.file, op: r.op, first, n, think_ns, at_ns: r.at_ns });
+            v.push(Req {
+                target: r.file,
+                op: r.op,
+                first,
+                n,
+                offset: first * bs,
+                len: n * bs,
+                think_ns,
+                at_ns: r.at_ns,
+            });
         }
         reqs.push(v);
     }
@@ -942,7 +1119,16 @@ pub(super) fn run_block_requests(
             if r.volume > MAX_VOLUME || !first.checked_add(n - 1).is_some_and(|last| last <= MAX_BLOCK) {
                 return Err(bad(format!("volume {} offset {} is beyond the addressable range", r.volume, r.offset)));
             }
-            v.push(Req { target: r.volume, op: r.op, first, n, think_ns: r.think_ns, at_ns: Some(r.at_ns) });
+            v.push(Req {
+                target: r.volume,
+                op: r.op,
+                first,
+                n,
+                offset: r.offset,
+                len: r.len,
+                think_ns: r.think_ns,
+                at_ns: Some(r.at_ns),
+            });
         }
         reqs.push(v);
     }

@@ -17,13 +17,17 @@
 //! - **Clusterer**: the blocks one access sends to the device, sorted, become device requests of consecutive
 //!   blocks up to `max_request_bytes` (64 KiB by default); synchronous and asynchronous reads never share a
 //!   request.
+//! - **Cache device** (optional, [`CacheDevConfig`]): seed `004_*`'s persistent cache level under the block
+//!   cache, on its own device model and queue, in write-back, write-through or write-around, with a cleaner
+//!   on the virtual clock (see [`tier`]).
 //! - **Device**: one queue (FIFO, C-LOOK by sector, or Linux 2.6.14's CFQ with per-process time slices and
 //!   anticipation), one request served at a time through a [`blockwell_disk::DiskModel`].
 //!
 //! A demand access to a block whose read is still in flight waits for that read and counts as a miss that
 //! issues no new read (seed `001_*` §5.2). Blocks enter a cache's policy when their read completes (Linux
 //! locks the page until then and never evicts it), so in-flight blocks cannot be evicted. Writes are
-//! write-through: the writing request waits for the device write. See `docs/time-simulation.md`.
+//! write-through: the writing request waits for the device write (with a cache device, for what its mode
+//! writes). See `docs/time-simulation.md`.
 //!
 //! Identical inputs give bit-identical reports: events are ordered by (time, sequence number), no hash map is
 //! ever iterated, and the disk model starts from its power-on state ([`blockwell_disk::DiskModel::boxed_clone`]).
@@ -34,11 +38,14 @@ mod engine;
 mod level;
 mod redcap;
 mod report;
+mod tier;
 
 pub use level::LevelCounters;
 pub use redcap::{RedcapReport, RedcapSetup, Shadow, ShadowParseError, SHADOW_LAG};
 pub use report::{DeviceReport, IoCount, LevelReport, Report};
+pub use tier::CacheDevReport;
 
+use crate::cachedev::DevSpec;
 use crate::layout::LayoutSpec;
 use crate::workload::Workload;
 use blockwell_core::cache::CacheError;
@@ -48,7 +55,7 @@ use blockwell_core::redcap::RedcapError;
 use blockwell_disk::DiskModel;
 use blockwell_trace::{TraceError, TraceReader};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// How processes issue their requests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -175,6 +182,53 @@ impl LevelConfig {
     }
 }
 
+/// A disk model for the cache device, shared by clones of a [`Config`]; each run takes a fresh copy
+/// ([`DiskModel::boxed_clone`]).
+#[derive(Clone)]
+pub struct DevDisk(Arc<Mutex<Box<dyn DiskModel>>>);
+
+impl DevDisk {
+    pub fn new(model: Box<dyn DiskModel>) -> Self {
+        DevDisk(Arc::new(Mutex::new(model)))
+    }
+
+    /// A copy in the power-on state.
+    pub fn fresh(&self) -> Box<dyn DiskModel> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).boxed_clone()
+    }
+
+    pub fn describe(&self) -> String {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).describe()
+    }
+}
+
+impl fmt::Debug for DevDisk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+/// A cache device under the block cache (seed `004_*`; see the [`tier`] module): the level's policy, size,
+/// mode, promotion rule, cutoff and cleaner ([`DevSpec`], as `sim --cache-dev-size` takes them) and its disk
+/// model.
+#[derive(Clone, Debug)]
+pub struct CacheDevConfig {
+    /// The level. A size in percent is of the blocks the input touches at the block level.
+    pub spec: DevSpec,
+    pub disk: DevDisk,
+    /// How often the cleaner runs (the live tier's 100 ms by default).
+    pub clean_interval_ns: u64,
+    /// A point of the dirty-blocks series every this many process requests (0: none).
+    pub dirty_every: u64,
+}
+
+impl CacheDevConfig {
+    /// The level `spec` on `disk`, cleaned every 100 ms, no dirty series.
+    pub fn new(spec: DevSpec, disk: Box<dyn DiskModel>) -> Self {
+        CacheDevConfig { spec, disk: DevDisk::new(disk), clean_interval_ns: 100_000_000, dirty_every: 0 }
+    }
+}
+
 /// A time-aware simulation's configuration.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -189,6 +243,8 @@ pub struct Config {
     pub block_cache: Option<LevelConfig>,
     /// REDCAP between the layout and the device (seed `000_*`), instead of a block cache.
     pub redcap: Option<RedcapSetup>,
+    /// A cache device between the block cache (if any) and the device, which is then its origin.
+    pub cache_dev: Option<CacheDevConfig>,
     /// How files are placed on the disk (a layout with its parameters).
     pub layout: LayoutSpec,
     /// Seed of layouts with randomness.
@@ -227,6 +283,7 @@ impl Default for Config {
             page_cache: None,
             block_cache: None,
             redcap: None,
+            cache_dev: None,
             layout: LayoutSpec::default(),
             layout_seed: 0,
             scheduler: Scheduler::default(),

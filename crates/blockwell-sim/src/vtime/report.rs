@@ -1,6 +1,7 @@
 //! What a time-aware run measured, and a table printer.
 
 use super::level::LevelCounters;
+use crate::analysis::human_bytes;
 use serde::{Deserialize, Serialize};
 use std::fmt::{self, Write as _};
 
@@ -85,7 +86,11 @@ pub struct Report {
     pub page_cache: Option<LevelReport>,
     /// The block-level cache, when configured.
     pub block_cache: Option<LevelReport>,
+    /// The device (with a cache device: the origin under it).
     pub device: DeviceReport,
+    /// The cache device, when configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_dev: Option<super::CacheDevReport>,
     /// REDCAP, when configured.
     pub redcap: Option<super::RedcapReport>,
     /// Time at which the last process finished (the application's completion time), from time 0.
@@ -153,21 +158,104 @@ impl Report {
                 r.shadow_skipped
             );
         }
-        let d = &self.device;
-        let _ = writeln!(s, "device {}; scheduler {}", d.model, d.scheduler);
-        let _ = writeln!(s, "{:<12} {:>10} {:>10} {:>10}", "requests", "count", "blocks", "mean size");
-        for (name, c) in [("sync reads", d.sync_reads), ("async reads", d.async_reads), ("writes", d.writes)] {
-            let _ = writeln!(s, "{:<12} {:>10} {:>10} {:>10.2}", name, c.requests, c.blocks, c.mean_blocks);
+        if let Some(t) = &self.cache_dev {
+            t.table(&mut s, self.block_size);
         }
+        let d = &self.device;
+        let name = if self.cache_dev.is_some() { "origin device" } else { "device" };
+        let _ = writeln!(s, "{name} {}; scheduler {}", d.model, d.scheduler);
+        requests_table(&mut s, d);
         let _ = writeln!(
             s,
-            "app time {:.3} ms, device busy {:.3} ms, idle {:.3} ms, mean request {:.3} ms",
+            "app time {:.3} ms, {name} busy {:.3} ms, idle {:.3} ms, mean request {:.3} ms",
             ms(self.app_time_ns),
             ms(d.busy_ns),
             ms(d.idle_ns),
             self.mean_request_ns / 1e6
         );
+        if let Some(t) = &self.cache_dev {
+            let _ = writeln!(
+                s,
+                "cache device busy {:.3} ms ({:.1}% of the app time), {} requests, mean response {:.3} ms",
+                ms(t.device.busy_ns),
+                if self.app_time_ns == 0 { 0.0 } else { t.device.busy_ns as f64 * 100.0 / self.app_time_ns as f64 },
+                t.device.served,
+                t.device.mean_response_ns / 1e6
+            );
+        }
         s
+    }
+}
+
+/// A device's requests by kind.
+fn requests_table(s: &mut String, d: &DeviceReport) {
+    let _ = writeln!(s, "{:<12} {:>10} {:>10} {:>10}", "requests", "count", "blocks", "mean size");
+    for (name, c) in [("sync reads", d.sync_reads), ("async reads", d.async_reads), ("writes", d.writes)] {
+        let _ = writeln!(s, "{:<12} {:>10} {:>10} {:>10.2}", name, c.requests, c.blocks, c.mean_blocks);
+    }
+}
+
+impl super::CacheDevReport {
+    /// The cache device's lines of [`Report::table`].
+    fn table(&self, s: &mut String, block_size: u64) {
+        let b = |x: u64| human_bytes(x);
+        let c = &self.counters;
+        let _ = writeln!(
+            s,
+            "cache device {} {} ({} blocks), {}, promote {}, cutoff {}, cleaner {} every {:.0} ms",
+            self.policy,
+            b(self.capacity_blocks * block_size),
+            self.capacity_blocks,
+            self.mode.name(),
+            self.promote,
+            b(self.sequential_cutoff),
+            self.cleaner,
+            self.clean_interval_ns as f64 / 1e6
+        );
+        let _ = writeln!(
+            s,
+            "{:<12} read hits {:.2}% ({} of {} blocks), write hits {:.2}% ({} of {}), {} promoted, {} demoted",
+            "",
+            self.read_hit_ratio * 100.0,
+            c.read_hits,
+            c.read_hits + c.read_misses,
+            self.write_hit_ratio * 100.0,
+            c.write_hits,
+            c.write_hits + c.write_misses,
+            c.promotions,
+            c.demotions
+        );
+        let _ = writeln!(
+            s,
+            "{:<12} origin reads {} ({}), origin writes {} ({}) for {} written: {} absorbed",
+            "",
+            c.origin_reads,
+            b(c.origin_read_bytes),
+            c.origin_writes,
+            b(c.origin_write_bytes),
+            b(self.client_write_bytes),
+            self.write_reduction.map_or("-".to_string(), |w| format!("{:.1}%", w * 100.0))
+        );
+        let _ = writeln!(
+            s,
+            "{:<12} cleaned {} blocks in {} writes ({} dirty evictions, {} passes); throttled {} requests for \
+             {:.3} ms",
+            "",
+            c.cleaned_blocks,
+            c.clean_writes,
+            c.dirty_evictions,
+            self.clean_passes,
+            self.throttled_requests,
+            self.throttle_ns as f64 / 1e6
+        );
+        let _ = writeln!(
+            s,
+            "{:<12} dirty blocks: max {}, mean {:.1}, final {}",
+            "", self.dirty.max_blocks, self.dirty.mean_blocks, self.dirty.final_blocks
+        );
+        let d = &self.device;
+        let _ = writeln!(s, "cache device {}; scheduler {}", d.model, d.scheduler);
+        requests_table(s, d);
     }
 }
 
