@@ -69,6 +69,23 @@ pub struct DevSpec {
     pub associativity: Option<std::num::NonZeroUsize>,
 }
 
+impl DevSpec {
+    /// An LRU device of `blocks` blocks in `mode` with `cleaner` (e.g. `none`), promoting every miss, no cutoff,
+    /// fully associative: the tests' starting point.
+    pub fn lru(mode: DevMode, blocks: u64, cleaner: CleanerSpec) -> DevSpec {
+        DevSpec {
+            policy: PolicySpec::new(blockwell_core::PolicyKind::Lru),
+            size: CacheSize::Blocks(blocks),
+            mode,
+            promote: AdmissionSpec::Always,
+            sequential_cutoff: 0,
+            cleaner,
+            clean_run_blocks: 256,
+            associativity: None,
+        }
+    }
+}
+
 /// The level's configuration for `spec` over `cache`, as the live tier sets it.
 pub fn level_config(cache: CacheConfig, spec: &DevSpec) -> LevelConfig {
     let mut lc = LevelConfig::new(cache);

@@ -447,7 +447,6 @@ fn build(
 mod tests {
     use super::*;
     use crate::replay::VecReader;
-    use blockwell_core::admission::AdmissionSpec;
     use blockwell_trace::Request;
 
     const BS: u64 = 4096;
@@ -459,16 +458,7 @@ mod tests {
     fn cfg(mode: DevMode, dev_blocks: u64, cleaner: &str) -> TierReplayConfig {
         TierReplayConfig {
             replay: ReplayConfig { threads: 1, ..ReplayConfig::default() },
-            dev: DevSpec {
-                policy: "lru".parse().unwrap(),
-                size: CacheSize::Blocks(dev_blocks),
-                mode,
-                promote: AdmissionSpec::Always,
-                sequential_cutoff: 0,
-                cleaner: cleaner.parse().unwrap(),
-                clean_run_blocks: 256,
-                associativity: None,
-            },
+            dev: DevSpec::lru(mode, dev_blocks, cleaner.parse().unwrap()),
             request_interval_ns: None,
             dirty_every: 1,
         }

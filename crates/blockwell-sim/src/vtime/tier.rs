@@ -707,7 +707,6 @@ mod tests {
     use crate::cachedev::{DevMode, DevSpec};
     use crate::replay::{CacheSize, ReplayConfig, VecReader};
     use crate::tier::{replay_tier, RamSpec, TierReplayConfig};
-    use blockwell_core::admission::AdmissionSpec;
     use blockwell_core::Op;
     use blockwell_disk::{DiskModel, DiskSpec};
     use blockwell_trace::{Request, TraceReader};
@@ -726,16 +725,7 @@ mod tests {
     }
 
     fn spec(mode: DevMode, blocks: u64, cleaner: &str) -> DevSpec {
-        DevSpec {
-            policy: "lru".parse().unwrap(),
-            size: CacheSize::Blocks(blocks),
-            mode,
-            promote: AdmissionSpec::Always,
-            sequential_cutoff: 0,
-            cleaner: cleaner.parse().unwrap(),
-            clean_run_blocks: 256,
-            associativity: None,
-        }
+        DevSpec::lru(mode, blocks, cleaner.parse().unwrap())
     }
 
     fn config(spec: DevSpec, dev: Box<dyn DiskModel>) -> Config {
