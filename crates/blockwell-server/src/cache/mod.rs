@@ -603,7 +603,7 @@ impl<B: Backend> Inner<B> {
 }
 
 /// Copies the part of `data` (bytes from device offset `at`) that lies in `[offset, offset + buf.len())`.
-fn copy_range(at: u64, data: &[u8], buf: &mut [u8], offset: u64) {
+pub(crate) fn copy_range(at: u64, data: &[u8], buf: &mut [u8], offset: u64) {
     let lo = at.max(offset);
     let hi = (at + data.len() as u64).min(offset + buf.len() as u64);
     if lo < hi {

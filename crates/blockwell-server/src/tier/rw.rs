@@ -4,6 +4,7 @@
 use super::state::{key, State, Use};
 use super::{add, eio, Inner};
 use crate::backend::Backend;
+use crate::cache::copy_range;
 use blockwell_cachedev::CacheMode;
 use blockwell_core::key::block_span;
 use blockwell_core::level::Fate;
@@ -22,16 +23,6 @@ enum Step {
     Origin,
     /// Nothing (the origin was written already).
     Skip,
-}
-
-/// Copies the part of `data` (bytes from device offset `at`) that lies in `[offset, offset + buf.len())`.
-fn copy_into(at: u64, data: &[u8], buf: &mut [u8], offset: u64) {
-    let lo = at.max(offset);
-    let hi = (at + data.len() as u64).min(offset + buf.len() as u64);
-    if lo < hi {
-        buf[(lo - offset) as usize..(hi - offset) as usize]
-            .copy_from_slice(&data[(lo - at) as usize..(hi - at) as usize]);
-    }
 }
 
 /// Runs of consecutive numbers in a sorted list, as (first, count).
@@ -136,7 +127,7 @@ impl<O: Backend> Inner<O> {
             match self.dev.read_at(data, self.geometry.slot_offset(u64::from(s))) {
                 Ok(()) if crc.map_or(true, |c| crc32c::crc32c(data) == c) => {
                     add(&self.counters.dev_read_blocks, 1);
-                    copy_into(b * self.block_size, data, buf, offset);
+                    copy_range(b * self.block_size, data, buf, offset);
                 }
                 r => {
                     if r.is_err() {
@@ -146,7 +137,7 @@ impl<O: Backend> Inner<O> {
                     }
                     bad.push((b, s, gen));
                     // (Copied anyway: if a write overtook the read, these are its bytes.)
-                    copy_into(b * self.block_size, data, buf, offset);
+                    copy_range(b * self.block_size, data, buf, offset);
                 }
             }
         }
@@ -186,7 +177,7 @@ impl<O: Backend> Inner<O> {
         for (b0, n) in runs(&misses) {
             match self.read_origin_blocks(b0, n) {
                 Ok(data) => {
-                    copy_into(b0 * self.block_size, &data, buf, offset);
+                    copy_range(b0 * self.block_size, &data, buf, offset);
                     for (j, chunk) in data.chunks(bs).enumerate() {
                         let b = b0 + j as u64;
                         if fetch.binary_search(&b).is_ok() {
