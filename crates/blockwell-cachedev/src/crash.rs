@@ -108,6 +108,25 @@ impl CrashDev {
             .collect()
     }
 
+    /// The ticks of the writes that touched `[offset, offset+len)`, each with the bytes it put at `offset`
+    /// (up to 16 of them), and the ticks of the syncs: what a failing crash test reports.
+    pub fn history(&self, offset: u64, len: u64) -> (Vec<(u64, Vec<u8>)>, Vec<u64>) {
+        let st = self.lock();
+        let mut writes = Vec::new();
+        let mut syncs = Vec::new();
+        for e in &st.log {
+            match e {
+                Event::Write { at, offset: o, data } if *o < offset + len && offset < o + data.len() as u64 => {
+                    let from = offset.saturating_sub(*o) as usize;
+                    writes.push((*at, data[from..(from + 16).min(data.len())].to_vec()));
+                }
+                Event::Sync { at } => syncs.push(*at),
+                _ => {}
+            }
+        }
+        (writes, syncs)
+    }
+
     /// The device after a power loss just before tick `t` (events at ticks `< t` happened); `random` returns
     /// numbers uniform in [0, 1).
     pub fn image_at(&self, t: u64, mode: CrashMode, random: &mut dyn FnMut() -> f64) -> Vec<u8> {

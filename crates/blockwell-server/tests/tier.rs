@@ -358,3 +358,84 @@ fn a_clean_block_whose_data_changed_on_the_device_is_read_from_the_origin() {
     assert_eq!(read(&t, 0, 4096), pattern(10, 0, 4096), "and from the origin again");
     t.validate().unwrap();
 }
+
+/// An origin whose first flush waits at a gate until the test opens it.
+struct GatedOrigin {
+    inner: DevOrigin,
+    entered: std::sync::Mutex<bool>,
+    open: std::sync::Mutex<bool>,
+    cv: std::sync::Condvar,
+}
+
+impl Backend for GatedOrigin {
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64, fua: bool) -> std::io::Result<()> {
+        self.inner.write_at(buf, offset, fua)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        *self.entered.lock().unwrap() = true;
+        self.cv.notify_all();
+        let mut open = self.open.lock().unwrap();
+        while !*open {
+            open = self.cv.wait(open).unwrap();
+        }
+        drop(open);
+        self.inner.flush()
+    }
+    fn trim(&self, offset: u64, len: u64, fua: bool) -> std::io::Result<()> {
+        self.inner.trim(offset, len, fua)
+    }
+    fn write_zeroes(&self, offset: u64, len: u64, may_trim: bool, fua: bool) -> std::io::Result<()> {
+        self.inner.write_zeroes(offset, len, may_trim, fua)
+    }
+}
+
+#[test]
+fn a_flush_waits_for_an_origin_flush_in_progress_that_took_its_writes() {
+    // Client A's FLUSH is inside the origin's flush, which covers a write of client B's; B's FLUSH must not
+    // return before that origin flush completes (it used to find nothing left to flush and return at once).
+    let (_, cache, origin) = devices(CACHE, ORIGIN, CacheMode::WriteThrough);
+    let gated = GatedOrigin {
+        inner: DevOrigin(origin.clone()),
+        entered: std::sync::Mutex::new(false),
+        open: std::sync::Mutex::new(false),
+        cv: std::sync::Condvar::new(),
+    };
+    let t = Arc::new(
+        TierBackend::open(gated, cache as Arc<dyn Dev>, config(ORIGIN as u64, CacheMode::WriteThrough)).unwrap(),
+    );
+    t.write_at(&pattern(1, 0, 4096), 0, false).unwrap();
+    let a = {
+        let t = t.clone();
+        std::thread::spawn(move || t.flush().unwrap())
+    };
+    {
+        let g = &t.origin().entered;
+        let mut entered = g.lock().unwrap();
+        while !*entered {
+            entered = t.origin().cv.wait(entered).unwrap();
+        }
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let b = {
+        let t = t.clone();
+        std::thread::spawn(move || {
+            t.flush().unwrap();
+            tx.send(()).unwrap();
+        })
+    };
+    assert!(
+        rx.recv_timeout(std::time::Duration::from_millis(300)).is_err(),
+        "a FLUSH returned while the origin flush covering its write was still running"
+    );
+    *t.origin().open.lock().unwrap() = true;
+    t.origin().cv.notify_all();
+    rx.recv_timeout(std::time::Duration::from_secs(10)).expect("the FLUSH returns once the origin flush is done");
+    a.join().unwrap();
+    b.join().unwrap();
+}

@@ -126,7 +126,7 @@ fn allowed(ops: &[Op], t: u64) -> HashMap<u64, Option<Vec<u64>>> {
 
 /// Recovers the images of a crash at `t` and checks every sector, then that cleaning and detaching puts the
 /// same values on the origin.
-fn check_crash(cache: Vec<u8>, origin: Vec<u8>, ops: &[Op], t: u64, what: &str) {
+fn check_crash(cache: Vec<u8>, origin: Vec<u8>, ops: &[Op], t: u64, what: &str, history: &dyn Fn(u64) -> String) {
     let cache: Arc<dyn Dev> = Arc::new(MemDev::from_bytes(cache));
     let origin = Arc::new(CrashDev::with_contents(origin, Clock::new()));
     let tier = blockwell_server::tier::TierBackend::open(
@@ -143,7 +143,9 @@ fn check_crash(cache: Vec<u8>, origin: Vec<u8>, ops: &[Op], t: u64, what: &str) 
         let got = sector_id(&all[s as usize * 512..(s as usize + 1) * 512], s);
         match got {
             Some(id) if ids.contains(&id) => {}
-            _ => panic!("{what}: sector {s} holds {got:?}; allowed {ids:?}; ops on it: {:?}", on(ops, s)),
+            _ => {
+                panic!("{what}: sector {s} holds {got:?}; allowed {ids:?}; ops on it: {:?}; {}", on(ops, s), history(s))
+            }
         }
     }
     for s in 0..SECTORS {
@@ -214,7 +216,14 @@ fn crash_many(
         let mut r2 = Rng(seed ^ (t << 16) ^ i as u64 | 1);
         let ci = rc.image_at(t, mode, &mut || r1.unit());
         let oi = ro.image_at(t, mode, &mut || r2.unit());
-        check_crash(ci, oi, ops, t, &format!("{name}: crash at tick {t} ({mode:?})"));
+        let history = |s: u64| {
+            let (writes, syncs) = origin.history(s * 512, 512);
+            let writes: Vec<(u64, Option<u64>)> =
+                writes.into_iter().map(|(at, d)| (at, Some(u64::from_le_bytes(d[..8].try_into().unwrap())))).collect();
+            let near: Vec<u64> = syncs.into_iter().filter(|&x| x + 300 > t && x < t + 50).collect();
+            format!("origin writes of the sector (tick, id): {writes:?}; origin syncs near the crash: {near:?}")
+        };
+        check_crash(ci, oi, ops, t, &format!("{name}: crash at tick {t} ({mode:?})"), &history);
     }
     chosen.len()
 }

@@ -272,8 +272,11 @@ pub(crate) struct Inner<O> {
     pub commit: Mutex<commit::CommitState>,
     /// Incremented after every cache-device data write and every record (see `commit`).
     pub epoch: AtomicU64,
-    /// Writes reached the origin since its last flush.
-    pub origin_unflushed: AtomicBool,
+    /// Incremented after every origin write not yet known durable (FUA writes excepted).
+    pub origin_written: AtomicU64,
+    /// The value of `origin_written` the last completed origin flush covered; held while flushing, so a
+    /// FLUSH never returns while another caller's origin flush that took its writes is still running.
+    pub origin_flushed: Mutex<u64>,
     pub stripes: WriteStripes,
     pub counters: Counters,
     pub cleaner: Mutex<Cleaner>,
@@ -495,7 +498,8 @@ impl<O: Backend> Inner<O> {
             state: Mutex::new(st),
             commit: Mutex::new(commit::CommitState::new(meta)),
             epoch: AtomicU64::new(1),
-            origin_unflushed: AtomicBool::new(false),
+            origin_written: AtomicU64::new(0),
+            origin_flushed: Mutex::new(0),
             stripes: WriteStripes::new(),
             counters: Counters::default(),
             cleaner: Mutex::new(cleaner),

@@ -328,7 +328,7 @@ impl<O: Backend> Inner<O> {
                 return Err(e);
             }
             if !fua {
-                self.origin_unflushed.store(true, Ordering::SeqCst);
+                self.origin_written.fetch_add(1, Ordering::SeqCst);
             }
         }
         self.ensure_free(n)?;
@@ -459,7 +459,7 @@ impl<O: Backend> Inner<O> {
             if let Err(e) = self.origin.write_at(&buf[(lo - offset) as usize..(hi - offset) as usize], lo, fua) {
                 origin_err.get_or_insert(e);
             } else if !fua {
-                self.origin_unflushed.store(true, Ordering::SeqCst);
+                self.origin_written.fetch_add(1, Ordering::SeqCst);
             }
         }
         // Finish under the lock.
@@ -541,13 +541,22 @@ impl<O: Backend> Inner<O> {
 
     /// FLUSH: the origin (writes that went there), then a commit.
     pub(crate) fn flush_all(&self) -> io::Result<()> {
-        if self.origin_unflushed.swap(false, Ordering::SeqCst) {
-            if let Err(e) = self.origin.flush() {
-                self.origin_unflushed.store(true, Ordering::SeqCst);
-                return Err(e);
-            }
-        }
+        self.flush_origin()?;
         self.commit()
+    }
+
+    /// Makes every origin write completed before the call durable. Flushes are serialized: a caller that
+    /// finds its writes taken by a flush in progress waits for that flush instead of returning at once.
+    fn flush_origin(&self) -> io::Result<()> {
+        let target = self.origin_written.load(Ordering::SeqCst);
+        let mut flushed = self.origin_flushed.lock().unwrap_or_else(|e| e.into_inner());
+        if *flushed >= target {
+            return Ok(());
+        }
+        let covers = self.origin_written.load(Ordering::SeqCst);
+        self.origin.flush()?;
+        *flushed = covers;
+        Ok(())
     }
 
     /// TRIM (`zeroes` false) or WRITE_ZEROES. A dirty copy holds the only current data, and dropping it would
@@ -618,7 +627,7 @@ impl<O: Backend> Inner<O> {
             self.origin.trim(offset, len, fua)
         };
         if !fua {
-            self.origin_unflushed.store(true, Ordering::SeqCst);
+            self.origin_written.fetch_add(1, Ordering::SeqCst);
         }
         {
             // Reads that fetched these blocks from the origin before this reached it must not install them.
