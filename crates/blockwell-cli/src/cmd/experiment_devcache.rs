@@ -172,6 +172,10 @@ pub struct JobResult {
     pub iops: f64,
     pub lat_mean_us: f64,
     pub lat_p99_us: f64,
+    /// CPU time of the setup's servers (Blockwell, nbdkit) per request, in µs.
+    pub server_cpu_us: f64,
+    /// fio's CPU use (user + system), in % of one CPU.
+    pub fio_cpu_pct: f64,
 }
 
 /// The pass that fills a cache before its read jobs.
@@ -272,6 +276,11 @@ impl Procs {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+
+    /// User + system CPU time of the running servers (every process but fio), in clock ticks.
+    fn cpu_ticks(&self) -> u64 {
+        self.children.iter().filter(|(n, _)| !n.starts_with("fio-")).map(|(_, c)| cpu_ticks(c.id())).sum()
     }
 
     fn kill_all(&mut self) {
@@ -561,6 +570,7 @@ impl Run {
                 });
             }
             self.note(&format!("{}: {job} ({} s)", setup.key(), self.runtime));
+            let cpu0 = procs.cpu_ticks();
             let v = self.fio(
                 uri,
                 &format!("{}-{job}", setup.key()),
@@ -574,8 +584,10 @@ impl Run {
                 ],
                 procs,
             )?;
+            let ticks = procs.cpu_ticks().saturating_sub(cpu0);
             let side = if rw.contains("read") { &v["read"] } else { &v["write"] };
             let clat = &side["clat_ns"];
+            let ios = side["total_ios"].as_f64().unwrap_or(0.0).max(1.0);
             results[i] = Some(JobResult {
                 job,
                 rw,
@@ -583,6 +595,8 @@ impl Run {
                 iops: side["iops"].as_f64().unwrap_or(0.0),
                 lat_mean_us: clat["mean"].as_f64().unwrap_or(0.0) / 1e3,
                 lat_p99_us: clat["percentile"]["99.000000"].as_f64().unwrap_or(0.0) / 1e3,
+                server_cpu_us: ticks as f64 * 1e6 / USER_HZ / ios,
+                fio_cpu_pct: v["usr_cpu"].as_f64().unwrap_or(0.0) + v["sys_cpu"].as_f64().unwrap_or(0.0),
             });
         }
         Ok((results.into_iter().map(|r| r.expect("every job ran")).collect(), warmup))
@@ -764,6 +778,18 @@ impl Run {
     }
 }
 
+/// Clock ticks per second of /proc/PID/stat's times (USER_HZ, 100 on Linux whatever the kernel's HZ).
+const USER_HZ: f64 = 100.0;
+
+/// utime + stime of a process, in clock ticks (0 if it cannot be read).
+fn cpu_ticks(pid: u32) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0 };
+    // Fields after the command name, which is in parentheses and may contain spaces: utime and stime are the
+    // 14th and 15th fields, the 12th and 13th after it.
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else { return 0 };
+    rest.split(' ').skip(11).take(2).filter_map(|f| f.parse::<u64>().ok()).sum()
+}
+
 /// 4 KiB: the block the checks count.
 const BLOCK: u64 = 4096;
 
@@ -943,6 +969,11 @@ pub fn print(r: &Report) -> String {
                 writeln!(s, "  (no counterpart in the article; its cache is a temporary file, in the page cache here)");
         }
     }
+    let _ = writeln!(s, "\nCPU per request (servers' µs / fio's % of a CPU), same columns:");
+    for st in &r.setups {
+        let v: Vec<String> = st.jobs.iter().map(|j| format!("{:.0}/{:.0}%", j.server_cpu_us, j.fio_cpu_pct)).collect();
+        let _ = writeln!(s, "{:<34} {:>9} {:>9} {:>9} {:>9}", st.label, v[0], v[1], v[2], v[3]);
+    }
     let warm: Vec<String> =
         r.setups.iter().filter_map(|st| st.warmup.as_ref().map(|w| format!("{} {:.0} MB/s", st.key, w.mbps))).collect();
     if !warm.is_empty() {
@@ -1001,13 +1032,13 @@ pub fn print(r: &Report) -> String {
 
 /// One line per setup and job.
 pub fn csv(r: &Report) -> String {
-    let mut s = String::from("setup,job,mbps,iops,lat_mean_us,lat_p99_us\n");
+    let mut s = String::from("setup,job,mbps,iops,lat_mean_us,lat_p99_us,server_cpu_us,fio_cpu_pct\n");
     for st in &r.setups {
         for j in &st.jobs {
             let _ = writeln!(
                 s,
-                "{},{},{:.3},{:.1},{:.1},{:.1}",
-                st.key, j.job, j.mbps, j.iops, j.lat_mean_us, j.lat_p99_us
+                "{},{},{:.3},{:.1},{:.1},{:.1},{:.2},{:.1}",
+                st.key, j.job, j.mbps, j.iops, j.lat_mean_us, j.lat_p99_us, j.server_cpu_us, j.fio_cpu_pct
             );
         }
     }
@@ -1222,7 +1253,16 @@ mod tests {
 
     #[test]
     fn targets_compare_the_setups_and_report_values() {
-        let job = |job, mbps| JobResult { job, rw: "x", mbps, iops: 0.0, lat_mean_us: 0.0, lat_p99_us: 0.0 };
+        let job = |job, mbps| JobResult {
+            job,
+            rw: "x",
+            mbps,
+            iops: 0.0,
+            lat_mean_us: 0.0,
+            lat_p99_us: 0.0,
+            server_cpu_us: 0.0,
+            fio_cpu_pct: 0.0,
+        };
         let setup = |key, r: [f64; 4]| SetupResult {
             key,
             label: key,
