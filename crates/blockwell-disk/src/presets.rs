@@ -250,13 +250,15 @@ pub const HDD004_WRITE_OVERHEAD_MS: f64 = 0.0487;
 /// 7200 rpm 500 GB single-platter drive: 2 heads, 8 zones from the outer zone's sectors per track down to half
 /// of it, track-to-track / average / full-stroke seek 1.0 / 8.5 / 17 ms ([`SeekCurve::fit_datasheet`], `d0` at a
 /// fifth of the cylinders), head switch 0.5 ms, skews of one head switch / one track-to-track seek, read
-/// overheads 0.02 ms (hit) and 0.1 ms (miss), a 6 Gb/s bus (1 µs per sector), 16 MiB of buffer in 16 segments
-/// with read-ahead also after hits, write cache on with 32 write segments, SATA NCQ of 32 commands (the
-/// protocol's limit; the article ran fio at queue depth 32), sequential cached writes combined. [C] calibrated
-/// against the article through the live emulator (`docs/experiments/device-caches.md`): the outer zone's
-/// sectors per track ([`HDD004_OUTER_SPT`]: the media rate, hence sequential reads) and the write command
-/// overhead ([`HDD004_WRITE_OVERHEAD_MS`]: sequential 4 KiB writes are bound by the command rate). The random
-/// rate is not a parameter: it comes from seek, rotation and the queue's reordering.
+/// overheads 0.02 ms (hit) and 0.1 ms (miss), a 6 Gb/s bus (1 µs per sector), 32 MiB of its buffer in 16
+/// segments of 2 MiB (a 1 MiB read leaves room for as much read-ahead), read-ahead also after hits, write cache
+/// on with 32 write segments, SATA NCQ of 32 commands (the protocol's limit; the article ran fio at queue depth
+/// 32), sequential cached writes combined. [C]: calibrated so that the model with 16 requests in flight, in the
+/// order the live emulator serves them (`blockwell disk bench --queue 16`), gives the article's sequential
+/// rates: the outer zone's sectors per track ([`HDD004_OUTER_SPT`]: the media rate, hence sequential reads) and
+/// the write command overhead ([`HDD004_WRITE_OVERHEAD_MS`]: sequential 4 KiB writes are bound by the command
+/// rate). The random rate is not a parameter: it comes from seek, rotation and the queue's reordering
+/// (`docs/disk-model.md`).
 pub fn hdd004() -> HddParams {
     let heads = 2u32;
     let capacity: u64 = 976_562_500; // 500 GB
@@ -308,7 +310,7 @@ pub fn hdd004() -> HddParams {
         },
         bus_us_per_sector: 1.0,
         segments: 16,
-        segment_sectors: 2048,
+        segment_sectors: 4096,
         read_ahead: true,
         read_ahead_on_hit: true,
         read_behind: false,
