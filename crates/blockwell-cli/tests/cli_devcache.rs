@@ -57,6 +57,7 @@ fn device_caches_quick_shows_the_write_back_gain_and_who_survives_kill_9() {
     let out = util::ok(&["experiment", "device-caches", "--quick", "--json", "--dir", d.path().to_str().unwrap()]);
     let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}):\n{out}"));
     assert_eq!(v["size"], 64 << 20);
+    assert_eq!(v["rounds"], 1);
     assert_eq!(v["hdd"], "hdd-004");
     assert_eq!(v["ssd"], "ssd-004");
     let setups = v["setups"].as_array().unwrap();
@@ -130,6 +131,8 @@ fn device_caches_bad_options_are_one_line_errors() {
     assert!(e.contains("--size"), "{e}");
     let e = util::fails(&["experiment", "device-caches", "--runtime", "0"]);
     assert!(e.contains("--runtime"), "{e}");
+    let e = util::fails(&["experiment", "device-caches", "--rounds", "0"]);
+    assert!(e.contains("--rounds"), "{e}");
     let e = util::fails(&["experiment", "device-caches", "--hdd", "floppy"]);
     assert!(e.contains("--hdd") && e.contains("floppy"), "{e}");
 }

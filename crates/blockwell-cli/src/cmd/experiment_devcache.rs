@@ -30,20 +30,26 @@ use std::time::{Duration, Instant};
 #[derive(clap::Args, Debug, Clone)]
 #[command(after_help = "\
 Needs fio with its nbd engine and nbdkit (with its nbd plugin and cache filter). Each setup gets fresh images in \
-the work directory. Jobs run in the order sequential write, random write, then (for the caches, after one \
-sequential read of the whole export in 1 MiB requests that fills them) sequential read and random read. \
-The table puts the article's numbers beside ours; the targets of issue 18 are checked and printed with their \
-values. Results and their comparison with the paper: docs/experiments/device-caches.md.")]
+the work directory. For a cache, one sequential read of the whole export in 1 MiB requests fills it first; \
+then the jobs run in the order sequential read, random read, sequential write, random write. Each round runs \
+every setup in turn; the table gives each job's median over the rounds and puts the article's numbers beside \
+ours; the targets of issue 18 are checked and printed with their values. Results and their comparison with the \
+paper: docs/experiments/device-caches.md.")]
 pub struct DevCacheArgs {
     /// Seconds per fio job [default: 10; --quick: 1].
     #[arg(long, value_name = "SECS")]
     pub runtime: Option<f64>,
 
+    /// Rounds: each runs every setup in turn (so that a change in the machine's load hits all setups alike);
+    /// the tables give each job's median [default: 3; --quick: 1].
+    #[arg(long, value_name = "N")]
+    pub rounds: Option<u32>,
+
     /// Size of each export (the region fio covers) [default: 1GiB; --quick: 64MiB].
     #[arg(long, value_name = "SIZE", value_parser = parse_arg::<Bytes>)]
     pub size: Option<Bytes>,
 
-    /// The test suite's run: 1 s per job, 64 MiB exports, 2 MiB durability regions.
+    /// The test suite's run: 1 round, 1 s per job, 64 MiB exports, 2 MiB durability regions.
     #[arg(long)]
     pub quick: bool,
 
@@ -100,8 +106,8 @@ fn article(name: &str) -> ArticleRow {
 pub const JOBS: [(&str, &str); 4] =
     [("seq-read", "read"), ("seq-write", "write"), ("rand-read", "randread"), ("rand-write", "randwrite")];
 
-/// The order the jobs run in (indices into [`JOBS`]): writes first, reads after the warm-up.
-const RUN_ORDER: [usize; 4] = [1, 3, 0, 2];
+/// The order the jobs run in (indices into [`JOBS`]): after the warm-up, the reads, then the writes.
+const RUN_ORDER: [usize; 4] = [0, 2, 1, 3];
 
 /// One setup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,6 +182,8 @@ pub struct JobResult {
     pub server_cpu_us: f64,
     /// fio's CPU use (user + system), in % of one CPU.
     pub fio_cpu_pct: f64,
+    /// `mbps` of every round, in order (the other fields are the median round's).
+    pub rounds_mbps: Vec<f64>,
 }
 
 /// The pass that fills a cache before its read jobs.
@@ -247,6 +255,7 @@ pub struct DurabilityResult {
 pub struct Report {
     pub size: u64,
     pub runtime_s: f64,
+    pub rounds: u32,
     pub hdd: String,
     pub ssd: String,
     pub fio: String,
@@ -597,6 +606,7 @@ impl Run {
                 lat_p99_us: clat["percentile"]["99.000000"].as_f64().unwrap_or(0.0) / 1e3,
                 server_cpu_us: ticks as f64 * 1e6 / USER_HZ / ios,
                 fio_cpu_pct: v["usr_cpu"].as_f64().unwrap_or(0.0) + v["sys_cpu"].as_f64().unwrap_or(0.0),
+                rounds_mbps: Vec::new(),
             });
         }
         Ok((results.into_iter().map(|r| r.expect("every job ran")).collect(), warmup))
@@ -778,6 +788,21 @@ impl Run {
     }
 }
 
+/// One setup's rounds as one result: per job, the round with the median rate (the lower middle one for an
+/// even count), with every round's rate kept; the warm-up and the status of the last round.
+fn combine(mut rounds: Vec<SetupResult>) -> SetupResult {
+    let mut out = rounds.pop().expect("at least one round");
+    rounds.push(out.clone());
+    for (i, job) in out.jobs.iter_mut().enumerate() {
+        let mut all: Vec<JobResult> = rounds.iter().map(|r| r.jobs[i].clone()).collect();
+        let rates: Vec<f64> = all.iter().map(|j| j.mbps).collect();
+        all.sort_by(|a, b| a.mbps.total_cmp(&b.mbps));
+        *job = all.swap_remove((all.len() - 1) / 2);
+        job.rounds_mbps = rates;
+    }
+    out
+}
+
 /// Clock ticks per second of /proc/PID/stat's times (USER_HZ, 100 on Linux whatever the kernel's HZ).
 const USER_HZ: f64 = 100.0;
 
@@ -948,11 +973,12 @@ pub fn print(r: &Report) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "seed 004 device caches: fio 4 KiB, queue depth 32, {} s per job, {} MiB export; HDD {}, SSD {}; MB/s = 10^6 B/s",
+        "seed 004 device caches: fio 4 KiB, queue depth 32, {} s per job, {} MiB export; HDD {}, SSD {}; MB/s = 10^6 B/s{}",
         r.runtime_s,
         r.size >> 20,
         r.hdd,
-        r.ssd
+        r.ssd,
+        if r.rounds > 1 { format!("; median of {} rounds", r.rounds) } else { String::new() }
     );
     let _ = writeln!(s);
     let _ = writeln!(s, "{:<34} {:>9} {:>9} {:>9} {:>9}", "setup", "seq read", "seq write", "rand read", "rand write");
@@ -969,7 +995,22 @@ pub fn print(r: &Report) -> String {
                 writeln!(s, "  (no counterpart in the article; its cache is a temporary file, in the page cache here)");
         }
     }
-    let _ = writeln!(s, "\nCPU per request (servers' µs / fio's % of a CPU), same columns:");
+    if r.rounds > 1 {
+        let _ = writeln!(s, "\nrange over the rounds (lowest-highest), same columns:");
+        for st in &r.setups {
+            let v: Vec<String> = st
+                .jobs
+                .iter()
+                .map(|j| {
+                    let lo = j.rounds_mbps.iter().copied().fold(f64::INFINITY, f64::min);
+                    let hi = j.rounds_mbps.iter().copied().fold(0.0, f64::max);
+                    format!("{}-{}", fmt_mbps(lo), fmt_mbps(hi))
+                })
+                .collect();
+            let _ = writeln!(s, "{:<34} {:>9} {:>9} {:>9} {:>9}", st.label, v[0], v[1], v[2], v[3]);
+        }
+    }
+    let _ = writeln!(s, "\nCPU per request of the median round (servers' µs / fio's % of a CPU), same columns:");
     for st in &r.setups {
         let v: Vec<String> = st.jobs.iter().map(|j| format!("{:.0}/{:.0}%", j.server_cpu_us, j.fio_cpu_pct)).collect();
         let _ = writeln!(s, "{:<34} {:>9} {:>9} {:>9} {:>9}", st.label, v[0], v[1], v[2], v[3]);
@@ -1048,6 +1089,10 @@ pub fn csv(r: &Report) -> String {
 /// `blockwell experiment device-caches`.
 pub fn run(a: DevCacheArgs) -> anyhow::Result<ExitCode> {
     let runtime = a.runtime.unwrap_or(if a.quick { 1.0 } else { 10.0 });
+    let rounds_n = a.rounds.unwrap_or(if a.quick { 1 } else { 3 });
+    if rounds_n == 0 {
+        bail!("--rounds: give at least 1");
+    }
     if !(runtime.is_finite() && runtime > 0.0) {
         bail!("--runtime: give a number of seconds > 0");
     }
@@ -1086,10 +1131,16 @@ pub fn run(a: DevCacheArgs) -> anyhow::Result<ExitCode> {
     };
     let wd = WorkDir::new(a.dir.as_deref(), a.keep)?;
     let load_before = loadavg();
-    let mut results = Vec::new();
-    for s in &setups {
-        results.push(run.setup(*s, &wd).with_context(|| format!("setup {}", s.key()))?);
+    let mut rounds: Vec<Vec<SetupResult>> = vec![Vec::new(); setups.len()];
+    for round in 0..rounds_n {
+        if rounds_n > 1 {
+            run.note(&format!("round {} of {rounds_n}", round + 1));
+        }
+        for (i, s) in setups.iter().enumerate() {
+            rounds[i].push(run.setup(*s, &wd).with_context(|| format!("setup {}", s.key()))?);
+        }
     }
+    let results: Vec<SetupResult> = rounds.into_iter().map(combine).collect();
     let mut dur = Vec::new();
     for s in &durability {
         dur.push(run.durability(*s, &wd).with_context(|| format!("durability of {}", s.key()))?);
@@ -1097,6 +1148,7 @@ pub fn run(a: DevCacheArgs) -> anyhow::Result<ExitCode> {
     let report = Report {
         size,
         runtime_s: runtime,
+        rounds: rounds_n,
         hdd: run.hdd.clone(),
         ssd: run.ssd.clone(),
         fio,
@@ -1262,6 +1314,7 @@ mod tests {
             lat_p99_us: 0.0,
             server_cpu_us: 0.0,
             fio_cpu_pct: 0.0,
+            rounds_mbps: Vec::new(),
         };
         let setup = |key, r: [f64; 4]| SetupResult {
             key,
@@ -1283,6 +1336,39 @@ mod tests {
         assert!(t[1].pass && (t[1].value - 30.0).abs() < 1e-9);
         assert!(!t[2].pass && (t[2].value - 150.0 / 230.0).abs() < 1e-9);
         assert!(targets(&s[..2]).is_empty(), "no write-back setup, no target");
+    }
+
+    #[test]
+    fn rounds_combine_to_the_median_round_of_each_job() {
+        let round = |r: [f64; 4]| SetupResult {
+            key: "ssd",
+            label: "SSD alone",
+            command: Vec::new(),
+            jobs: JOBS
+                .iter()
+                .zip(r)
+                .map(|((n, _), m)| JobResult {
+                    job: n,
+                    rw: "x",
+                    mbps: m,
+                    iops: m * 10.0,
+                    lat_mean_us: 0.0,
+                    lat_p99_us: 0.0,
+                    server_cpu_us: 0.0,
+                    fio_cpu_pct: 0.0,
+                    rounds_mbps: Vec::new(),
+                })
+                .collect(),
+            warmup: None,
+            article: Vec::new(),
+            status: None,
+        };
+        let c = combine(vec![round([3.0, 1.0, 5.0, 2.0]), round([1.0, 2.0, 4.0, 2.0]), round([2.0, 3.0, 6.0, 2.0])]);
+        assert_eq!(c.jobs.iter().map(|j| j.mbps).collect::<Vec<_>>(), [2.0, 2.0, 5.0, 2.0]);
+        assert_eq!(c.jobs[0].iops, 20.0, "the median round's other fields");
+        assert_eq!(c.jobs[2].rounds_mbps, [5.0, 4.0, 6.0]);
+        let one = combine(vec![round([1.0, 2.0, 3.0, 4.0])]);
+        assert_eq!(one.jobs[3].rounds_mbps, [4.0]);
     }
 
     #[test]
