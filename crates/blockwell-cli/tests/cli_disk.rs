@@ -18,7 +18,18 @@ fn disk_reference() -> Option<PathBuf> {
 #[test]
 fn list_names_every_preset() {
     let out = ok(&["disk", "list"]);
-    for name in ["barracuda", "cheetah9lp", "wd1200bb", "hp97560", "sata-ssd", "nvme-ssd", "memory", "ecs"] {
+    for name in [
+        "barracuda",
+        "cheetah9lp",
+        "wd1200bb",
+        "hp97560",
+        "hdd-004",
+        "sata-ssd",
+        "nvme-ssd",
+        "ssd-004",
+        "memory",
+        "ecs",
+    ] {
         assert!(out.contains(name), "{name} missing from:\n{out}");
     }
 }
@@ -43,6 +54,50 @@ fn bench_sequential_beats_random_on_a_disk() {
     assert!(seq * 10.0 < rnd, "sequential {seq} ms vs random {rnd} ms");
     let e = fails(&["disk", "bench", "--pattern", "zigzag"]);
     assert!(e.contains("--pattern"), "{e}");
+}
+
+/// `--queue`: the closed loop the live emulator serves in. Seed 004's calibrated devices give the article's
+/// numbers at 16 requests in flight (the server's workers per connection) over a 1 GiB region.
+#[test]
+fn bench_queue_gives_the_calibrated_rates_of_the_seed_004_devices() {
+    let mbps = |model: &str, pattern: &str, op: &str| -> f64 {
+        let out = ok(&[
+            "disk",
+            "bench",
+            "--model",
+            model,
+            "--pattern",
+            pattern,
+            "--op",
+            op,
+            "--queue",
+            "16",
+            "--span",
+            "1GiB",
+            "--count",
+            "20000",
+        ]);
+        let last = out.lines().last().expect("a result line");
+        let at = last.find(" MB/s").expect("a rate");
+        last[..at].rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let near = |v: f64, want: f64, tol: f64| (v - want).abs() <= tol * want;
+    let s = mbps("hdd-004", "sequential", "read");
+    assert!(near(s, 115.0, 0.03), "HDD sequential read {s}");
+    let s = mbps("hdd-004", "sequential", "write");
+    assert!(near(s, 72.0, 0.03), "HDD sequential write {s}");
+    let r = mbps("hdd-004", "random", "read");
+    assert!(near(r, 2.0, 0.2), "HDD random read {r}");
+    let fifo = mbps("hdd-004(ncq=1)", "random", "read");
+    assert!(fifo < r / 2.0, "without command queueing {fifo} vs {r}");
+    let s = mbps("ssd-004", "sequential", "read");
+    assert!(near(s, 231.0, 0.01), "SSD sequential read {s}");
+    let r = mbps("ssd-004", "random", "write");
+    assert!(near(r, 72.0, 0.05), "SSD random write {r}");
+    let e = fails(&["disk", "bench", "--queue", "0"]);
+    assert!(e.contains("--queue"), "{e}");
+    let e = fails(&["disk", "bench", "--queue", "4", "--gap-us", "10"]);
+    assert!(e.contains("--gap-us"), "{e}");
 }
 
 #[test]

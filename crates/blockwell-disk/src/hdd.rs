@@ -50,6 +50,21 @@
 //!   (destage) starts at once in the background and holds the mechanism (a later read miss waits for it). At most
 //!   `max_write_segments` destages may be pending; one more waits for the oldest. With the write cache off, a
 //!   write completes when its last sector is on the media.
+//! - **Command queueing** (`ncq`, 1 = none in every DiskSim-derived preset): with `ncq > 1`, a caller that holds
+//!   several waiting requests asks [`DiskModel::pick`] which one the drive serves next: among the first `ncq`,
+//!   the one with the shortest service time from the current head position and platter angle (shortest
+//!   positioning time first, as SATA NCQ and SCSI tagged queueing firmware do). With the write cache on, the
+//!   pending writes are destaged in the same order, instead of one by one as they arrive: a write is
+//!   acknowledged into the buffer once a slot is free (at most `max_write_segments` writes pending or being
+//!   destaged) and waits there; the drive starts a destage when half the write segments hold pending writes or
+//!   the oldest has waited one revolution (to gather runs and choices), choosing among the pending writes the
+//!   one whose media transfer can start soonest. A read miss goes before the pending destages (not before the one in
+//!   progress). A destage or a request passed over `4 * ncq` times is served next (no starvation).
+//! - **Combined sequential writes** (`combine_writes`, off in every DiskSim-derived preset): a cached write's
+//!   destage that starts at the sector where the previous destage ended pays no rotational repositioning: the
+//!   drive holds a sequential run back in its buffer and writes it in one pass (DiskSim's `Combine seq writes`),
+//!   so sequential writes in small requests go at the host's command rate or the media rate, whichever is lower,
+//!   instead of missing a revolution each time the host is slower than the platter.
 //!
 //! Parameters ([`HddParams`]) have no defaults of their own: every preset in [`crate::presets`] gives each one
 //! with its source. The model reads no clock and draws no random numbers: the same requests at the same times
@@ -228,6 +243,22 @@ impl Overheads {
         *self = Overheads::uniform(ms);
     }
 
+    /// Sets the four read cases (`read_overhead_ms=`).
+    pub fn set_reads(&mut self, ms: f64) {
+        self.read_hit_after_read = ms;
+        self.read_hit_after_write = ms;
+        self.read_miss_after_read = ms;
+        self.read_miss_after_write = ms;
+    }
+
+    /// Sets the four write cases (`write_overhead_ms=`).
+    pub fn set_writes(&mut self, ms: f64) {
+        self.write_hit_after_read = ms;
+        self.write_hit_after_write = ms;
+        self.write_miss_after_read = ms;
+        self.write_miss_after_write = ms;
+    }
+
     fn table_ns(&self) -> [u64; 8] {
         [
             self.read_hit_after_read,
@@ -280,6 +311,16 @@ pub struct HddParams {
     pub write_cache: bool,
     /// Destages that may be pending at once with the write cache on (DiskSim `Maximum number of write segments`).
     pub max_write_segments: u32,
+    /// Command queue depth the drive reorders (see the module doc); 1: first come, first served.
+    #[serde(default = "one")]
+    pub ncq: u32,
+    /// Destage sequential cached writes as one stream (see the module doc).
+    #[serde(default)]
+    pub combine_writes: bool,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl HddParams {
@@ -365,6 +406,9 @@ impl HddParams {
         }
         if self.write_cache && self.segments > 0 && self.max_write_segments == 0 {
             return Err("max_write_segments must be > 0 with the write cache on".into());
+        }
+        if self.ncq == 0 {
+            return Err("ncq must be >= 1 (1: no command queueing)".into());
         }
         Ok(())
     }
@@ -507,6 +551,9 @@ struct Walk<'a> {
     cyl: u32,
     head: u32,
     write: bool,
+    /// A combined sequential destage: each track's first sector is under the head when the head gets there
+    /// (no rotational wait; the previous destage ended right before it and the skews cover track switches).
+    aligned: bool,
 }
 
 impl Iterator for Walk<'_> {
@@ -529,8 +576,11 @@ impl Iterator for Walk<'_> {
         let at = self.t + mv;
         let slot = d.slot_ns((loc.sector + loc.skew) % loc.spt, loc.spt);
         let mut wait = (slot + d.rev_ns - at % d.rev_ns) % d.rev_ns;
-        if d.rev_ns - wait <= 2 {
-            wait = 0; // integer rounding of slot times: the sector is under the head now
+        if self.aligned || d.rev_ns - wait <= 2 {
+            // Integer rounding of slot times, or a combined destage (its first sector follows the previous
+            // destage's last, and each next track's first sector is skewed to come under the head right after the
+            // head switch or seek): the sector is under the head now.
+            wait = 0;
         }
         let len = self.left.min(loc.spt - loc.sector).min(d.cap - wrapped);
         let passed = ((u128::from(wait) * u128::from(loc.spt) / u128::from(d.rev_ns)) as u64).min(loc.sector);
@@ -585,7 +635,23 @@ struct State {
     segs: Vec<Segment>,
     clock: u64,
     ra: Option<ReadAhead>,
+    /// End times of the destages started and not yet known to be done, in order.
     destages: VecDeque<u64>,
+    /// With command queueing: cached writes waiting for their destage.
+    pending: Vec<Pending>,
+    /// The sector after the last destaged one (for `combine_writes`).
+    destaged_to: Option<u64>,
+}
+
+/// A cached write waiting for its destage (command queueing).
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    start: u64,
+    n: u64,
+    /// When its data was in the buffer (its acknowledgement).
+    ready: u64,
+    /// How many times another destage went first.
+    passed: u32,
 }
 
 impl State {
@@ -599,6 +665,8 @@ impl State {
             clock: 0,
             ra: None,
             destages: VecDeque::new(),
+            pending: Vec::new(),
+            destaged_to: None,
         }
     }
 }
@@ -654,7 +722,16 @@ impl HddModel {
 
     /// Sectors read ahead by `until` and the head position then.
     fn ra_progress(&self, ra: &ReadAhead, until: u64) -> (u64, u32, u32) {
-        let w = Walk { d: &self.d, lbn: ra.from, left: ra.limit, t: ra.t, cyl: ra.cyl, head: ra.head, write: false };
+        let w = Walk {
+            d: &self.d,
+            lbn: ra.from,
+            left: ra.limit,
+            t: ra.t,
+            cyl: ra.cyl,
+            head: ra.head,
+            write: false,
+            aligned: false,
+        };
         let (mut done, mut cyl, mut head) = (0, ra.cyl, ra.head);
         for c in w {
             if c.start >= until {
@@ -715,7 +792,7 @@ impl HddModel {
     }
 
     fn walk(&self, lbn: u64, n: u64, t: u64, write: bool) -> Vec<Chunk> {
-        Walk { d: &self.d, lbn, left: n, t, cyl: self.st.cyl, head: self.st.head, write }.collect()
+        Walk { d: &self.d, lbn, left: n, t, cyl: self.st.cyl, head: self.st.head, write, aligned: false }.collect()
     }
 
     /// Reads `[start, start+n)` from the media after the buffered prefix `[start, from)`; keeps what it read
@@ -786,6 +863,7 @@ impl HddModel {
                     cyl: ra.cyl,
                     head: ra.head,
                     write: false,
+                    aligned: false,
                 };
                 let chunks: Vec<Chunk> = w.collect();
                 let done = self.bus_done(t0, start, n, &chunks);
@@ -852,6 +930,106 @@ impl HddModel {
         });
     }
 
+    /// Cached writes wait for a destage scheduled by the drive (command queueing with the write cache on).
+    fn queued_destages(&self) -> bool {
+        self.p.ncq > 1 && self.p.write_cache && self.d.seg_sectors > 0
+    }
+
+    /// Starts, in the drive's order, every pending destage that the mechanism would start before `until`: the
+    /// drive holds writes back (to gather runs and more writes to choose from) until half its write segments
+    /// hold pending writes or the oldest has waited one revolution.
+    fn advance(&mut self, until: u64) {
+        let max = self.p.max_write_segments.max(1) as usize;
+        while let Some(ready) = self.st.pending.iter().map(|p| p.ready).min() {
+            // Destages run one at a time: when the mechanism is free, every started one has ended.
+            let t = if 2 * self.st.pending.len() >= max {
+                // Half the buffer is pending: from when the write that made it so was in.
+                let mut r: Vec<u64> = self.st.pending.iter().map(|p| p.ready).collect();
+                r.sort_unstable();
+                self.st.mech_free.max(r[max.div_ceil(2) - 1])
+            } else {
+                self.st.mech_free.max(ready + self.d.rev_ns)
+            };
+            if t >= until {
+                break;
+            }
+            self.destage_next(t);
+        }
+    }
+
+    /// The media walk of a destage of `p` starting at `t` (combined with the previous one if it continues it).
+    fn destage_walk(&self, p: &Pending, t: u64) -> Walk<'_> {
+        Walk {
+            d: &self.d,
+            lbn: p.start,
+            left: p.n,
+            t,
+            cyl: self.st.cyl,
+            head: self.st.head,
+            write: true,
+            aligned: self.p.combine_writes && self.st.destaged_to == Some(p.start),
+        }
+    }
+
+    /// Starts the next destage at `t` (the mechanism is free): among the pending writes already buffered by
+    /// then, the first `ncq` in arrival order, the one whose media transfer starts soonest (or one passed over
+    /// too often).
+    fn destage_next(&mut self, t: u64) {
+        self.stop_read_ahead(t);
+        let limit = 4 * self.p.ncq;
+        let ncq = self.p.ncq as usize;
+        let ready: Vec<usize> =
+            (0..self.st.pending.len()).filter(|&i| self.st.pending[i].ready <= t).take(ncq).collect();
+        let Some(&oldest) = ready.first() else { return };
+        let pick = if self.st.pending[oldest].passed >= limit {
+            oldest
+        } else {
+            let first_start = |i: usize| self.destage_walk(&self.st.pending[i], t).next().map_or(u64::MAX, |c| c.start);
+            ready.iter().copied().min_by_key(|&i| (first_start(i), i)).unwrap_or(oldest)
+        };
+        for &i in &ready {
+            if i != pick {
+                self.st.pending[i].passed += 1;
+            }
+        }
+        let p = self.st.pending.remove(pick);
+        let chunks: Vec<Chunk> = self.destage_walk(&p, t).collect();
+        if let Some(last) = chunks.last() {
+            let end = last.end(&self.d);
+            self.st.cyl = last.cyl;
+            self.st.head = last.head;
+            self.st.mech_free = end;
+            self.st.destages.push_back(end);
+            self.st.destaged_to = Some(p.start + p.n);
+        }
+    }
+
+    /// A cached write with command queueing: acknowledged once a buffer slot is free (at most
+    /// `max_write_segments` writes pending or being destaged) and the data has crossed the bus; destaged later.
+    fn write_queued(&mut self, mut t0: u64, start: u64, n: u64) -> u64 {
+        let max = self.p.max_write_segments.max(1) as usize;
+        loop {
+            self.advance(t0);
+            while self.st.destages.front().is_some_and(|&e| e <= t0) {
+                self.st.destages.pop_front();
+            }
+            if self.st.pending.len() + self.st.destages.len() < max {
+                break;
+            }
+            match self.st.destages.front() {
+                Some(&e) => t0 = e,
+                None => {
+                    // Every slot holds a write not yet started: start the next destage (after `t0`).
+                    let ready = self.st.pending.iter().map(|p| p.ready).min().unwrap_or(t0);
+                    self.destage_next(self.st.mech_free.max(ready).max(t0));
+                }
+            }
+        }
+        let ack = t0 + n * self.d.bus_ns;
+        self.st.pending.push(Pending { start, n, ready: ack, passed: 0 });
+        ack
+    }
+
     fn write(&mut self, now: u64, start: u64, n: u64) -> u64 {
         self.stop_read_ahead(now);
         let end = start + n;
@@ -859,7 +1037,9 @@ impl HddModel {
         let t0 = now + self.overhead(DiskOp::Write, touching.is_some());
         let s = self.d.seg_sectors;
         let cached = self.p.write_cache && s > 0;
-        let done = if cached {
+        let done = if self.queued_destages() {
+            self.write_queued(t0, start, n)
+        } else if cached {
             while self.st.destages.front().is_some_and(|&t| t <= now) {
                 self.st.destages.pop_front();
             }
@@ -869,13 +1049,15 @@ impl HddModel {
                 t0 = t0.max(self.st.destages[self.st.destages.len() - max]);
             }
             let ack = t0 + n * self.d.bus_ns;
-            let chunks = self.walk(start, n, ack.max(self.st.mech_free), true);
+            let p = Pending { start, n, ready: ack, passed: 0 };
+            let chunks: Vec<Chunk> = self.destage_walk(&p, ack.max(self.st.mech_free)).collect();
             if let Some(last) = chunks.last() {
                 let dend = last.end(&self.d);
                 self.st.cyl = last.cyl;
                 self.st.head = last.head;
                 self.st.mech_free = dend;
                 self.st.destages.push_back(dend);
+                self.st.destaged_to = Some(start + n);
             }
             ack
         } else {
@@ -917,6 +1099,9 @@ impl DiskModel for HddModel {
         let n = req.sectors.clamp(1, self.d.cap);
         let start = req.sector % self.d.cap;
         self.st.clock += 1;
+        if self.queued_destages() {
+            self.advance(now_ns);
+        }
         let done = match req.op {
             DiskOp::Read => self.read(now_ns, start, n),
             DiskOp::Write => self.write(now_ns, start, n),
@@ -927,6 +1112,32 @@ impl DiskModel for HddModel {
 
     fn capacity_sectors(&self) -> u64 {
         self.d.cap
+    }
+
+    fn queue_depth(&self) -> usize {
+        self.p.ncq as usize
+    }
+
+    /// Shortest service time first among the first `ncq` requests, each timed on a copy of the drive's state; a
+    /// first request the buffer or the read-ahead stream serves (under 1/32 of a revolution) is taken at once.
+    fn pick(&self, now_ns: u64, queued: &[DiskRequest]) -> usize {
+        let k = queued.len().min(self.p.ncq as usize);
+        if k <= 1 {
+            return 0;
+        }
+        let cost = |r: &DiskRequest| self.clone().service(now_ns, r);
+        let first = cost(&queued[0]);
+        if first <= self.d.rev_ns / 32 {
+            return 0;
+        }
+        let mut best = (first, 0);
+        for (i, r) in queued.iter().enumerate().take(k).skip(1) {
+            let c = cost(r);
+            if c < best.0 {
+                best = (c, i);
+            }
+        }
+        best.1
     }
 
     fn reset(&mut self) {
@@ -953,7 +1164,8 @@ impl DiskModel for HddModel {
             if p.read_ahead { "on" } else { "off" },
             if p.read_behind { ", read-behind on" } else { "" },
             if p.write_cache { "on" } else { "off" },
-        )
+        ) + &if p.ncq > 1 { format!(", command queue {}", p.ncq) } else { String::new() }
+            + if p.combine_writes { ", sequential writes combined" } else { "" }
     }
 }
 
@@ -1378,5 +1590,83 @@ mod tests {
                 );
             }
         }
+    }
+
+    fn mbps(requests: u64, ns: u64) -> f64 {
+        requests as f64 * 4096.0 / ns as f64 * 1e3
+    }
+
+    #[test]
+    fn command_queueing_and_combined_writes_are_off_in_the_disksim_presets() {
+        for name in ["barracuda", "cheetah9lp", "wd1200bb", "hp97560"] {
+            let p = presets::hdd(name).unwrap();
+            assert_eq!((p.ncq, p.combine_writes), (1, false), "{name}");
+            assert_eq!(model(p).queue_depth(), 1);
+        }
+        let p = presets::hdd004();
+        assert_eq!((p.ncq, p.combine_writes), (32, true));
+    }
+
+    #[test]
+    fn pick_takes_the_request_that_starts_soonest_and_leaves_the_state_alone() {
+        let mut m = model(presets::hdd004());
+        let first = m.service(0, &DiskRequest::read(0, 8));
+        let now = first + 1_000_000;
+        // Far across the disk, then the next sectors (in the buffer's read-ahead by now).
+        let queued = [DiskRequest::read(800_000_000, 8), DiskRequest::read(8, 8)];
+        let before = m.clone().service(now, &queued[0]);
+        assert_eq!(m.pick(now, &queued), 1);
+        assert_eq!(m.clone().service(now, &queued[0]), before, "pick does not change the state");
+        // A drive without command queueing takes the first.
+        let fifo = model(HddParams { ncq: 1, ..presets::hdd004() });
+        assert_eq!(fifo.pick(now, &queued), 0);
+    }
+
+    #[test]
+    fn queued_destages_reorder_random_writes() {
+        let run = |ncq: u32| {
+            let mut m = model(HddParams { ncq, ..presets::hdd004() });
+            let mut x = 11;
+            let mut t = 0;
+            for _ in 0..600 {
+                t += m.service(t, &DiskRequest::write(lcg(&mut x) % 250_000 * 8, 8));
+            }
+            mbps(600, t)
+        };
+        let (fifo, queued) = (run(1), run(32));
+        assert!(queued > 2.0 * fifo, "destages in the drive's order {queued:.2} MB/s vs in arrival order {fifo:.2}");
+    }
+
+    #[test]
+    fn combined_writes_go_at_the_command_rate_when_the_platter_is_faster() {
+        // 4 KiB writes every 57 µs (72 MB/s) on a platter at about 115 MB/s.
+        let run = |combine_writes: bool, ncq: u32| {
+            let mut m = model(HddParams { combine_writes, ncq, ..presets::hdd004() });
+            let mut t = 0;
+            for i in 0..4000u64 {
+                t += m.service(t, &DiskRequest::write(i * 8, 8));
+            }
+            mbps(4000, t)
+        };
+        for ncq in [1, 32] {
+            let (on, off) = (run(true, ncq), run(false, ncq));
+            assert!(on > 65.0 && on < 74.0, "ncq {ncq}: combined {on:.1} MB/s");
+            assert!(off < on / 2.0, "ncq {ncq}: each destage waits for its sector to come round: {off:.1} MB/s");
+        }
+    }
+
+    #[test]
+    fn a_pending_write_is_read_back_from_the_buffer_and_a_read_goes_before_pending_destages() {
+        let mut m = model(presets::hdd004());
+        let w = m.service(0, &DiskRequest::write(1_000_000, 8));
+        let hit = m.service(w, &DiskRequest::read(1_000_000, 8));
+        assert!(hit < 100_000, "the written block is in the buffer: {hit} ns");
+        // Writes far apart pile up; a read miss then waits at most for the destage in progress.
+        let mut t = w + hit;
+        for i in 0..10u64 {
+            t += m.service(t, &DiskRequest::write(50_000_000 * i, 8));
+        }
+        let miss = m.service(t, &DiskRequest::read(700_000_000, 8));
+        assert!(miss < 2 * m.revolution_ns() + 40_000_000, "{miss} ns");
     }
 }

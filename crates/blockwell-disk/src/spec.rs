@@ -46,6 +46,10 @@ pub fn list() -> Vec<(&'static str, &'static str)> {
     v.extend_from_slice(&[
         ("sata-ssd", "SATA SSD: 90 us read, 50 us write per 4 KiB page, 530 MB/s, 16 parallel units (also: ssd)"),
         ("nvme-ssd", "NVMe SSD: 70 us read, 20 us write per 4 KiB page, 3400 MB/s, 64 parallel units"),
+        (
+            "ssd-004",
+            "seed 004's SATA SSD: 35.46 us read, 110.7 us write per 4 KiB page, 2 units (231/74 MB/s; calibrated)",
+        ),
         ("memory", "DRAM tier: 1950 ns per 4 KiB block x slowdown (default 1) (also: dram)"),
         ("ecs", "seed 002's extended storage: file memory 3x slower than DRAM (memory(slowdown=3))"),
     ]);
@@ -71,6 +75,10 @@ pub const HDD_KEYS: &[&str] = &[
     "seek_d0",
     "seek_c",
     "seek_e",
+    "read_overhead_ms",
+    "write_overhead_ms",
+    "ncq",
+    "combine_writes",
 ];
 pub const SSD_KEYS: &[&str] = &["read_us", "write_us", "mbps", "channels", "page_kib", "capacity_gb"];
 pub const MEMORY_KEYS: &[&str] = &["slowdown", "block_kib", "dram_ns", "capacity_gb"];
@@ -82,6 +90,7 @@ fn base(name: &str) -> Option<DeviceParams> {
     match name.to_ascii_lowercase().as_str() {
         "ssd" | "sata-ssd" | "sata_ssd" => Some(DeviceParams::Ssd(SsdParams::sata())),
         "nvme-ssd" | "nvme_ssd" | "nvme" => Some(DeviceParams::Ssd(SsdParams::nvme())),
+        "ssd-004" | "ssd004" => Some(DeviceParams::Ssd(SsdParams::seed004())),
         "memory" | "dram" | "mem" => Some(DeviceParams::Memory(MemoryParams::dram())),
         "ecs" | "es" => Some(DeviceParams::Memory(MemoryParams::ecs())),
         _ => None,
@@ -174,6 +183,10 @@ impl DiskSpec {
                     "seek_d0" => h.seek.d0 = set.u32()?,
                     "seek_c" => h.seek.c = set.f64()?,
                     "seek_e" => h.seek.e = set.f64()?,
+                    "read_overhead_ms" => h.overhead.set_reads(set.f64()?),
+                    "write_overhead_ms" => h.overhead.set_writes(set.f64()?),
+                    "ncq" => h.ncq = set.u32()?,
+                    "combine_writes" => h.combine_writes = set.bool()?,
                     _ => return Err(unknown(&model, &key, HDD_KEYS)),
                 },
                 DeviceParams::Ssd(p) => match key.as_str() {

@@ -1,6 +1,26 @@
 //! The backend trait: what the NBD server serves and what each layer wraps.
 
+use std::cell::Cell;
 use std::io;
+use std::time::Instant;
+
+thread_local! {
+    static ARRIVAL: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Records that the request the calling thread is about to serve reached the server at `at` (the NBD
+/// connection calls this with the time it read the request off the socket, in the client's order).
+pub fn set_arrival(at: Instant) {
+    ARRIVAL.with(|a| a.set(Some(at)));
+}
+
+/// When the request this thread serves reached the server, once: the first device access of the request takes
+/// it, so that a slow-device emulator queues the request in the client's order and not in the order the worker
+/// threads happen to reach it; later accesses of the same request, and threads serving no client request (a
+/// cleaner), get `None` (they arrive when they are made).
+pub fn take_arrival() -> Option<Instant> {
+    ARRIVAL.with(|a| a.take())
+}
 
 /// A block device or anything that acts like one. Methods take `&self` so that many requests can be in
 /// flight at once; implementations synchronize internally.

@@ -212,3 +212,37 @@ fn disk_model_service_times_follow_the_heads_position() {
     let e = DelayConfig::parse("floppy").err().unwrap().to_string();
     assert!(e.contains("floppy") && e.contains("wd1200bb"), "{e}");
 }
+
+/// A device model on its own timeline: a one-channel SSD serves concurrent requests one after another (20 reads
+/// of 1 ms from 4 threads take at least 20 ms), and each request's wait counts its queueing too; a disk model
+/// with command queueing (hdd-004) answers every request of concurrent threads.
+#[test]
+fn disk_models_queue_concurrent_requests_on_their_own_timeline() {
+    let run = |spec: &str| {
+        let d = std::sync::Arc::new(DelayBackend::new(MemBackend::new(64 << 20), DelayConfig::disk(spec).unwrap()));
+        let t = Instant::now();
+        let threads: Vec<_> = (0..4u64)
+            .map(|i| {
+                let d = d.clone();
+                std::thread::spawn(move || {
+                    for j in 0..5u64 {
+                        let mut buf = vec![0; 4096];
+                        d.read_at(&mut buf, ((i * 5 + j) * 7919 % 16384) * 4096).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        (t.elapsed(), d.stats())
+    };
+    let (elapsed, s) = run("ssd(channels=1,read_us=1000,mbps=1000)");
+    assert!(elapsed >= Duration::from_millis(20), "one channel: {elapsed:?}");
+    assert_eq!(s.reads, 20);
+    // Waits overlap: their sum exceeds the elapsed time (the queue is counted in each wait).
+    assert!(Duration::from_nanos(s.delay_ns) > elapsed, "{s:?} {elapsed:?}");
+    let (elapsed, s) = run("hdd-004");
+    assert_eq!(s.reads, 20);
+    assert!(elapsed >= Duration::from_millis(1), "{elapsed:?}");
+}

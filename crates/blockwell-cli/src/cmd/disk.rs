@@ -1,6 +1,7 @@
 //! `blockwell disk`: the device timing models — list them, time one request, and validate a model against a
 //! DiskSim validation trace (measured service times of a real disk), optionally plotting both CDFs.
 
+use crate::cmd::options::{parse_arg, Bytes};
 use crate::cmd::plot::{chart, drawing_error, labelled_line, legend, save, Figure, PlotKind};
 use anyhow::{bail, Context};
 use blockwell_disk::validate::{self, Validation};
@@ -53,9 +54,20 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub count: u64,
 
-    /// Idle time between a completion and the next request, in µs.
+    /// Idle time between a completion and the next request, in µs (with --queue 1 only).
     #[arg(long, value_name = "US", default_value_t = 0)]
     pub gap_us: u64,
+
+    /// Requests in flight: a new one arrives whenever one completes (fio's iodepth). The device serves them in
+    /// the order the live emulator does (`blockwell serve --delay`): a disk one at a time, picking among the
+    /// waiting ones with command queueing (ncq); an SSD on its channels. 1: one request at a time.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub queue: usize,
+
+    /// Requests fall in the first SPAN bytes of the device (random ones uniformly, sequential ones wrap
+    /// around), like fio's --size on the device [default: the whole device].
+    #[arg(long, value_name = "SIZE", value_parser = parse_arg::<Bytes>)]
+    pub span: Option<Bytes>,
 }
 
 /// Options of `blockwell disk validate`.
@@ -141,34 +153,60 @@ fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
     if a.sectors == 0 || a.count == 0 {
         bail!("--sectors and --count must be >= 1");
     }
+    if a.queue == 0 {
+        bail!("--queue must be >= 1");
+    }
+    if a.queue > 1 && a.gap_us > 0 {
+        bail!("--gap-us needs --queue 1 (with more in flight, a request arrives when one completes)");
+    }
     let spec = DiskSpec::parse(&a.model)?;
     let mut m = spec.build()?;
     let cap = m.capacity_sectors();
-    let span = cap.saturating_sub(a.sectors).max(1);
+    let limit = a.span.map_or(cap, |b| (b.0 / blockwell_disk::SECTOR).clamp(1, cap));
+    let span = limit.saturating_sub(a.sectors).max(1);
     let mut x: u64 = 0x5eed;
-    let (mut t, mut total) = (0u64, 0u64);
-    for i in 0..a.count {
+    let mut next = |i: u64| {
         let sector = if random {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             (x >> 11) % (span / a.sectors).max(1) * a.sectors
         } else {
-            (i * a.sectors) % cap
+            (i * a.sectors) % limit
         };
-        let s = m.service(t, &DiskRequest { op, sector, sectors: a.sectors });
+        DiskRequest { op, sector, sectors: a.sectors }
+    };
+    let what = format!(
+        "{} {} of {} sectors x {}",
+        if random { "random" } else { "sequential" },
+        if op == DiskOp::Read { "reads" } else { "writes" },
+        a.sectors,
+        a.count
+    );
+    let bytes = (a.sectors * blockwell_disk::SECTOR) as f64;
+    println!("{}", m.describe());
+    if a.queue > 1 {
+        let r = blockwell_disk::closed_loop(m, a.queue, a.count, next);
+        let per_req = r.elapsed_ns as f64 / r.requests as f64;
+        println!(
+            "{what}, {} in flight: {:.0} requests/s, {:.2} MB/s, mean latency {:.3} ms",
+            a.queue,
+            1e9 / per_req,
+            bytes / per_req * 1e3,
+            r.mean_latency_ns / 1e6
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (mut t, mut total) = (0u64, 0u64);
+    for i in 0..a.count {
+        let s = m.service(t, &next(i));
         total += s;
         t += s + a.gap_us * 1000;
     }
     let mean_ns = total as f64 / a.count as f64;
-    println!("{}", m.describe());
     println!(
-        "{} {} of {} sectors x {}: mean {:.3} ms, {:.0} requests/s, {:.2} MB/s while busy",
-        if random { "random" } else { "sequential" },
-        if op == DiskOp::Read { "reads" } else { "writes" },
-        a.sectors,
-        a.count,
+        "{what}: mean {:.3} ms, {:.0} requests/s, {:.2} MB/s while busy",
         mean_ns / 1e6,
         1e9 / mean_ns,
-        (a.sectors * blockwell_disk::SECTOR) as f64 / mean_ns * 1e3
+        bytes / mean_ns * 1e3
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,7 @@
 //! `blockwell experiment redcap|prefetch-policies`: the seed papers' experiment grids on the time-aware
 //! simulator, as tables, CSV, JSON and SVG plots. The grids live in `blockwell_sim::experiments`; this module
-//! parses options, prints and plots.
+//! parses options, prints and plots, and dispatches the experiments with modules of their own (dedup,
+//! es-equivalence, device-caches).
 
 use crate::cmd::common::{SizeSpec, TraceArgs};
 use crate::cmd::options::{parse_arg, BlockSize, Format, List, OutputArgs, PolicyList};
@@ -44,6 +45,10 @@ docs/experiments/prefetch-policies.md.")]
     /// Seed 002 Table II: the extended-storage tier capacity equivalent to DRAM, per slowdown factor, and the
     /// break-even price ratio.
     EsEquivalence(super::experiment_es::EsArgs),
+    /// Seed 004: SSD and RAM caches in front of an HDD, live: fio (4 KiB, queue depth 32) over NBD against the
+    /// emulated HDD and SSD alone, Blockwell's write-back SSD tier, its write-through RAM cache and nbdkit's
+    /// write-back cache filter, beside the article's numbers; then a kill -9 durability check.
+    DeviceCaches(super::experiment_devcache::DevCacheArgs),
 }
 
 /// Output options shared by both experiments: the tables, CSV or JSON (the options of every command that
@@ -214,6 +219,7 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
         Command::PrefetchPolicies(a) => policies(a),
         Command::Dedup(a) => super::experiment_dedup::run(a),
         Command::EsEquivalence(a) => super::experiment_es::run(a),
+        Command::DeviceCaches(a) => super::experiment_devcache::run(a),
     }
 }
 

@@ -8,6 +8,7 @@ pub mod demo;
 pub mod disk;
 pub mod experiment;
 pub mod experiment_dedup;
+pub mod experiment_devcache;
 pub mod experiment_es;
 pub mod mount;
 pub mod mrc;

@@ -80,8 +80,9 @@ pub struct StackArgs {
     pub mode: CacheMode,
 
     /// Emulate a slow device under the cache: `hdd` (8 ms + 100 MB/s per request, one head), `ssd`, a disk
-    /// model of `blockwell disk list` (`wd1200bb`, `cheetah9lp`, `barracuda`, `sata-ssd`...: seek, rotation and
-    /// on-disk buffer on the wall clock), or `none`.
+    /// model of `blockwell disk list` (`wd1200bb`, `hdd-004`, `ssd-004`, `sata-ssd`...: seek, rotation, on-disk
+    /// buffer, command queueing, SSD channels, on the model's own timeline), or `none`. With a fast model, also
+    /// give --sched normal (sleeping requests are woken on time).
     #[arg(long, value_name = "SPEC", default_value = "none", value_parser = parse_arg::<Delay>)]
     pub delay: Delay,
 

@@ -155,6 +155,8 @@ impl Budget {
 
 struct Job {
     req: Request,
+    /// When the request was read (in the client's order).
+    arrival: Instant,
     /// WRITE payload.
     data: Vec<u8>,
     /// Bytes charged to the budget.
@@ -446,6 +448,7 @@ fn read_request(rd: &mut BufReader<Polled>, ctx: &Ctx, stop: &AtomicBool) -> io:
     if !read_msg(rd, &mut h, stop)? {
         return Ok(None);
     }
+    let arrival = Instant::now();
     let req = parse_request(&h).map_err(invalid)?;
     if req.typ == CMD_DISC {
         return Ok(None);
@@ -460,7 +463,7 @@ fn read_request(rd: &mut BufReader<Polled>, ctx: &Ctx, stop: &AtomicBool) -> io:
             left -= n as u64;
         }
         ctx.budget.acquire(0);
-        return Ok(Some(Job { req, data: Vec::new(), charged: 0 }));
+        return Ok(Some(Job { req, arrival, data: Vec::new(), charged: 0 }));
     }
     let charged = match req.typ {
         CMD_READ | CMD_WRITE => u64::from(req.len.min(MAX_PAYLOAD)),
@@ -476,7 +479,7 @@ fn read_request(rd: &mut BufReader<Polled>, ctx: &Ctx, stop: &AtomicBool) -> io:
             return Err(e);
         }
     }
-    Ok(Some(Job { req, data, charged }))
+    Ok(Some(Job { req, arrival, data, charged }))
 }
 
 /// Maps a backend error to an NBD error value.
@@ -526,6 +529,7 @@ fn check(ctx: &Ctx, r: &Request) -> Result<(), u32> {
 
 /// Serves one request and writes its reply. `out` is the worker's reply buffer, reused across requests.
 fn execute(ctx: &Ctx, job: Job, out: &mut ReplyBuf) -> io::Result<()> {
+    crate::backend::set_arrival(job.arrival);
     let r = job.req;
     if let Err(err) = check(ctx, &r) {
         return send_error(ctx, &r, err, "request refused");
