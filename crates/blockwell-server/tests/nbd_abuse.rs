@@ -515,3 +515,43 @@ fn connection_events_are_reported() {
         "{second:?}"
     );
 }
+
+#[test]
+fn shutdown_does_not_wait_for_a_client_that_never_pauses() {
+    // A client at queue depth 1 that sends its next request as soon as a reply arrives never lets a read
+    // time out; the server must still stop reading and close the connection when told to stop.
+    let b = Arc::new(MemBackend::new(1 << 20));
+    let h = Server::bind_tcp("127.0.0.1:0", vec![Export::new("disk", b)]).unwrap().spawn().unwrap();
+    let s = open(h.local_addr().unwrap().port());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let client = {
+        let (s, stop) = (s.try_clone().unwrap(), stop.clone());
+        std::thread::spawn(move || {
+            let mut answered = 0u64;
+            for cookie in 0.. {
+                if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                let mut h = encode_request(&Request { flags: 0, typ: CMD_WRITE, cookie, offset: 0, len: 512 }).to_vec();
+                h.extend_from_slice(&[1; 512]);
+                if (&s).write_all(&h).is_err() {
+                    break;
+                }
+                let mut r = [0; 16];
+                if (&s).read_exact(&mut r).is_err() {
+                    break;
+                }
+                answered += 1;
+            }
+            answered
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(h.shutdown().map_err(|e| e.to_string())));
+    let r = rx.recv_timeout(Duration::from_secs(10));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let answered = client.join().unwrap();
+    assert!(answered > 100, "the client kept the server busy: {answered} writes");
+    assert!(matches!(r, Ok(Ok(()))), "shutdown with a busy client: {r:?}");
+}

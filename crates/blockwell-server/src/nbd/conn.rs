@@ -88,7 +88,7 @@ pub(crate) fn serve(
     let mut out = Vec::new();
     let export = loop {
         let mut h = [0; OPTION_HEADER_LEN];
-        if !read_msg(&mut rd, &mut h, stop)? {
+        if stop.load(Ordering::SeqCst) || !read_msg(&mut rd, &mut h, stop)? {
             return Ok(());
         }
         let (opt, len) = parse_option_header(&h).map_err(invalid)?;
@@ -444,8 +444,11 @@ fn serve_inline(ctx: &Ctx, r: &Request, batch: &mut ReplyBuf) -> bool {
 /// Reads one request: `Ok(None)` at DISC, EOF or when the server stops; `Err` for a protocol error or a
 /// client that vanished mid-message.
 fn read_request(rd: &mut BufReader<Polled>, ctx: &Ctx, stop: &AtomicBool) -> io::Result<Option<Job>> {
+    // Once the server stops, requests already buffered are still served but none is read off the socket: the
+    // flag is looked at here, not only when a read times out, or a client that never pauses 50 ms would keep
+    // a stopping server waiting for it forever.
     let mut h = [0; REQUEST_LEN];
-    if !read_msg(rd, &mut h, stop)? {
+    if stop.load(Ordering::SeqCst) && rd.buffer().len() < REQUEST_LEN || !read_msg(rd, &mut h, stop)? {
         return Ok(None);
     }
     let arrival = Instant::now();
