@@ -10,7 +10,8 @@
 //!
 //! `BLOCKWELL_CRASH_POINTS` sets the crash instants per workload (default 600; the script
 //! `scripts/crash.sh` runs 100,000). Workloads: one client with overwrites, TRIM, WRITE_ZEROES, FUA and
-//! cleaning; three concurrent clients on overlapping ranges with the background cleaner running.
+//! cleaning; three concurrent clients on overlapping ranges with the background cleaner running, in four runs
+//! (each its own interleaving) sharing the instants.
 
 mod tier_common;
 
@@ -255,34 +256,45 @@ fn power_loss_one_client_overwrites_trim_zeroes_fua() {
     eprintln!("one client: {} operations, {n} crash instants, every one recovered and checked", ops.len());
 }
 
+/// Runs of the three-client workload: each run interleaves the clients, the cleaner and the committer its own
+/// way, and a race shows only in the runs where its interleaving happens.
+const RUNS: u64 = 4;
+
 #[test]
 fn power_loss_three_concurrent_clients_with_the_background_cleaner() {
-    let (clock, cache, origin) = devices(CACHE, ORIGIN, CacheMode::WriteBack);
-    let mut cfg = config(ORIGIN as u64, CacheMode::WriteBack);
-    cfg.cleaner = CleanerSpec::Watermark { high: 15.0, low: 5.0, idle_ms: 0 };
-    cfg.clean_interval = Duration::from_millis(1);
-    cfg.commit_interval = Duration::from_millis(5);
-    let t = Arc::new(open(cache.clone(), origin.clone(), cfg));
-    let start = clock.now();
-    let log = Arc::new(Log { clock: clock.clone(), ops: Mutex::new(Vec::new()) });
-    let threads: Vec<_> = (0..3u64)
-        .map(|k| {
-            let (t, log) = (t.clone(), log.clone());
-            std::thread::spawn(move || {
-                let mut rng = Rng(0xabc + k);
-                workload(&*t, &log, &mut rng, 600, (k + 1) << 32, &|| {});
+    let per_run = points().div_ceil(RUNS as usize);
+    let mut total = 0;
+    for run in 0..RUNS {
+        let (clock, cache, origin) = devices(CACHE, ORIGIN, CacheMode::WriteBack);
+        let mut cfg = config(ORIGIN as u64, CacheMode::WriteBack);
+        cfg.cleaner = CleanerSpec::Watermark { high: 15.0, low: 5.0, idle_ms: 0 };
+        cfg.clean_interval = Duration::from_millis(1);
+        cfg.commit_interval = Duration::from_millis(5);
+        let t = Arc::new(open(cache.clone(), origin.clone(), cfg));
+        let start = clock.now();
+        let log = Arc::new(Log { clock: clock.clone(), ops: Mutex::new(Vec::new()) });
+        let threads: Vec<_> = (0..3u64)
+            .map(|k| {
+                let (t, log) = (t.clone(), log.clone());
+                std::thread::spawn(move || {
+                    let mut rng = Rng(0xabc + k + 16 * run);
+                    workload(&*t, &log, &mut rng, 600, (k + 1) << 32, &|| {});
+                })
             })
-        })
-        .collect();
-    for th in threads {
-        th.join().unwrap();
+            .collect();
+        for th in threads {
+            th.join().unwrap();
+        }
+        let ops = log.ops.lock().unwrap().clone();
+        let t = Arc::into_inner(t).expect("the clients are done");
+        drop(t);
+        let name = format!("three clients, run {run}");
+        let n = crash_many(&clock, (&cache, &origin), &ops, (start, per_run), 2 + run, &name);
+        assert!(n >= per_run);
+        total += n;
+        eprintln!("{name}: {} operations, {n} crash instants, every one recovered and checked", ops.len());
     }
-    let ops = log.ops.lock().unwrap().clone();
-    let t = Arc::into_inner(t).expect("the clients are done");
-    drop(t);
-    let n = crash_many(&clock, (&cache, &origin), &ops, (start, points()), 2, "three clients");
-    assert!(n >= points());
-    eprintln!("three clients: {} operations, {n} crash instants, every one recovered and checked", ops.len());
+    assert!(total >= points());
 }
 
 #[test]
