@@ -555,3 +555,77 @@ fn shutdown_does_not_wait_for_a_client_that_never_pauses() {
     assert!(answered > 100, "the client kept the server busy: {answered} writes");
     assert!(matches!(r, Ok(Ok(()))), "shutdown with a busy client: {r:?}");
 }
+
+/// A TCP server on a fresh memory export with `config` applied.
+fn server_with(
+    config: impl FnOnce(blockwell_server::nbd::ServerConfig) -> blockwell_server::nbd::ServerConfig,
+) -> blockwell_server::nbd::ServerHandle {
+    let b = Arc::new(MemBackend::new(64 << 20));
+    let cfg = config(blockwell_server::nbd::ServerConfig::from(vec![Export::new("disk", b)]));
+    Server::bind_tcp("127.0.0.1:0", cfg).unwrap().spawn().unwrap()
+}
+
+#[test]
+fn shutdown_ends_within_its_timeout_when_a_client_stops_reading_replies() {
+    let h = server_with(|c| c.with_shutdown_timeout(Duration::from_millis(500)));
+    let s = open(h.local_addr().unwrap().port());
+    // 1 MiB READs, never read back: the socket buffers fill and the server's reply writes block.
+    for i in 0..64 {
+        request(&s, CMD_READ, i, 0, 1 << 20, &[]);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = std::time::Instant::now();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(h.shutdown().map_err(|e| e.to_string())));
+    let r = rx.recv_timeout(Duration::from_secs(20));
+    assert!(matches!(r, Ok(Ok(()))), "shutdown with unread replies: {r:?}");
+    assert!(t0.elapsed() < Duration::from_secs(5), "shutdown took {:?}", t0.elapsed());
+}
+
+#[test]
+fn connections_beyond_the_limit_are_closed_at_once() {
+    let h = server_with(|c| c.with_max_connections(2));
+    let port = h.local_addr().unwrap().port();
+    let (a, b) = (open(port), open(port));
+    let c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert!(closed(&c), "a third connection gets no greeting");
+    // The first two still work; when one leaves, a new client is served.
+    request(&a, CMD_READ, 1, 0, 512, &[]);
+    assert_eq!(simple_reply(&a), (0, 1));
+    (&a).read_exact(&mut [0; 512]).unwrap();
+    drop(b);
+    std::thread::sleep(Duration::from_millis(100));
+    let d = open(port);
+    request(&d, CMD_FLUSH, 2, 0, 0, &[]);
+    assert_eq!(simple_reply(&d), (0, 2));
+    drop((a, d));
+    h.shutdown().unwrap();
+}
+
+#[test]
+fn a_client_that_never_finishes_the_handshake_is_disconnected() {
+    let h = server_with(|c| c.with_handshake_timeout(Some(Duration::from_millis(300))));
+    let s = connect(h.local_addr().unwrap().port());
+    let t0 = std::time::Instant::now();
+    assert!(closed(&s), "closed after the handshake timeout");
+    assert!(t0.elapsed() >= Duration::from_millis(250), "not before it: {:?}", t0.elapsed());
+    h.shutdown().unwrap();
+}
+
+#[test]
+fn an_idle_connection_is_closed_after_the_idle_timeout_and_a_busy_one_is_not() {
+    let h = server_with(|c| c.with_idle_timeout(Some(Duration::from_millis(400))));
+    let port = h.local_addr().unwrap().port();
+    let idle = open(port);
+    let busy = open(port);
+    for i in 0..8 {
+        std::thread::sleep(Duration::from_millis(100));
+        request(&busy, CMD_FLUSH, i, 0, 0, &[]);
+        assert_eq!(simple_reply(&busy), (0, i));
+    }
+    assert!(closed(&idle), "the idle connection is closed");
+    request(&busy, CMD_FLUSH, 99, 0, 0, &[]);
+    assert_eq!(simple_reply(&busy), (0, 99), "the busy one is not");
+    h.shutdown().unwrap();
+}

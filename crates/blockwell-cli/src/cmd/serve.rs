@@ -158,7 +158,43 @@ impl FromStr for Sched {
     }
 }
 
-deserialize_from_str!(Delay, BusyPollUs, Sched);
+/// `--handshake-timeout`, `--idle-timeout`, `--shutdown-timeout` and their config keys: seconds (a decimal),
+/// from 0 to one day; 0 turns the handshake and idle limits off.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Seconds(f64);
+
+impl Seconds {
+    /// The duration, or None for 0.
+    fn limit(self) -> Option<Duration> {
+        (self.0 > 0.0).then(|| Duration::from_secs_f64(self.0))
+    }
+}
+
+impl FromStr for Seconds {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().parse::<f64>() {
+            Ok(x) if (0.0..=86_400.0).contains(&x) => Ok(Seconds(x)),
+            _ => Err(format!("must be a number of seconds from 0 to 86400, not {s}")),
+        }
+    }
+}
+
+/// `--max-connections` / `max_connections`: 1 to 65536.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MaxConnections(usize);
+
+impl FromStr for MaxConnections {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().parse::<usize>() {
+            Ok(n) if (1..=65_536).contains(&n) => Ok(MaxConnections(n)),
+            _ => Err(format!("must be an integer from 1 to 65536, not {s}")),
+        }
+    }
+}
+
+deserialize_from_str!(Delay, BusyPollUs, Sched, Seconds, MaxConnections);
 
 /// Handles on the counters of a built stack.
 #[derive(Clone)]
@@ -498,6 +534,12 @@ pub struct ServeConfig {
     pub busy_poll_us: Option<u64>,
     /// The connection threads' scheduling policy (`sched`; None: the server's default).
     pub sched: Option<Scheduling>,
+    /// Connection limits (`max_connections`, `handshake_timeout`, `idle_timeout`, `shutdown_timeout`; None:
+    /// the server's defaults).
+    pub max_connections: Option<usize>,
+    pub handshake_timeout: Option<Seconds>,
+    pub idle_timeout: Option<Seconds>,
+    pub shutdown_timeout: Option<Seconds>,
     /// The content cache shared by the exports with `content = true` (from `[content]`, or from the flags).
     pub content: Option<ContentArgs>,
     pub exports: Vec<ExportConfig>,
@@ -516,6 +558,10 @@ struct TopKeys {
     metrics: Option<String>,
     busy_poll_us: Option<BusyPollUs>,
     sched: Option<Sched>,
+    max_connections: Option<MaxConnections>,
+    handshake_timeout: Option<Seconds>,
+    idle_timeout: Option<Seconds>,
+    shutdown_timeout: Option<Seconds>,
 }
 
 /// The keys of an `[[export]]` table beside its layers ([`StackArgs`], [`CacheArgs`], [`AdmitArgs`]).
@@ -550,6 +596,10 @@ impl ServeConfig {
             metrics: keys.metrics,
             busy_poll_us: keys.busy_poll_us.map(|b| b.0),
             sched: keys.sched.map(|s| s.0),
+            max_connections: keys.max_connections.map(|m| m.0),
+            handshake_timeout: keys.handshake_timeout,
+            idle_timeout: keys.idle_timeout,
+            shutdown_timeout: keys.shutdown_timeout,
             ..ServeConfig::default()
         };
         if let Some(v) = content {
@@ -826,6 +876,25 @@ pub struct Args {
     #[arg(long, value_name = "POLICY", value_parser = sched_parser())]
     pub sched: Option<Scheduling>,
 
+    /// Serve at most N connections at once; a client connecting beyond that is closed at once. Default 1024.
+    #[arg(long, value_name = "N", value_parser = parse_arg::<MaxConnections>)]
+    pub max_connections: Option<MaxConnections>,
+
+    /// A client must finish the NBD handshake within SECS of connecting, or it is disconnected (0: no limit).
+    /// Default 10.
+    #[arg(long, value_name = "SECS", value_parser = parse_arg::<Seconds>)]
+    pub handshake_timeout: Option<Seconds>,
+
+    /// Disconnect a client that sends no request for SECS (0, the default: never). An idle connection costs
+    /// no CPU either way.
+    #[arg(long, value_name = "SECS", value_parser = parse_arg::<Seconds>)]
+    pub idle_timeout: Option<Seconds>,
+
+    /// On SIGTERM or SIGINT, connections stop reading requests at once and get SECS to answer the ones in
+    /// flight; replies a client has not read by then are dropped with its connection. Default 10.
+    #[arg(long, value_name = "SECS", value_parser = parse_arg::<Seconds>)]
+    pub shutdown_timeout: Option<Seconds>,
+
     /// Log format on stderr: one line per event (start, stop, summary).
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -875,6 +944,18 @@ impl Args {
         }
         if self.sched.is_some() {
             cfg.sched = self.sched;
+        }
+        if let Some(m) = self.max_connections {
+            cfg.max_connections = Some(m.0);
+        }
+        for (flag, key) in [
+            (self.handshake_timeout, &mut cfg.handshake_timeout),
+            (self.idle_timeout, &mut cfg.idle_timeout),
+            (self.shutdown_timeout, &mut cfg.shutdown_timeout),
+        ] {
+            if flag.is_some() {
+                *key = flag;
+            }
         }
         Ok(cfg)
     }
@@ -1303,21 +1384,32 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let fmt = a.log_format;
     let busy_poll = cfg.busy_poll_us.map_or(DEFAULT_BUSY_POLL, Duration::from_micros);
     let scheduling = cfg.sched.unwrap_or_default();
-    let config = ServerConfig::from(exports).with_busy_poll(busy_poll).with_scheduling(scheduling).with_events(
-        Arc::new(move |e: &ConnEvent| {
-            let log = Log(fmt);
-            match e {
-                ConnEvent::Connected { id, peer } => log.event("connect", json!({"conn": id, "peer": peer})),
-                ConnEvent::Opened { id, export } => log.event("open", json!({"conn": id, "export": export})),
-                ConnEvent::Closed { id, requests, error: None } => {
-                    log.event("disconnect", json!({"conn": id, "requests": requests}))
-                }
-                ConnEvent::Closed { id, requests, error: Some(err) } => {
-                    log.event("disconnect", json!({"conn": id, "requests": requests, "error": err}))
-                }
+    let mut config = ServerConfig::from(exports).with_busy_poll(busy_poll).with_scheduling(scheduling);
+    if let Some(n) = cfg.max_connections {
+        config = config.with_max_connections(n);
+    }
+    if let Some(t) = cfg.handshake_timeout {
+        config = config.with_handshake_timeout(t.limit());
+    }
+    if let Some(t) = cfg.idle_timeout {
+        config = config.with_idle_timeout(t.limit());
+    }
+    if let Some(t) = cfg.shutdown_timeout {
+        config = config.with_shutdown_timeout(Duration::from_secs_f64(t.0));
+    }
+    let config = config.with_events(Arc::new(move |e: &ConnEvent| {
+        let log = Log(fmt);
+        match e {
+            ConnEvent::Connected { id, peer } => log.event("connect", json!({"conn": id, "peer": peer})),
+            ConnEvent::Opened { id, export } => log.event("open", json!({"conn": id, "export": export})),
+            ConnEvent::Closed { id, requests, error: None } => {
+                log.event("disconnect", json!({"conn": id, "requests": requests}))
             }
-        }),
-    );
+            ConnEvent::Closed { id, requests, error: Some(err) } => {
+                log.event("disconnect", json!({"conn": id, "requests": requests, "error": err}))
+            }
+        }
+    }));
     let server = match &cfg.unix {
         Some(p) => Server::bind_unix(p, config).with_context(|| format!("--unix {}", p.display()))?,
         None => {
@@ -1523,6 +1615,24 @@ mod tests {
                 format!("exports.toml:1:16: busy_poll_us: must be an integer from 0 to 1000000, not {shown}")
             );
         }
+    }
+
+    #[test]
+    fn toml_connection_limits() {
+        let export = "[[export]]\nname = \"a\"\nbackend = \"a\"\n";
+        let c = parse(&format!(
+            "max_connections = 8\nhandshake_timeout = 2.5\nidle_timeout = 0\nshutdown_timeout = 3\n{export}"
+        ))
+        .unwrap();
+        assert_eq!(c.max_connections, Some(8));
+        assert_eq!(c.handshake_timeout.and_then(Seconds::limit), Some(Duration::from_millis(2500)));
+        assert_eq!(c.idle_timeout, Some(Seconds(0.0)));
+        assert_eq!(c.idle_timeout.and_then(Seconds::limit), None, "0: no limit");
+        assert_eq!(c.shutdown_timeout, Some(Seconds(3.0)));
+        let x = format!("{:#}", parse(&format!("max_connections = 0\n{export}")).unwrap_err());
+        assert_eq!(x, "exports.toml:1:19: max_connections: must be an integer from 1 to 65536, not 0");
+        let x = format!("{:#}", parse(&format!("idle_timeout = -1\n{export}")).unwrap_err());
+        assert_eq!(x, "exports.toml:1:16: idle_timeout: must be a number of seconds from 0 to 86400, not -1");
     }
 
     #[test]

@@ -8,14 +8,16 @@
 //! number of workers, and WRITE payload bytes by [`MAX_IN_FLIGHT_BYTES`] ([`Budget`]).
 
 use std::io::{self, BufReader, Read, Write};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use super::proto::{self, *};
+use super::stop::{Shutdown, Woken};
 use super::{Export, Stream};
 use crate::backend::{Backend, OnMiss, ReadInto, ReadOutcome};
+use rustix::event::PollFlags;
 
 /// Worker threads (and so requests being served) per connection, as nbdkit's default `--threads`.
 const MAX_WORKERS: usize = 16;
@@ -23,25 +25,34 @@ const MAX_WORKERS: usize = 16;
 const READ_BUFFER: usize = 64 << 10;
 /// Payload bytes in flight per connection (a single request may exceed it when nothing else is in flight).
 const MAX_IN_FLIGHT_BYTES: u64 = 64 << 20;
-/// How often a blocked read looks at the server's stop flag.
-const STOP_POLL: Duration = Duration::from_millis(50);
-/// A reply that cannot be written for this long (the client stopped reading) ends the connection.
+/// A reply (or a batch of replies) that cannot be written whole within this time (the client stopped
+/// reading) ends the connection.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Once a message has begun, the client must send more of it within this time.
+const PROGRESS_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Reads exactly `buf`, waking every [`STOP_POLL`] to look at `stop`. Returns `Ok(false)` on a clean end:
-/// EOF before the first byte, or the server stopping while no byte of this message has arrived. A message
-/// cut short (EOF, or stop while it is incomplete) is `UnexpectedEof`.
-fn read_msg(rd: &mut impl Read, buf: &mut [u8], stop: &AtomicBool) -> io::Result<bool> {
+/// The time limits of a connection's reads (see [`super::ServerConfig`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    /// From connecting to the end of the handshake.
+    pub handshake: Option<Duration>,
+    /// Between requests.
+    pub idle: Option<Duration>,
+}
+
+/// Reads exactly `buf`. Returns `Ok(false)` on a clean end: EOF before the first byte, or the server stopping
+/// before the first byte of this message was read. A message cut short (EOF, or a stop while it is
+/// incomplete) is `UnexpectedEof`; a time limit is `TimedOut`.
+fn read_msg(rd: &mut impl Read, buf: &mut [u8]) -> io::Result<bool> {
     let mut filled = 0;
     while filled < buf.len() {
         match rd.read(&mut buf[filled..]) {
             Ok(0) if filled == 0 => return Ok(false),
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => filled += n,
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                if stop.load(Ordering::SeqCst) {
-                    return if filled == 0 { Ok(false) } else { Err(io::ErrorKind::UnexpectedEof.into()) };
-                }
+            // The server is stopping (see [`Polled`]).
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                return if filled == 0 { Ok(false) } else { Err(io::ErrorKind::UnexpectedEof.into()) };
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
@@ -51,8 +62,8 @@ fn read_msg(rd: &mut impl Read, buf: &mut [u8], stop: &AtomicBool) -> io::Result
 }
 
 /// [`read_msg`] where a clean end is also an error (the middle of a handshake or of a payload).
-fn read_all(rd: &mut impl Read, buf: &mut [u8], stop: &AtomicBool) -> io::Result<()> {
-    if read_msg(rd, buf, stop)? || buf.is_empty() {
+fn read_all(rd: &mut impl Read, buf: &mut [u8]) -> io::Result<()> {
+    if read_msg(rd, buf)? || buf.is_empty() {
         Ok(())
     } else {
         Err(io::ErrorKind::UnexpectedEof.into())
@@ -62,41 +73,51 @@ fn read_all(rd: &mut impl Read, buf: &mut [u8], stop: &AtomicBool) -> io::Result
 /// Serves one connection to completion. Errors are the client's problem (or a vanished client); they end
 /// this connection only.
 ///
-/// When `stop` is set, the connection stops reading at the next message boundary, answers what it has in
-/// flight and returns.
+/// When `stop` is triggered, the connection stops reading at the next message boundary, answers what it has
+/// in flight (within the shutdown timeout) and returns. `stream` is non-blocking: every wait is a poll on the
+/// socket and the stop signal.
 ///
 /// `opened` hears which export the client chose; `requests` counts the transmission requests read.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn serve(
     stream: Stream,
     exports: &[Export],
     infos: &[ExportInfo],
-    stop: &AtomicBool,
+    stop: &Arc<Shutdown>,
     busy_poll: Duration,
+    limits: Limits,
     opened: &mut dyn FnMut(usize),
     requests: &mut u64,
 ) -> io::Result<()> {
-    stream.set_timeouts(STOP_POLL, WRITE_TIMEOUT)?;
-    let mut rd = stream.try_clone()?;
-    let mut wr = stream;
-    wr.write_all(&proto::greeting())?;
+    let mut rd = Polled {
+        stream: stream.try_clone()?,
+        poll: Duration::ZERO,
+        spin: false,
+        stop: stop.clone(),
+        handshake_until: limits.handshake.map(|d| Instant::now() + d),
+        idle: limits.idle,
+        boundary: false,
+    };
+    let mut wr = ReplyWriter { stream, stop: stop.clone(), until: None, broken: false };
+    wr.begin().write_all(&proto::greeting())?;
     let mut n = Negotiation::new(infos);
     let mut flags = [0; 4];
-    if !read_msg(&mut rd, &mut flags, stop)? {
+    if !read_msg(&mut rd, &mut flags)? {
         return Ok(());
     }
     n.client_flags(u32::from_be_bytes(flags)).map_err(invalid)?;
     let mut out = Vec::new();
     let export = loop {
         let mut h = [0; OPTION_HEADER_LEN];
-        if stop.load(Ordering::SeqCst) || !read_msg(&mut rd, &mut h, stop)? {
+        if stop.is_set() || !read_msg(&mut rd, &mut h)? {
             return Ok(());
         }
         let (opt, len) = parse_option_header(&h).map_err(invalid)?;
         let mut data = vec![0; len as usize];
-        read_all(&mut rd, &mut data, stop)?;
+        read_all(&mut rd, &mut data)?;
         out.clear();
         let step = n.option(opt, &data, &mut out).map_err(invalid)?;
-        wr.write_all(&out)?;
+        wr.begin().write_all(&out)?;
         match step {
             Step::Continue => {}
             Step::Close => return Ok(()),
@@ -106,7 +127,8 @@ pub(crate) fn serve(
     let neg = n.negotiated(export);
     let e = &exports[export];
     opened(export);
-    let rd = Polled { stream: rd, poll: busy_poll, spin: false };
+    rd.poll = busy_poll;
+    rd.handshake_until = None;
     transmission(rd, wr, e.backend.clone(), e.read_only || e.backend.is_read_only(), neg, stop, requests)
 }
 
@@ -168,27 +190,118 @@ struct Ctx {
     read_only: bool,
     neg: Negotiated,
     size: u64,
-    writer: Mutex<Stream>,
+    writer: Mutex<ReplyWriter>,
     budget: Budget,
 }
 
-/// The read half of a connection in transmission, with adaptive busy polling (see
-/// [`super::ServerConfig::busy_poll`]).
+impl Ctx {
+    /// The connection's write half, for one reply or one batch of replies (its deadline starts now).
+    fn out(&self) -> std::sync::MutexGuard<'_, ReplyWriter> {
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        w.begin();
+        w
+    }
+}
+
+/// The write half of a connection. Every reply must be written whole within [`WRITE_TIMEOUT`] of its start,
+/// and once the server stops, by the shutdown deadline; a write that fails or runs out of time closes the
+/// connection (both directions: the reader ends, and no later reply can follow a partial one).
+pub(crate) struct ReplyWriter {
+    stream: Stream,
+    stop: Arc<Shutdown>,
+    until: Option<Instant>,
+    broken: bool,
+}
+
+impl ReplyWriter {
+    /// Starts a reply: its deadline.
+    fn begin(&mut self) -> &mut Self {
+        self.until = Some(Instant::now() + WRITE_TIMEOUT);
+        self
+    }
+
+    fn fail(&mut self, e: io::Error) -> io::Error {
+        self.broken = true;
+        self.stream.shutdown();
+        e
+    }
+
+    /// Waits until the socket takes more bytes.
+    fn wait(&mut self) -> io::Result<()> {
+        match self.stop.wait(self.stream.as_fd(), PollFlags::OUT, self.until, true) {
+            Ok(Woken::Ready) => Ok(()),
+            Ok(_) => {
+                Err(self.fail(io::Error::new(io::ErrorKind::TimedOut, "the client did not read its replies in time")))
+            }
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    fn closed() -> io::Error {
+        io::Error::new(io::ErrorKind::BrokenPipe, "connection closed after a failed reply")
+    }
+}
+
+impl Write for ReplyWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            if self.broken {
+                return Err(Self::closed());
+            }
+            match self.stream.write(buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait()?,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.fail(e)),
+            }
+        }
+    }
+
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        loop {
+            if self.broken {
+                return Err(Self::closed());
+            }
+            match self.stream.write_vectored(bufs) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait()?,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.fail(e)),
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The read half of a connection, with adaptive busy polling in transmission (see
+/// [`super::ServerConfig::busy_poll`]). It waits for data on the socket and the stop signal together, with the
+/// connection's time limits; a stop while waiting is `WouldBlock`, a time limit `TimedOut`.
 struct Polled {
     stream: Stream,
     /// How long to poll; zero: never.
     poll: Duration,
     /// The last wait for data ended within `poll`, so the next one polls first.
     spin: bool,
+    stop: Arc<Shutdown>,
+    /// The end of the handshake's time (None in transmission).
+    handshake_until: Option<Instant>,
+    /// The idle limit, applied when a request is awaited.
+    idle: Option<Duration>,
+    /// The next read starts a request (set by the reader; the idle limit applies, not the progress one).
+    boundary: bool,
 }
 
 impl Read for Polled {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.poll.is_zero() || buf.is_empty() {
-            return self.stream.read(buf);
+        if buf.is_empty() {
+            return Ok(0);
         }
+        let first = std::mem::take(&mut self.boundary);
         let start = Instant::now();
-        if self.spin {
+        if self.spin && !self.poll.is_zero() {
             loop {
                 if let Some(n) = self.stream.read_nowait(buf)? {
                     return Ok(n);
@@ -200,10 +313,30 @@ impl Read for Polled {
                 thread::yield_now();
             }
         }
-        let r = self.stream.read(buf);
-        // Only data counts: a read that timed out (the stop-flag poll) says nothing about the client's pace.
-        self.spin = matches!(r, Ok(n) if n > 0) && start.elapsed() < self.poll;
-        r
+        loop {
+            match self.stream.read(buf) {
+                Ok(n) => {
+                    self.spin = n > 0 && start.elapsed() < self.poll;
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            let (until, what) = match self.handshake_until {
+                Some(t) => (Some(t), "the handshake took too long"),
+                None if first => (self.idle.map(|d| Instant::now() + d), "idle timeout"),
+                None => (Some(Instant::now() + PROGRESS_TIMEOUT), "the client stalled in the middle of a message"),
+            };
+            // A message under way in transmission is read to its end (up to the shutdown deadline) when the
+            // server stops: its request is then served. A wait for a new message, or in the handshake, ends.
+            let finish = !first && self.handshake_until.is_none();
+            match self.stop.wait(self.stream.as_fd(), PollFlags::IN, until, finish)? {
+                Woken::Ready => {}
+                Woken::Stopping => return Err(io::Error::new(io::ErrorKind::WouldBlock, "the server is stopping")),
+                Woken::TimedOut => return Err(io::Error::new(io::ErrorKind::TimedOut, what)),
+            }
+        }
     }
 }
 
@@ -224,7 +357,7 @@ struct Reader {
 struct Shared<'a> {
     ctx: Ctx,
     reader: Mutex<Reader>,
-    stop: &'a AtomicBool,
+    stop: &'a Shutdown,
     /// Worker threads started.
     workers: AtomicUsize,
     /// Workers waiting for or holding the reader (that is, ready to take the next request).
@@ -235,11 +368,11 @@ struct Shared<'a> {
 
 fn transmission(
     rd: Polled,
-    wr: Stream,
+    wr: ReplyWriter,
     backend: Arc<dyn Backend>,
     read_only: bool,
     neg: Negotiated,
-    stop: &AtomicBool,
+    stop: &Shutdown,
     requests: &mut u64,
 ) -> io::Result<()> {
     let shared = Shared {
@@ -258,7 +391,7 @@ fn transmission(
     };
     // This thread is the first worker; the others start when every worker is busy with a request.
     thread::scope(|s| worker(s, &shared));
-    let _ = shared.ctx.writer.lock().unwrap_or_else(|p| p.into_inner()).flush();
+    let _ = shared.ctx.out().flush();
     *requests = shared.requests.load(Ordering::Relaxed);
     let reader = shared.reader.into_inner().unwrap_or_else(|p| p.into_inner());
     reader.result
@@ -277,7 +410,7 @@ fn worker<'scope>(s: &'scope thread::Scope<'scope, '_>, sh: &'scope Shared<'_>) 
             let job = take_request(&mut r, sh, &mut batch);
             // Replies answered inline go out before this worker waits for anything.
             if !batch.is_empty() {
-                let _ = sh.ctx.writer.lock().unwrap_or_else(|p| p.into_inner()).write_all(batch.bytes());
+                let _ = sh.ctx.out().write_all(batch.bytes());
                 batch.clear();
             }
             job
@@ -286,7 +419,11 @@ fn worker<'scope>(s: &'scope thread::Scope<'scope, '_>, sh: &'scope Shared<'_>) 
         let Some(job) = job else { return };
         if ready == 0 && sh.workers.load(Ordering::SeqCst) < MAX_WORKERS {
             sh.workers.fetch_add(1, Ordering::SeqCst);
-            s.spawn(move || worker(s, sh));
+            // A thread limit (RLIMIT_NPROC, memory) only means fewer workers: the started ones go on serving.
+            if let Err(e) = thread::Builder::new().spawn_scoped(s, move || worker(s, sh)) {
+                sh.workers.fetch_sub(1, Ordering::SeqCst);
+                super::log(&format!("cannot start another worker thread: {e}"));
+            }
         }
         let charged = job.charged;
         // A failed reply write means the client is gone; the reader notices on its side.
@@ -318,7 +455,7 @@ fn take_request(r: &mut Reader, sh: &Shared<'_>, batch: &mut ReplyBuf) -> Option
                 }
                 sh.ctx.budget.release(job.charged);
                 if r.rd.buffer().len() < REQUEST_LEN || batch.len() >= BATCH_BYTES {
-                    let _ = sh.ctx.writer.lock().unwrap_or_else(|p| p.into_inner()).write_all(batch.bytes());
+                    let _ = sh.ctx.out().write_all(batch.bytes());
                     batch.clear();
                 }
             }
@@ -443,12 +580,16 @@ fn serve_inline(ctx: &Ctx, r: &Request, batch: &mut ReplyBuf) -> bool {
 
 /// Reads one request: `Ok(None)` at DISC, EOF or when the server stops; `Err` for a protocol error or a
 /// client that vanished mid-message.
-fn read_request(rd: &mut BufReader<Polled>, ctx: &Ctx, stop: &AtomicBool) -> io::Result<Option<Job>> {
+fn read_request(rd: &mut BufReader<Polled>, ctx: &Ctx, stop: &Shutdown) -> io::Result<Option<Job>> {
     // Once the server stops, requests already buffered are still served but none is read off the socket: the
     // flag is looked at here, not only when a read times out, or a client that never pauses 50 ms would keep
     // a stopping server waiting for it forever.
     let mut h = [0; REQUEST_LEN];
-    if stop.load(Ordering::SeqCst) && rd.buffer().len() < REQUEST_LEN || !read_msg(rd, &mut h, stop)? {
+    if stop.is_set() && rd.buffer().len() < REQUEST_LEN {
+        return Ok(None);
+    }
+    rd.get_mut().boundary = rd.buffer().is_empty();
+    if !read_msg(rd, &mut h)? {
         return Ok(None);
     }
     let arrival = Instant::now();
@@ -462,7 +603,7 @@ fn read_request(rd: &mut BufReader<Polled>, ctx: &Ctx, stop: &AtomicBool) -> io:
         let mut chunk = vec![0; 1 << 20];
         while left > 0 {
             let n = left.min(chunk.len() as u64) as usize;
-            read_all(rd, &mut chunk[..n], stop)?;
+            read_all(rd, &mut chunk[..n])?;
             left -= n as u64;
         }
         ctx.budget.acquire(0);
@@ -476,7 +617,7 @@ fn read_request(rd: &mut BufReader<Polled>, ctx: &Ctx, stop: &AtomicBool) -> io:
     let mut data = Vec::new();
     if req.typ == CMD_WRITE {
         data = vec![0; req.len as usize];
-        if let Err(e) = read_all(rd, &mut data, stop) {
+        if let Err(e) = read_all(rd, &mut data) {
             // The client vanished mid-payload: nothing of this write is applied.
             ctx.budget.release(charged);
             return Err(e);
@@ -597,10 +738,10 @@ fn send(ctx: &Ctx, parts: &[&[u8]]) -> io::Result<()> {
         for p in parts {
             buf.extend_from_slice(p);
         }
-        let mut w = ctx.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut w = ctx.out();
         return w.write_all(&buf);
     }
-    let mut w = ctx.writer.lock().unwrap_or_else(|p| p.into_inner());
+    let mut w = ctx.out();
     for p in parts {
         w.write_all(p)?;
     }
@@ -635,7 +776,7 @@ fn serve_read(ctx: &Ctx, r: &Request, out: &mut ReplyBuf) -> io::Result<()> {
     if let Err(e) = ctx.backend.read(r.offset, ReadInto::Copy(buf), OnMiss::Fetch) {
         return send_error(ctx, r, errno(&e), &e.to_string());
     }
-    let res = ctx.writer.lock().unwrap_or_else(|p| p.into_inner()).write_all(out.bytes());
+    let res = ctx.out().write_all(out.bytes());
     out.clear();
     res
 }
@@ -661,7 +802,7 @@ fn serve_read_shared(ctx: &Ctx, r: &Request) -> io::Result<bool> {
     let mut slices: Vec<&[u8]> = Vec::with_capacity(parts.len() + 1);
     slices.push(&head);
     slices.extend(parts.iter().map(|p| p.bytes()));
-    let mut w = ctx.writer.lock().unwrap_or_else(|p| p.into_inner());
+    let mut w = ctx.out();
     write_all_slices(&mut *w, &slices)?;
     Ok(true)
 }

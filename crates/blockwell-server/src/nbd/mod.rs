@@ -19,18 +19,20 @@
 mod conn;
 pub mod proto;
 mod sched;
+mod stop;
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use crate::backend::Backend;
 use proto::*;
+use stop::{Shutdown, Woken};
 
 /// One named export.
 #[derive(Clone)]
@@ -129,7 +131,25 @@ pub struct ServerConfig {
     pub busy_poll: Duration,
     /// The scheduling policy of the connection threads. Default [`Scheduling::Batch`].
     pub scheduling: Scheduling,
+    /// Connections served at once; a client connecting beyond that is closed at once (logged). Default
+    /// [`DEFAULT_MAX_CONNECTIONS`].
+    pub max_connections: usize,
+    /// A client must finish the handshake within this time of connecting (None: no limit). Default
+    /// [`DEFAULT_HANDSHAKE_TIMEOUT`].
+    pub handshake_timeout: Option<Duration>,
+    /// A connection with no request for this long is closed (None, the default: never).
+    pub idle_timeout: Option<Duration>,
+    /// After a stop, connections get this long to answer what they have read; replies a client does not read
+    /// by then are dropped with the connection. Default [`DEFAULT_SHUTDOWN_TIMEOUT`].
+    pub shutdown_timeout: Duration,
 }
+
+/// Default [`ServerConfig::max_connections`].
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Default [`ServerConfig::handshake_timeout`] (qemu-nbd's handshake limit).
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default [`ServerConfig::shutdown_timeout`].
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl ServerConfig {
     /// Sends connection events to `sink`.
@@ -149,11 +169,44 @@ impl ServerConfig {
         self.scheduling = s;
         self
     }
+
+    /// Sets [`ServerConfig::max_connections`] (at least 1).
+    pub fn with_max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n.max(1);
+        self
+    }
+
+    /// Sets [`ServerConfig::handshake_timeout`].
+    pub fn with_handshake_timeout(mut self, d: Option<Duration>) -> Self {
+        self.handshake_timeout = d;
+        self
+    }
+
+    /// Sets [`ServerConfig::idle_timeout`].
+    pub fn with_idle_timeout(mut self, d: Option<Duration>) -> Self {
+        self.idle_timeout = d;
+        self
+    }
+
+    /// Sets [`ServerConfig::shutdown_timeout`].
+    pub fn with_shutdown_timeout(mut self, d: Duration) -> Self {
+        self.shutdown_timeout = d;
+        self
+    }
 }
 
 impl From<Vec<Export>> for ServerConfig {
     fn from(exports: Vec<Export>) -> Self {
-        ServerConfig { exports, events: None, busy_poll: DEFAULT_BUSY_POLL, scheduling: Scheduling::default() }
+        ServerConfig {
+            exports,
+            events: None,
+            busy_poll: DEFAULT_BUSY_POLL,
+            scheduling: Scheduling::default(),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            handshake_timeout: Some(DEFAULT_HANDSHAKE_TIMEOUT),
+            idle_timeout: None,
+            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+        }
     }
 }
 
@@ -171,27 +224,31 @@ impl Stream {
         })
     }
 
-    fn set_timeouts(&self, read: Duration, write: Duration) -> io::Result<()> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
         match self {
-            Stream::Tcp(s) => {
-                s.set_read_timeout(Some(read))?;
-                s.set_write_timeout(Some(write))
-            }
-            Stream::Unix(s) => {
-                s.set_read_timeout(Some(read))?;
-                s.set_write_timeout(Some(write))
-            }
+            Stream::Tcp(s) => s.as_fd(),
+            Stream::Unix(s) => s.as_fd(),
         }
+    }
+
+    fn set_nonblocking(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_nonblocking(true),
+            Stream::Unix(s) => s.set_nonblocking(true),
+        }
+    }
+
+    /// Ends both directions: the reader sees EOF, the client sees the connection close.
+    fn shutdown(&self) {
+        let _ = match self {
+            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Both),
+        };
     }
 
     /// A read that never blocks: `Ok(None)` when no byte is waiting.
     fn read_nowait(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        use std::os::fd::AsFd;
-        let fd = match self {
-            Stream::Tcp(s) => s.as_fd(),
-            Stream::Unix(s) => s.as_fd(),
-        };
-        match rustix::net::recv(fd, buf, rustix::net::RecvFlags::DONTWAIT) {
+        match rustix::net::recv(self.as_fd(), buf, rustix::net::RecvFlags::DONTWAIT) {
             Ok((n, _)) => Ok(Some(n)),
             Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => Ok(None),
             Err(e) => Err(e.into()),
@@ -241,16 +298,27 @@ impl Listener {
         Ok(match self {
             Listener::Tcp(l) => {
                 let (s, peer) = l.accept()?;
-                s.set_nonblocking(false)?;
                 s.set_nodelay(true)?;
-                (Stream::Tcp(s), peer.to_string())
+                let s = Stream::Tcp(s);
+                s.set_nonblocking()?;
+                (s, peer.to_string())
             }
             Listener::Unix(l, _) => {
                 let (s, _) = l.accept()?;
-                s.set_nonblocking(false)?;
-                (Stream::Unix(s), "unix".to_string())
+                let s = Stream::Unix(s);
+                s.set_nonblocking()?;
+                (s, "unix".to_string())
             }
         })
+    }
+}
+
+impl Listener {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Listener::Tcp(l) => l.as_fd(),
+            Listener::Unix(l, _) => l.as_fd(),
+        }
     }
 }
 
@@ -269,17 +337,19 @@ pub struct Server {
     events: Option<EventSink>,
     busy_poll: Duration,
     scheduling: Scheduling,
-    stop: Arc<AtomicBool>,
+    limits: conn::Limits,
+    max_connections: usize,
+    stop: Arc<Shutdown>,
 }
 
 /// Stops a running server from another thread (see [`Server::stopper`]).
 #[derive(Clone)]
-pub struct Stopper(Arc<AtomicBool>);
+pub struct Stopper(Arc<Shutdown>);
 
 impl Stopper {
     /// Asks the server to shut down; [`Server::run`] returns once it has.
     pub fn stop(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.0.trigger();
     }
 }
 
@@ -304,8 +374,8 @@ impl ServerHandle {
     }
 }
 
-/// How often the accept loop looks at the stop flag.
-const POLL: Duration = Duration::from_millis(20);
+/// How long the accept loop backs off after an error such as EMFILE.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
 
 impl Server {
     fn new(listener: Listener, config: ServerConfig) -> io::Result<Server> {
@@ -327,7 +397,9 @@ impl Server {
             events: config.events,
             busy_poll: config.busy_poll,
             scheduling: config.scheduling,
-            stop: Arc::new(AtomicBool::new(false)),
+            limits: conn::Limits { handshake: config.handshake_timeout, idle: config.idle_timeout },
+            max_connections: config.max_connections.max(1),
+            stop: Arc::new(Shutdown::new(config.shutdown_timeout)?),
         })
     }
 
@@ -373,27 +445,43 @@ impl Server {
         let infos: Arc<Vec<ExportInfo>> = Arc::new(self.exports.iter().map(Export::info).collect());
         let mut threads: Vec<JoinHandle<()>> = Vec::new();
         let mut next_id = 0u64;
-        while !self.stop.load(Ordering::SeqCst) {
+        loop {
             let (stream, peer) = match self.listener.accept() {
                 Ok(s) => s,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    thread::sleep(POLL);
-                    continue;
+                    // Sleep until a client connects or the server stops: no periodic wake-up.
+                    match self.stop.wait(self.listener.as_fd(), rustix::event::PollFlags::IN, None, false)? {
+                        Woken::Ready => continue,
+                        _ => break,
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning or dying.
                     log(&format!("accept failed: {e}"));
-                    thread::sleep(POLL);
+                    if self.stop.pause(ACCEPT_BACKOFF)? {
+                        break;
+                    }
                     continue;
                 }
             };
+            if self.stop.is_set() {
+                break;
+            }
             threads.retain(|t| !t.is_finished());
+            if threads.len() >= self.max_connections {
+                log(&format!(
+                    "refusing a connection from {peer}: {} connections open (--max-connections)",
+                    threads.len()
+                ));
+                drop(stream);
+                continue;
+            }
             let id = next_id;
             next_id += 1;
             let (exports, infos, stop) = (self.exports.clone(), infos.clone(), self.stop.clone());
             let events = self.events.clone();
-            let (busy_poll, scheduling) = (self.busy_poll, self.scheduling);
+            let (busy_poll, scheduling, limits) = (self.busy_poll, self.scheduling, self.limits);
             let spawned = thread::Builder::new().name(format!("nbd-conn-{id}")).spawn(move || {
                 if scheduling == Scheduling::Batch {
                     if let Err(e) = sched::set_batch() {
@@ -413,6 +501,7 @@ impl Server {
                     &infos,
                     &stop,
                     busy_poll,
+                    limits,
                     &mut |export| emit(ConnEvent::Opened { id, export: exports[export].name.clone() }),
                     &mut requests,
                 );
@@ -426,8 +515,8 @@ impl Server {
                 Err(e) => log(&format!("cannot start a connection thread: {e}")),
             }
         }
-        // Each connection sees the stop flag at its next message boundary, answers what it has in flight
-        // and ends.
+        // Each connection sees the stop at its next message boundary, answers what it has in flight (within
+        // the shutdown timeout) and ends.
         for t in threads {
             let _ = t.join();
         }
