@@ -140,3 +140,63 @@ mod tests {
         assert_eq!(OpStats::default().block_miss_ratio(), 0.0);
     }
 }
+
+/// A cache-device level's counters (FlashCache- and dm-cache-style), beside the engine's [`Stats`] of that
+/// level: the one definition that `sim --cache-dev-size`, `tsim --cache-dev-size` and the live tier's
+/// `blockwell status` (where it is flattened into the snapshot) count and name alike.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DevCounters {
+    pub read_requests: u64,
+    pub write_requests: u64,
+    pub read_hits: u64,
+    pub read_misses: u64,
+    pub write_hits: u64,
+    pub write_misses: u64,
+    /// Blocks copied from the origin into the device.
+    pub promotions: u64,
+    /// Clean blocks evicted.
+    pub demotions: u64,
+    /// Dirty blocks evicted (replaced dirty blocks; written back before their slot is reused).
+    pub dirty_evictions: u64,
+    /// Dirty blocks written back (by the cleaner and on eviction), and the origin writes that carried them.
+    pub cleaned_blocks: u64,
+    pub clean_writes: u64,
+    /// Writes to blocks that were already dirty (absorbed by the cache).
+    pub dirty_write_hits: u64,
+    /// Requests that bypassed the device (sequential cutoff), and blocks admission kept out.
+    pub bypassed: u64,
+    pub admission_rejections: u64,
+    pub uncached_reads: u64,
+    pub uncached_writes: u64,
+    pub dev_read_blocks: u64,
+    pub dev_write_blocks: u64,
+    /// Origin read requests and bytes, write requests and bytes (cleaning included).
+    pub origin_reads: u64,
+    pub origin_read_bytes: u64,
+    pub origin_writes: u64,
+    pub origin_write_bytes: u64,
+}
+
+impl DevCounters {
+    /// One origin write of `bytes`.
+    pub fn origin_write(&mut self, bytes: u64) {
+        self.origin_writes += 1;
+        self.origin_write_bytes += bytes;
+    }
+
+    /// These counters with the ones the engine keeps (hits and misses, dirty evictions and write hits,
+    /// bypassed blocks, admission rejections) filled in from the level's `stats`.
+    pub fn with_engine(self, st: &Stats) -> DevCounters {
+        DevCounters {
+            read_hits: st.read.block_hits,
+            read_misses: st.read.block_misses(),
+            write_hits: st.write.block_hits,
+            write_misses: st.write.block_misses(),
+            dirty_evictions: st.dirty_evictions,
+            dirty_write_hits: st.dirty_write_hits,
+            bypassed: st.bypassed,
+            admission_rejections: st.admission_rejections,
+            ..self
+        }
+    }
+}

@@ -28,11 +28,11 @@ fn write_back_absorbs_writes_and_survives_a_clean_restart() {
     t.write_at(&data, 0, false).unwrap();
     assert_eq!(read(&t, 0, data.len()), data);
     let s = t.snapshot();
-    assert_eq!((s.dirty_blocks, s.write_misses, s.read_hits), (16, 16, 16));
+    assert_eq!((s.dirty_blocks, s.counters.write_misses, s.counters.read_hits), (16, 16, 16));
     assert!(origin.current()[..data.len()].iter().all(|&b| b == 0), "write-back: the origin is untouched");
     // Overwrites of dirty blocks are absorbed.
     t.write_at(&pattern(2, 8192, 4096), 8192, false).unwrap();
-    assert_eq!(t.snapshot().dirty_write_hits, 1);
+    assert_eq!(t.snapshot().counters.dirty_write_hits, 1);
     t.flush().unwrap();
     t.validate().unwrap();
     t.close().unwrap();
@@ -42,7 +42,7 @@ fn write_back_absorbs_writes_and_survives_a_clean_restart() {
     let mut want = data.clone();
     want[8192..12288].copy_from_slice(&pattern(2, 8192, 4096));
     assert_eq!(read(&t, 0, want.len()), want);
-    assert_eq!(t.snapshot().read_hits, 16, "a warm restart");
+    assert_eq!(t.snapshot().counters.read_hits, 16, "a warm restart");
     // Cleaning writes it all to the origin.
     assert_eq!(t.clean_all().unwrap(), 16);
     assert_eq!(&origin.current()[..want.len()], &want[..]);
@@ -64,8 +64,8 @@ fn dirty_blocks_evicted_are_written_back_and_read_meanwhile() {
         assert_eq!(read(&t, b * BS, BS as usize), pattern(b + 1, b * BS, BS as usize), "block {b}");
     }
     let s = t.snapshot();
-    assert!(s.dirty_evictions >= n - slots, "{s:?}");
-    assert!(s.cleaned_blocks > 0 && s.throttled > 0, "{s:?}");
+    assert!(s.counters.dirty_evictions >= n - slots, "{s:?}");
+    assert!(s.counters.cleaned_blocks > 0 && s.throttled > 0, "{s:?}");
     t.validate().unwrap();
     t.clean_all().unwrap();
     for b in 0..n {
@@ -120,7 +120,7 @@ fn write_around_and_read_only() {
     let t = open(cache.clone(), origin.clone(), config(ORIGIN as u64, CacheMode::WriteAround));
     t.write_at(&pattern(1, 0, 4096), 0, false).unwrap();
     assert_eq!(read(&t, 0, 4096), pattern(1, 0, 4096));
-    assert_eq!(t.snapshot().promotions, 1, "read into the cache");
+    assert_eq!(t.snapshot().counters.promotions, 1, "read into the cache");
     t.write_at(&pattern(2, 0, 4096), 0, false).unwrap();
     assert_eq!(t.snapshot().cached_blocks, 0, "write-around drops the copy");
     assert_eq!(read(&t, 0, 4096), pattern(2, 0, 4096));
@@ -251,9 +251,14 @@ fn random_operations_match_a_model_in_every_mode() {
         let s = t.snapshot();
         assert!(s.degraded.is_none() && s.checksum_failures == 0, "{mode}: {s:?}");
         if mode == CacheMode::WriteBack {
-            assert!(s.dirty_evictions > 100 && s.cleaned_blocks > 100 && s.dirty_write_hits > 100, "{s:?}");
+            assert!(
+                s.counters.dirty_evictions > 100
+                    && s.counters.cleaned_blocks > 100
+                    && s.counters.dirty_write_hits > 100,
+                "{s:?}"
+            );
         }
-        assert!(s.promotions > 1000 && s.demotions > 1000, "{mode}: {s:?}");
+        assert!(s.counters.promotions > 1000 && s.counters.demotions > 1000, "{mode}: {s:?}");
         t.clean_all().unwrap();
         assert_eq!(read(&t, 0, 2 << 20), model, "{mode}");
         t.validate().unwrap();

@@ -246,7 +246,7 @@ fn power_loss_one_client_overwrites_trim_zeroes_fua() {
     });
     let s = t.snapshot();
     assert!(
-        s.dirty_evictions > 50 && s.cleaned_blocks > 50 && s.commits > 50,
+        s.counters.dirty_evictions > 50 && s.counters.cleaned_blocks > 50 && s.commits > 50,
         "the workload exercises the tier: {s:?}"
     );
     let ops = log.ops.lock().unwrap().clone();
@@ -316,7 +316,7 @@ fn cleaning_a_block_rewritten_in_a_new_slot_never_lets_an_older_clean_copy_come_
     for k in 0..slots + 8 {
         t.read_at(&mut buf, (100 + k) * BS).unwrap();
     }
-    assert!(t.snapshot().demotions > 0);
+    assert!(t.snapshot().counters.demotions > 0);
     let start = clock.now();
     t.write_at(&pattern(2, b * BS, BS as usize), b * BS, false).unwrap();
     t.clean_pass().unwrap();

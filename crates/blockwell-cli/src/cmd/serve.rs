@@ -137,13 +137,18 @@ impl Delay {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BusyPollUs(u64);
 
+/// An integer from `lo` to `hi`, or the error every such flag and key gives.
+fn int_in(s: &str, lo: u64, hi: u64) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+        _ => Err(format!("must be an integer from {lo} to {hi}, not {s}")),
+    }
+}
+
 impl FromStr for BusyPollUs {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim().parse::<u64>() {
-            Ok(n) if n <= MAX_BUSY_POLL_US => Ok(BusyPollUs(n)),
-            _ => Err(format!("must be an integer from 0 to {MAX_BUSY_POLL_US}, not {s}")),
-        }
+        int_in(s, 0, MAX_BUSY_POLL_US).map(BusyPollUs)
     }
 }
 
@@ -187,10 +192,7 @@ pub struct MaxConnections(usize);
 impl FromStr for MaxConnections {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim().parse::<usize>() {
-            Ok(n) if (1..=65_536).contains(&n) => Ok(MaxConnections(n)),
-            _ => Err(format!("must be an integer from 1 to 65536, not {s}")),
-        }
+        int_in(s, 1, 65_536).map(|n| MaxConnections(n as usize))
     }
 }
 
@@ -862,7 +864,7 @@ pub struct Args {
     pub metrics: Option<String>,
 
     /// Poll a connection's socket for up to N microseconds for the next request before sleeping, when the
-    /// previous request came that quickly (adaptive: a client that pauses longer gets a plain blocking read).
+    /// previous request came that quickly (adaptive: a client that pauses longer gets a plain wait).
     /// Saves the wake-up of a sleeping CPU at low queue depth (about 2x the IOPS at QD1, docs/performance.md)
     /// for at most N µs of CPU per request; 0 turns it off. Default 50.
     #[arg(long, value_name = "N", value_parser = parse_arg::<BusyPollUs>)]

@@ -219,17 +219,17 @@ pub fn status_fields(t: &TierSnapshot) -> String {
         s,
         " read_hits {} read_misses {} write_hits {} write_misses {} dirty_write_hits {} promotions {} demotions {} \
          dirty_evictions {} cleaned {} uncached_reads {} uncached_writes {} dev_errors {} origin_errors {}",
-        t.read_hits,
-        t.read_misses,
-        t.write_hits,
-        t.write_misses,
-        t.dirty_write_hits,
-        t.promotions,
-        t.demotions,
-        t.dirty_evictions,
-        t.cleaned_blocks,
-        t.uncached_reads,
-        t.uncached_writes,
+        t.counters.read_hits,
+        t.counters.read_misses,
+        t.counters.write_hits,
+        t.counters.write_misses,
+        t.counters.dirty_write_hits,
+        t.counters.promotions,
+        t.counters.demotions,
+        t.counters.dirty_evictions,
+        t.counters.cleaned_blocks,
+        t.counters.uncached_reads,
+        t.counters.uncached_writes,
         t.dev_read_errors + t.dev_write_errors + t.checksum_failures,
         t.origin_read_errors + t.origin_write_errors
     );
@@ -246,10 +246,10 @@ type Series = fn(&TierSnapshot) -> Vec<(&'static str, f64)>;
 pub fn metric_families() -> &'static [(&'static str, &'static str, &'static str, Series)] {
     &[
         ("blockwell_cache_dev_block_hits_total", "counter", "Cache-device block hits.", |t| {
-            vec![("op=\"read\"", t.read_hits as f64), ("op=\"write\"", t.write_hits as f64)]
+            vec![("op=\"read\"", t.counters.read_hits as f64), ("op=\"write\"", t.counters.write_hits as f64)]
         }),
         ("blockwell_cache_dev_block_misses_total", "counter", "Cache-device block misses.", |t| {
-            vec![("op=\"read\"", t.read_misses as f64), ("op=\"write\"", t.write_misses as f64)]
+            vec![("op=\"read\"", t.counters.read_misses as f64), ("op=\"write\"", t.counters.write_misses as f64)]
         }),
         (
             "blockwell_cache_dev_dirty_blocks",
@@ -265,28 +265,33 @@ pub fn metric_families() -> &'static [(&'static str, &'static str, &'static str,
             "blockwell_cache_dev_promotions_total",
             "counter",
             "Blocks copied from the origin into the cache device.",
-            |t| vec![("", t.promotions as f64)],
+            |t| vec![("", t.counters.promotions as f64)],
         ),
         ("blockwell_cache_dev_demotions_total", "counter", "Clean blocks evicted from the cache device.", |t| {
-            vec![("", t.demotions as f64)]
+            vec![("", t.counters.demotions as f64)]
         }),
         (
             "blockwell_cache_dev_dirty_evictions_total",
             "counter",
             "Dirty blocks evicted (replaced dirty blocks).",
-            |t| vec![("", t.dirty_evictions as f64)],
+            |t| vec![("", t.counters.dirty_evictions as f64)],
         ),
         ("blockwell_cache_dev_cleaned_blocks_total", "counter", "Dirty blocks written back to the origin.", |t| {
-            vec![("", t.cleaned_blocks as f64)]
+            vec![("", t.counters.cleaned_blocks as f64)]
         }),
         ("blockwell_cache_dev_dirty_write_hits_total", "counter", "Writes to blocks already dirty (absorbed).", |t| {
-            vec![("", t.dirty_write_hits as f64)]
+            vec![("", t.counters.dirty_write_hits as f64)]
         }),
         (
             "blockwell_cache_dev_uncached_total",
             "counter",
             "Requests that bypassed the cache device (sequential cutoff).",
-            |t| vec![("op=\"read\"", t.uncached_reads as f64), ("op=\"write\"", t.uncached_writes as f64)],
+            |t| {
+                vec![
+                    ("op=\"read\"", t.counters.uncached_reads as f64),
+                    ("op=\"write\"", t.counters.uncached_writes as f64),
+                ]
+            },
         ),
         ("blockwell_cache_dev_errors_total", "counter", "I/O errors and checksum failures.", |t| {
             vec![

@@ -242,13 +242,14 @@ impl ReplyWriter {
     }
 }
 
-impl Write for ReplyWriter {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+impl ReplyWriter {
+    /// Runs a write on the non-blocking socket until it takes bytes, waiting whenever it is full.
+    fn retry(&mut self, mut f: impl FnMut(&mut Stream) -> io::Result<usize>) -> io::Result<usize> {
         loop {
             if self.broken {
                 return Err(Self::closed());
             }
-            match self.stream.write(buf) {
+            match f(&mut self.stream) {
                 Ok(n) => return Ok(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait()?,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -256,19 +257,15 @@ impl Write for ReplyWriter {
             }
         }
     }
+}
+
+impl Write for ReplyWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.retry(|s| s.write(buf))
+    }
 
     fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        loop {
-            if self.broken {
-                return Err(Self::closed());
-            }
-            match self.stream.write_vectored(bufs) {
-                Ok(n) => return Ok(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait()?,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.fail(e)),
-            }
-        }
+        self.retry(|s| s.write_vectored(bufs))
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -303,8 +300,10 @@ impl Read for Polled {
         let start = Instant::now();
         if self.spin && !self.poll.is_zero() {
             loop {
-                if let Some(n) = self.stream.read_nowait(buf)? {
-                    return Ok(n);
+                match self.stream.read(buf) {
+                    Ok(n) => return Ok(n),
+                    Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
+                    Err(e) => return Err(e),
                 }
                 if start.elapsed() >= self.poll {
                     break;
@@ -581,9 +580,8 @@ fn serve_inline(ctx: &Ctx, r: &Request, batch: &mut ReplyBuf) -> bool {
 /// Reads one request: `Ok(None)` at DISC, EOF or when the server stops; `Err` for a protocol error or a
 /// client that vanished mid-message.
 fn read_request(rd: &mut BufReader<Polled>, ctx: &Ctx, stop: &Shutdown) -> io::Result<Option<Job>> {
-    // Once the server stops, requests already buffered are still served but none is read off the socket: the
-    // flag is looked at here, not only when a read times out, or a client that never pauses 50 ms would keep
-    // a stopping server waiting for it forever.
+    // Once the server stops, requests already buffered are still served but none is read off the socket (a
+    // client that never pauses would otherwise keep a stopping server reading forever).
     let mut h = [0; REQUEST_LEN];
     if stop.is_set() && rd.buffer().len() < REQUEST_LEN {
         return Ok(None);

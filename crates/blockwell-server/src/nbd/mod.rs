@@ -124,9 +124,9 @@ pub struct ServerConfig {
     pub events: Option<EventSink>,
     /// Adaptive busy polling: when the previous request arrived within this time of the connection starting
     /// to wait for it, the connection polls its socket (non-blocking reads, yielding the CPU between them)
-    /// for up to this long before it sleeps in a blocking read. A request that arrives while the server
+    /// for up to this long before it sleeps until data arrives. A request that arrives while the server
     /// polls costs no wake-up, which on a machine whose idle CPUs sleep is most of a round trip at queue
-    /// depth 1. A client that pauses for longer makes the next wait a plain blocking read, so an idle
+    /// depth 1. A client that pauses for longer makes the next wait a plain sleep, so an idle
     /// server does not poll. Zero turns polling off. Default [`DEFAULT_BUSY_POLL`].
     pub busy_poll: Duration,
     /// The scheduling policy of the connection threads. Default [`Scheduling::Batch`].
@@ -244,15 +244,6 @@ impl Stream {
             Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
             Stream::Unix(s) => s.shutdown(std::net::Shutdown::Both),
         };
-    }
-
-    /// A read that never blocks: `Ok(None)` when no byte is waiting.
-    fn read_nowait(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        match rustix::net::recv(self.as_fd(), buf, rustix::net::RecvFlags::DONTWAIT) {
-            Ok((n, _)) => Ok(Some(n)),
-            Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => Ok(None),
-            Err(e) => Err(e.into()),
-        }
     }
 }
 

@@ -7,8 +7,7 @@
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use rustix::event::{eventfd, poll, EventfdFlags, PollFd, PollFlags};
@@ -26,37 +25,32 @@ pub(crate) enum Woken {
 
 /// The server's stop signal.
 pub(crate) struct Shutdown {
-    flag: AtomicBool,
     efd: OwnedFd,
-    /// When the stop was asked for, and how long connections then get.
-    at: Mutex<Option<Instant>>,
+    /// When the stop was asked for (set once), and how long connections then get.
+    at: OnceLock<Instant>,
     grace: Duration,
 }
 
 impl Shutdown {
     pub fn new(grace: Duration) -> io::Result<Shutdown> {
         let efd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
-        Ok(Shutdown { flag: AtomicBool::new(false), efd, at: Mutex::new(None), grace })
+        Ok(Shutdown { efd, at: OnceLock::new(), grace })
     }
 
     /// Asks every waiter to stop (idempotent).
     pub fn trigger(&self) {
-        {
-            let mut at = self.at.lock().unwrap_or_else(|p| p.into_inner());
-            at.get_or_insert_with(Instant::now);
-        }
-        self.flag.store(true, Ordering::SeqCst);
+        self.at.get_or_init(Instant::now);
         // The counter stays nonzero (nobody reads it): the eventfd is readable from now on, for every poll.
         let _ = rustix::io::write(&self.efd, &1u64.to_ne_bytes());
     }
 
     pub fn is_set(&self) -> bool {
-        self.flag.load(Ordering::SeqCst)
+        self.at.get().is_some()
     }
 
     /// When connections must be closed, once stopping: the stop plus the grace period.
     pub fn deadline(&self) -> Option<Instant> {
-        self.at.lock().unwrap_or_else(|p| p.into_inner()).map(|t| t + self.grace)
+        self.at.get().map(|&t| t + self.grace)
     }
 
     /// Waits until `fd` has `events`, the server stops, or `until` passes. Once the server is stopping, the
@@ -74,10 +68,7 @@ impl Shutdown {
             if stopping && !finish {
                 return Ok(Woken::Stopping);
             }
-            let until = match (until, if stopping { self.deadline() } else { None }) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let until = [until, self.deadline().filter(|_| stopping)].into_iter().flatten().min();
             let timeout = match until {
                 Some(t) => {
                     let left = t.saturating_duration_since(Instant::now());
@@ -96,17 +87,11 @@ impl Shutdown {
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(e) => return Err(e.into()),
             }
-            let ready = fds[0].revents();
-            if !ready.is_empty() {
+            if !fds[0].revents().is_empty() {
                 // POLLHUP/POLLERR count as ready: the read or write that follows reports them.
                 return Ok(Woken::Ready);
             }
-            if n == 2 && !fds[1].revents().is_empty() {
-                continue; // stopping now: decided at the top
-            }
-            if until.is_some_and(|t| Instant::now() >= t) {
-                return Ok(if self.is_set() { Woken::Stopping } else { Woken::TimedOut });
-            }
+            // Otherwise the stop came or the time is up: both are decided at the top.
         }
     }
 

@@ -43,6 +43,7 @@ use blockwell_core::admission::AdmissionSpec;
 use blockwell_core::cleaner::{Cleaner, CleanerSpec};
 use blockwell_core::level::{CacheLevel, LevelConfig, StepPlan, WritePolicy};
 use blockwell_core::policy::PolicyError;
+use blockwell_core::stats::DevCounters;
 use blockwell_core::{CacheConfig, PolicySpec, Preset, Stats};
 use serde::Serialize;
 use state::{key, State};
@@ -166,6 +167,7 @@ pub(crate) struct Counters {
     pub uncached_writes: AtomicU64,
     pub dev_read_blocks: AtomicU64,
     pub dev_write_blocks: AtomicU64,
+    pub origin_reads: AtomicU64,
     pub origin_read_bytes: AtomicU64,
     pub origin_write_bytes: AtomicU64,
     pub origin_writes: AtomicU64,
@@ -204,32 +206,10 @@ pub struct TierSnapshot {
     /// Dirty blocks evicted and waiting for their write-back.
     pub evicted_dirty: u64,
     pub free_slots: u64,
-    pub read_requests: u64,
-    pub write_requests: u64,
-    pub read_hits: u64,
-    pub read_misses: u64,
-    pub write_hits: u64,
-    pub write_misses: u64,
-    /// Blocks copied from the origin into the device.
-    pub promotions: u64,
-    /// Clean blocks evicted.
-    pub demotions: u64,
-    /// Dirty blocks evicted (replaced dirty blocks).
-    pub dirty_evictions: u64,
-    /// Dirty blocks written back (cleanings), and the origin write requests that carried them.
-    pub cleaned_blocks: u64,
-    pub clean_writes: u64,
-    /// Writes to already dirty blocks (absorbed by the cache).
-    pub dirty_write_hits: u64,
-    /// Requests that bypassed the device (sequential cutoff), and blocks admission kept out.
-    pub bypassed: u64,
-    pub admission_rejections: u64,
-    pub uncached_reads: u64,
-    pub uncached_writes: u64,
-    pub dev_read_blocks: u64,
-    pub dev_write_blocks: u64,
-    pub origin_read_bytes: u64,
-    pub origin_write_bytes: u64,
+    /// The counters `sim` and `tsim` count for a cache device, under the same names (flattened into the
+    /// JSON).
+    #[serde(flatten)]
+    pub counters: DevCounters,
     pub dev_read_errors: u64,
     pub dev_write_errors: u64,
     pub origin_read_errors: u64,
@@ -573,26 +553,24 @@ impl<O: Backend> Inner<O> {
             },
             evicted_dirty: evicted,
             free_slots: free,
-            read_requests: get(&c.read_requests),
-            write_requests: get(&c.write_requests),
-            read_hits: engine.read.block_hits,
-            read_misses: engine.read.block_misses(),
-            write_hits: engine.write.block_hits,
-            write_misses: engine.write.block_misses(),
-            promotions: get(&c.promotions),
-            demotions: get(&c.demotions),
-            dirty_evictions: engine.dirty_evictions,
-            cleaned_blocks: get(&c.cleaned_blocks),
-            clean_writes: get(&c.clean_writes),
-            dirty_write_hits: engine.dirty_write_hits,
-            bypassed: engine.bypassed,
-            admission_rejections: engine.admission_rejections,
-            uncached_reads: get(&c.uncached_reads),
-            uncached_writes: get(&c.uncached_writes),
-            dev_read_blocks: get(&c.dev_read_blocks),
-            dev_write_blocks: get(&c.dev_write_blocks),
-            origin_read_bytes: get(&c.origin_read_bytes),
-            origin_write_bytes: get(&c.origin_write_bytes),
+            counters: DevCounters {
+                read_requests: get(&c.read_requests),
+                write_requests: get(&c.write_requests),
+                promotions: get(&c.promotions),
+                demotions: get(&c.demotions),
+                cleaned_blocks: get(&c.cleaned_blocks),
+                clean_writes: get(&c.clean_writes),
+                uncached_reads: get(&c.uncached_reads),
+                uncached_writes: get(&c.uncached_writes),
+                dev_read_blocks: get(&c.dev_read_blocks),
+                dev_write_blocks: get(&c.dev_write_blocks),
+                origin_reads: get(&c.origin_reads),
+                origin_read_bytes: get(&c.origin_read_bytes),
+                origin_writes: get(&c.origin_writes),
+                origin_write_bytes: get(&c.origin_write_bytes),
+                ..DevCounters::default()
+            }
+            .with_engine(&engine),
             dev_read_errors: get(&c.dev_read_errors),
             dev_write_errors: get(&c.dev_write_errors),
             origin_read_errors: get(&c.origin_read_errors),

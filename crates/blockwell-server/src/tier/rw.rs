@@ -53,6 +53,7 @@ impl<O: Backend> Inner<O> {
         let start = first * self.block_size;
         let end = ((first + n) * self.block_size).min(self.size);
         let mut data = vec![0u8; (end - start) as usize];
+        add(&self.counters.origin_reads, 1);
         add(&self.counters.origin_read_bytes, data.len() as u64);
         self.origin.read_at(&mut data, start).inspect_err(|_| add(&self.counters.origin_read_errors, 1))?;
         Ok(data)
