@@ -584,7 +584,12 @@ fn shutdown_ends_within_its_timeout_when_a_client_stops_reading_replies() {
 
 #[test]
 fn connections_beyond_the_limit_are_closed_at_once() {
-    let h = server_with(|c| c.with_max_connections(2));
+    use blockwell_server::nbd::ConnEvent;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let h = server_with(|c| {
+        c.with_max_connections(2).with_events(Arc::new(move |e: &ConnEvent| sink.lock().unwrap().push(e.clone())))
+    });
     let port = h.local_addr().unwrap().port();
     let (a, b) = (open(port), open(port));
     let c = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -601,6 +606,12 @@ fn connections_beyond_the_limit_are_closed_at_once() {
     assert_eq!(simple_reply(&d), (0, 2));
     drop((a, d));
     h.shutdown().unwrap();
+    let refused: Vec<_> =
+        seen.lock().unwrap().iter().filter(|e| matches!(e, ConnEvent::Refused { .. })).cloned().collect();
+    assert!(
+        matches!(&refused[..], [ConnEvent::Refused { peer, reason }] if peer.starts_with("127.0.0.1:") && reason.contains("--max-connections")),
+        "{refused:?}"
+    );
 }
 
 #[test]

@@ -1,5 +1,8 @@
-//! What Blockwell's test suites share (a dev-dependency only): [`Rng`], a small deterministic generator, and
-//! [`skip`], the one way a test says it cannot run here.
+//! What Blockwell's test suites share (a dev-dependency only): [`Rng`], a small deterministic generator,
+//! [`skip`], the one way a test says it cannot run here, and [`nbd::RawClient`], an NBD client that can
+//! misbehave.
+
+pub mod nbd;
 
 /// xorshift64 (Marsaglia's 13, 7, 17): deterministic, dependency-free randomness for tests. The seed must not
 /// be 0.

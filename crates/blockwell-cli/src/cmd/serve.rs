@@ -1410,6 +1410,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             ConnEvent::Closed { id, requests, error: Some(err) } => {
                 log.event("disconnect", json!({"conn": id, "requests": requests, "error": err}))
             }
+            ConnEvent::Refused { peer, reason } => log.event("refuse", json!({"peer": peer, "reason": reason})),
         }
     }));
     let server = match &cfg.unix {

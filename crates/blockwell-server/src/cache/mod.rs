@@ -46,6 +46,9 @@ use worker::Job;
 /// Asynchronous prefetch reads waiting for the worker; more are dropped (and counted).
 const ASYNC_QUEUE: usize = 256;
 
+/// Bytes an NBD_CMD_CACHE request prefetches per step (see [`Backend::cache`] of [`CachedBackend`]).
+const CACHE_WINDOW: u64 = 1 << 20;
+
 /// What writes do.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum WriteMode {
@@ -734,21 +737,28 @@ impl<B: Backend> Backend for Inner<B> {
     }
 
     /// Prefetches the range (at most the cache's capacity from its start) through the engine's prefetch path.
+    /// Prefetches the range's first blocks, at most the cache's capacity, one window of [`CACHE_WINDOW`] bytes
+    /// at a time: whatever the length a client asks for, a CACHE request holds at most one window of data
+    /// outside the cache.
     fn cache(&self, offset: u64, len: u64) -> io::Result<()> {
         Counters::add(&self.counters.cache_requests, 1);
         let (first, n) = block_span(offset, len, self.block_size);
         let n = n.min(self.capacity as u64).min(self.blocks().saturating_sub(first));
-        if n == 0 {
-            return Ok(());
+        let window = (CACHE_WINDOW / self.block_size).max(1);
+        let mut b = first;
+        while b < first + n {
+            let m = window.min(first + n - b);
+            let mut st = self.lock();
+            let State { level, plan, .. } = &mut *st;
+            level.prefetch(key(b), m, plan);
+            st.forget_victims();
+            let (reads, token) = (std::mem::take(&mut st.plan.reads), st.plan.token);
+            drop(st);
+            Counters::add(&self.counters.prefetch_blocks_read, reads.iter().map(|r| r.n).sum());
+            self.fetch(&reads, token, None)?;
+            b += m;
         }
-        let mut st = self.lock();
-        let State { level, plan, .. } = &mut *st;
-        level.prefetch(key(first), n, plan);
-        st.forget_victims();
-        let (reads, token) = (std::mem::take(&mut st.plan.reads), st.plan.token);
-        drop(st);
-        Counters::add(&self.counters.prefetch_blocks_read, reads.iter().map(|r| r.n).sum());
-        self.fetch(&reads, token, None).map(|_| ())
+        Ok(())
     }
 
     fn is_read_only(&self) -> bool {

@@ -5,7 +5,11 @@
 //! request and writes the reply whole under a mutex on the write half. So replies go out in any order, a slow
 //! request never holds up the next one, and at queue depth 1 one thread does everything with no hand-off. A
 //! new worker starts only when all started workers are busy serving. In-flight requests are bounded by the
-//! number of workers, and WRITE payload bytes by [`MAX_IN_FLIGHT_BYTES`] ([`Budget`]).
+//! number of workers, and the bytes of READ, WRITE and CACHE requests in flight by [`MAX_IN_FLIGHT_BYTES`]
+//! ([`Budget`]): when the budget is full the connection reads no more requests, so a client that floods
+//! requests without reading its replies holds at most that much. A connection's memory outside the cache is
+//! then at most about twice the budget (a read copies from the backend's buffer into its reply) plus the
+//! reply buffers its workers keep ([`KEEP_BUFFER`] each) and the read buffer.
 
 use std::io::{self, BufReader, Read, Write};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -607,8 +611,9 @@ fn read_request(rd: &mut BufReader<Polled>, ctx: &Ctx, stop: &Shutdown) -> io::R
         ctx.budget.acquire(0);
         return Ok(Some(Job { req, arrival, data: Vec::new(), charged: 0 }));
     }
+    // CACHE is charged as a READ of its length: a backend may hold up to that much data while it prefetches.
     let charged = match req.typ {
-        CMD_READ | CMD_WRITE => u64::from(req.len.min(MAX_PAYLOAD)),
+        CMD_READ | CMD_WRITE | CMD_CACHE => u64::from(req.len.min(MAX_PAYLOAD)),
         _ => 0,
     };
     ctx.budget.acquire(charged);

@@ -92,6 +92,8 @@ pub enum ConnEvent {
     /// The connection ended after `requests` transmission requests; `error` says why when it was not a clean
     /// end (DISC, EOF at a message boundary, or server shutdown).
     Closed { id: u64, requests: u64, error: Option<String> },
+    /// A connection was closed at once, unserved: too many open (`--max-connections`), or no thread for it.
+    Refused { peer: String, reason: String },
 }
 
 /// Receives [`ConnEvent`]s, from the connection threads.
@@ -460,11 +462,13 @@ impl Server {
                 break;
             }
             threads.retain(|t| !t.is_finished());
+            let refuse = |peer: String, reason: String| {
+                if let Some(sink) = &self.events {
+                    sink(&ConnEvent::Refused { peer, reason });
+                }
+            };
             if threads.len() >= self.max_connections {
-                log(&format!(
-                    "refusing a connection from {peer}: {} connections open (--max-connections)",
-                    threads.len()
-                ));
+                refuse(peer, format!("{} connections open (--max-connections)", threads.len()));
                 drop(stream);
                 continue;
             }
@@ -472,6 +476,7 @@ impl Server {
             next_id += 1;
             let (exports, infos, stop) = (self.exports.clone(), infos.clone(), self.stop.clone());
             let events = self.events.clone();
+            let who = peer.clone();
             let (busy_poll, scheduling, limits) = (self.busy_poll, self.scheduling, self.limits);
             let spawned = thread::Builder::new().name(format!("nbd-conn-{id}")).spawn(move || {
                 if scheduling == Scheduling::Batch {
@@ -503,7 +508,7 @@ impl Server {
             });
             match spawned {
                 Ok(t) => threads.push(t),
-                Err(e) => log(&format!("cannot start a connection thread: {e}")),
+                Err(e) => refuse(who, format!("cannot start a thread for it: {e}")),
             }
         }
         // Each connection sees the stop at its next message boundary, answers what it has in flight (within

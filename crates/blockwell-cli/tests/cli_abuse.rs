@@ -1,0 +1,205 @@
+//! Clients that try to exhaust a real `blockwell serve` process: its memory must stay under the cache plus a
+//! stated bound per connection, and a well-behaved client on another connection must keep being served.
+
+mod util;
+
+use std::time::{Duration, Instant};
+
+use blockwell_testkit::nbd::{RawClient, CMD_CACHE, CMD_READ};
+use util::serve::Served;
+
+const MIB: u64 = 1 << 20;
+/// What `blockwell serve` itself takes with no client (code, thread stacks touched, allocator), generously.
+const BASE: u64 = 48 * MIB;
+/// The memory a connection may hold outside the cache (`crates/blockwell-server/src/nbd/conn.rs`): twice its
+/// 64 MiB in-flight budget plus 16 workers' kept 4 MiB reply buffers.
+const PER_CONNECTION: u64 = 192 * MIB;
+
+/// The server's peak resident memory so far (`VmHWM`), in bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = s
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .unwrap()
+        .trim()
+        .trim_end_matches(" kB")
+        .trim()
+        .parse()
+        .unwrap();
+    kb * 1024
+}
+
+fn addr(s: &Served) -> String {
+    s.uri.trim_start_matches("nbd://").split('/').next().unwrap().to_string()
+}
+
+fn serve(dir: &tempfile::TempDir, size: u64) -> Served {
+    let disk = dir.path().join("disk.img");
+    std::fs::File::create(&disk).unwrap().set_len(size).unwrap();
+    Served::start(&["--backend", disk.to_str().unwrap(), "--cache", "64MiB"])
+}
+
+/// One 28-byte CACHE request once made the server read its whole length into memory before caching it: four
+/// connections of CACHE requests drove a 64 MiB cache's server past 3 GB. Now a CACHE request prefetches one
+/// window at a time and counts against the connection's in-flight budget.
+#[test]
+fn cache_requests_cannot_amplify_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(&dir, 512 * MIB);
+    let a = addr(&s);
+    let mut clients: Vec<RawClient> = (0..4).map(|_| RawClient::open(&a, "blockwell").unwrap()).collect();
+    // Every request asks for 32 MiB the cache does not hold, so each one reads from the backend.
+    for (c, cl) in clients.iter_mut().enumerate() {
+        for k in 0..16u64 {
+            cl.send(CMD_CACHE, k, ((k * 5 + c as u64 * 3) % 16) * 32 * MIB, 32 << 20, &[]).unwrap();
+        }
+    }
+    for cl in &mut clients {
+        for _ in 0..16 {
+            assert_eq!(cl.reply().unwrap().0, 0, "CACHE failed");
+        }
+    }
+    let peak = peak_rss(s.child.id());
+    // 16 workers each holding one 1 MiB window per connection, far below the per-connection bound.
+    let bound = 64 * MIB + BASE + 4 * 16 * 2 * MIB;
+    eprintln!("peak RSS {} MiB (bound {} MiB)", peak / MIB, bound / MIB);
+    assert!(peak < bound, "peak RSS {} MiB, bound {} MiB", peak / MIB, bound / MIB);
+    let mut c = RawClient::open(&a, "blockwell").unwrap();
+    assert_eq!(c.read(0, 4096).unwrap().unwrap(), vec![0; 4096]);
+    let (ok, out) = s.stop();
+    assert!(ok, "{out}");
+    assert!(out.contains("cache_requests 64"), "{out}");
+}
+
+/// Clients that send READs and never read the replies: each connection stops reading requests once its budget
+/// is full, so the server's memory stays under the cache plus the per-connection bound, and another client is
+/// served as before.
+#[test]
+fn unread_replies_cost_at_most_the_connection_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(&dir, 512 * MIB);
+    let a = addr(&s);
+    let mut flooders = Vec::new();
+    for c in 0..4u64 {
+        let mut cl = RawClient::open(&a, "blockwell").unwrap();
+        // 2 GiB of replies: the client's socket buffer takes a few MiB, the rest waits in the server.
+        for k in 0..64u64 {
+            cl.send(CMD_READ, k, ((k + c * 4) % 16) * 32 * MIB, 32 << 20, &[]).unwrap();
+        }
+        flooders.push(cl);
+    }
+    let mut good = RawClient::open(&a, "blockwell").unwrap();
+    let mut worst = Duration::ZERO;
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(3) {
+        let t = Instant::now();
+        assert_eq!(good.read(4096, 4096).unwrap().unwrap(), vec![0; 4096]);
+        worst = worst.max(t.elapsed());
+    }
+    assert!(worst < Duration::from_secs(1), "a well-behaved client waited {worst:?} for a 4 KiB read");
+    let peak = peak_rss(s.child.id());
+    let bound = 64 * MIB + BASE + 4 * PER_CONNECTION;
+    eprintln!("peak RSS {} MiB (bound {} MiB)", peak / MIB, bound / MIB);
+    assert!(peak < bound, "peak RSS {} MiB, bound {} MiB", peak / MIB, bound / MIB);
+    drop(flooders);
+    assert_eq!(good.read(0, 4096).unwrap().unwrap(), vec![0; 4096]);
+    let (ok, out) = s.stop();
+    assert!(ok, "{out}");
+}
+
+/// A server whose user may start no more threads (RLIMIT_NPROC) once aborted: a connection thread or a
+/// worker that cannot start now means a refused connection (logged) or fewer workers, never a dead server.
+#[test]
+fn a_thread_limit_refuses_connections_and_keeps_serving() {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::fs::PermissionsExt;
+    use std::process::{Command, Stdio};
+    if std::fs::metadata("/proc/self").unwrap().uid() != 0 {
+        util::skip("the thread-limit test runs the server as user nobody and needs root");
+        return;
+    }
+    if !util::serve::have("setpriv") || !util::serve::have("prlimit") {
+        return;
+    }
+    // RLIMIT_NPROC does not bind root: the server runs as nobody, from a copy of the binary it can reach.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.path().join("blockwell");
+    std::fs::copy(env!("CARGO_BIN_EXE_blockwell"), &bin).unwrap();
+    let disk = dir.path().join("disk.img");
+    std::fs::File::create(&disk).unwrap().set_len(64 * MIB).unwrap();
+    std::fs::set_permissions(&disk, std::fs::Permissions::from_mode(0o666)).unwrap();
+    // Runs the server as nobody with at most `nproc` threads of that user: its address and process.
+    let start = |nproc: u64| {
+        let child = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--", "prlimit"])
+            .arg(format!("--nproc={nproc}"))
+            .arg("--")
+            .arg(&bin)
+            .args(["serve", "--backend", disk.to_str().unwrap(), "--cache", "16MiB", "--delay", "hdd"])
+            .args(["--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut child = Reaped(child);
+        let banner = util::serve::wait_ready(&mut child.0);
+        let a = banner.split_whitespace().find_map(|w| w.strip_prefix("nbd://")).unwrap().split('/').next().unwrap();
+        (a.to_string(), child)
+    };
+    // The limit counts every thread of the user: those of an idle server and any other of nobody's, plus room
+    // for one connection thread and three workers.
+    let (_, idle) = start(10_000);
+    let limit = threads_of_uid(65534) + 4;
+    drop(idle);
+    let (a, mut child) = start(limit);
+    let pid = child.0.id();
+    let mut c = RawClient::open(&a, "blockwell").unwrap();
+    // 32 slow reads at once: every started worker is busy, so the connection keeps asking for more.
+    for k in 0..32u64 {
+        c.send(CMD_READ, k, k * 1024 * 1024, 4096, &[]).unwrap();
+    }
+    let mut data = [0u8; 4096];
+    for _ in 0..32 {
+        let (err, _) = c.reply().unwrap();
+        assert_eq!(err, 0);
+        std::io::Read::read_exact(&mut c.stream, &mut data).unwrap();
+    }
+    assert!(threads_of_uid(65534) <= limit, "{} threads past the limit {limit}", threads_of_uid(65534));
+    // Connections past the thread limit are closed unserved.
+    let refused = (0..8).filter(|_| RawClient::open(&a, "blockwell").is_err()).count();
+    assert!(refused > 0, "every connection got a thread under a limit of {limit}");
+    assert_eq!(c.read(4096, 4096).unwrap().unwrap(), vec![0; 4096]);
+    drop(c);
+    assert!(Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap().success());
+    let mut err = String::new();
+    child.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let status = child.0.wait().unwrap();
+    assert!(status.success(), "{status:?}: {err}");
+    assert!(err.contains("refuse") && err.contains("cannot start a thread"), "{err}");
+}
+
+/// A child process killed and reaped when dropped (a failing test must not leave servers behind).
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Threads of every process whose real user is `uid` (what RLIMIT_NPROC counts).
+fn threads_of_uid(uid: u32) -> u64 {
+    let mut n = 0;
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(s) = std::fs::read_to_string(e.path().join("status")) else { continue };
+        let real = s.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|l| l.split_whitespace().next());
+        if real == Some(uid.to_string().as_str()) {
+            n += s.lines().find_map(|l| l.strip_prefix("Threads:")).map_or(0, |t| t.trim().parse().unwrap_or(0));
+        }
+    }
+    n
+}
