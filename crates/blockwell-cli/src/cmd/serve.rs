@@ -38,7 +38,6 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use toml::de::{DeString, DeTable, DeValue};
@@ -1440,11 +1439,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     };
     let uris: Vec<String> = live.iter().map(|l| uri(&l.name)).collect();
 
-    // SIGINT/SIGTERM set a flag; the main thread then shuts the server down gracefully.
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
-    }
+    // The main thread sleeps until SIGINT or SIGTERM, then shuts the server down gracefully.
+    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
+        .context("installing signal handlers")?;
     let handle = server.spawn().context("starting the server")?;
     for (l, u) in live.iter().zip(&uris) {
         println!("blockwell: serving {} ({} bytes) at {u}", l.backend.display(), l.size);
@@ -1478,10 +1475,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             "metrics": metrics.as_ref().and_then(|m| m.local_addr()).map(|a| a.to_string()),
         }),
     );
-    while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    log.event("stop", json!({"reason": "signal"}));
+    let signal = signals.forever().next();
+    log.event("stop", json!({"reason": "signal", "signal": signal.and_then(signal_hook::low_level::signal_name)}));
     handle.shutdown().context("shutting down")?;
     drop(ctl);
     drop(metrics);
