@@ -9,6 +9,7 @@
 //!   callers may still send unaligned requests. File systems that refuse `O_DIRECT` (tmpfs) fail at open.
 
 use crate::backend::Backend;
+use crate::claim::{self, Claim, ClaimError};
 use rustix::fs::{FallocateFlags, SeekFrom};
 use rustix::io::Errno;
 use std::fs::{File, OpenOptions};
@@ -31,6 +32,20 @@ pub struct FileOptions {
     pub read_only: bool,
     /// Open with `O_DIRECT` (bypass the page cache).
     pub direct: bool,
+    /// What to claim of the file ([`crate::claim`]): exclusive unless told otherwise.
+    pub claim: Claim,
+}
+
+impl FileOptions {
+    /// Read-only, as `claim`.
+    pub fn read_only(claim: Claim) -> Self {
+        FileOptions { read_only: true, direct: false, claim }
+    }
+
+    /// Read and write, exclusively.
+    pub fn writable() -> Self {
+        FileOptions::default()
+    }
 }
 
 /// Errors opening a file backend, naming the path.
@@ -46,6 +61,8 @@ pub enum FileError {
     NotAFile { path: PathBuf },
     #[error("cannot find the size of {path}: {source}")]
     Size { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Claim(#[from] ClaimError),
 }
 
 /// A regular file or block device served with positional I/O.
@@ -65,18 +82,21 @@ impl FileBackend {
     /// Opens `path` (which must exist).
     pub fn open(path: impl AsRef<Path>, opts: FileOptions) -> Result<Self, FileError> {
         let path = path.as_ref();
-        let mut oo = OpenOptions::new();
-        oo.read(true).write(!opts.read_only);
+        let before = std::fs::metadata(path).map_err(|source| FileError::Open { path: path.into(), source })?;
+        let mut flags = claim::open_flags(path, &before, opts.claim)?;
         if opts.direct {
-            oo.custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32);
+            flags |= rustix::fs::OFlags::DIRECT.bits() as i32;
         }
-        let file = oo.open(path).map_err(|source| {
-            if opts.direct && source.raw_os_error() == Some(Errno::INVAL.raw_os_error()) {
+        let mut oo = OpenOptions::new();
+        oo.read(true).write(!opts.read_only).custom_flags(flags);
+        let file = oo.open(path).map_err(|source| match source.raw_os_error() {
+            Some(e) if e == Errno::INVAL.raw_os_error() && opts.direct => {
                 FileError::DirectUnsupported { path: path.into(), source }
-            } else {
-                FileError::Open { path: path.into(), source }
             }
+            Some(e) if e == Errno::BUSY.raw_os_error() && flags != 0 => claim::busy(path, &before).into(),
+            _ => FileError::Open { path: path.into(), source },
         })?;
+        claim::lock(&file, path, opts.claim)?;
         let meta = file.metadata().map_err(|source| FileError::Size { path: path.into(), source })?;
         let ft = meta.file_type();
         let regular = ft.is_file();
@@ -99,6 +119,11 @@ impl FileBackend {
             punch: AtomicBool::new(true),
             rmw: Mutex::new(()),
         })
+    }
+
+    /// The open file, with its claim (it lasts as long as the file stays open).
+    pub fn into_file(self) -> File {
+        self.file
     }
 
     /// Whether the file was opened with `O_DIRECT`.

@@ -7,6 +7,7 @@
 
 pub mod backend;
 pub mod cache;
+pub mod claim;
 pub mod content;
 pub mod control;
 pub mod delay;

@@ -6,6 +6,7 @@ use super::tier::{format, origin_identity};
 use anyhow::{anyhow, bail, Context};
 use blockwell_cachedev::check::check;
 use blockwell_cachedev::{CacheMode, FileDev};
+use blockwell_server::claim::Claim;
 use blockwell_server::control::{self, Request};
 use blockwell_server::file::{FileBackend, FileOptions};
 use blockwell_server::tier::{BackendDev, TierBackend, TierConfig};
@@ -90,7 +91,7 @@ pub enum Command {
 pub fn run(c: Command) -> anyhow::Result<ExitCode> {
     match c {
         Command::Format { path, origin, block_size, mode, force } => {
-            let size = FileBackend::open(&origin, FileOptions { read_only: true, direct: false })
+            let size = FileBackend::open(&origin, FileOptions::read_only(Claim::Unclaimed))
                 .with_context(|| format!("--origin {}", origin.display()))?;
             let size = blockwell_server::backend::Backend::size(&size);
             let sb = format(&path, &origin, size, block_size.get(), mode, force)?;
@@ -106,7 +107,7 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Check { path, origin, json } => {
-            let dev = open_dev(&path, true)?;
+            let dev = open_dev(&path)?;
             let id = match &origin {
                 Some(o) => Some(origin_identity(o, file_size(o)?, false)?.0),
                 None => None,
@@ -120,7 +121,7 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
             Ok(if r.ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Status { path, json } => {
-            let dev = open_dev(&path, true)?;
+            let dev = open_dev(&path)?;
             let r = check(&dev, None).with_context(|| path.display().to_string())?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&r)?);
@@ -156,18 +157,20 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
 }
 
 fn file_size(p: &Path) -> anyhow::Result<u64> {
-    let f = FileBackend::open(p, FileOptions { read_only: true, direct: false })?;
+    let f = FileBackend::open(p, FileOptions::read_only(Claim::Unclaimed))?;
     Ok(blockwell_server::backend::Backend::size(&f))
 }
 
-fn open_dev(path: &Path, read_only: bool) -> anyhow::Result<FileDev> {
-    FileDev::open(path, read_only).with_context(|| format!("opening {}", path.display()))
+/// Opens a cache device to read it (`check`, `status`): refused while a server has it.
+fn open_dev(path: &Path) -> anyhow::Result<FileDev> {
+    let f = FileBackend::open(path, FileOptions::read_only(Claim::Shared))?;
+    FileDev::from_file(f.into_file()).with_context(|| format!("opening {}", path.display()))
 }
 
 /// Opens the cache device `path` over its origin (given, or as recorded), in the mode it records, with no
 /// background cleaning.
 fn open_offline(path: &Path, origin: Option<&Path>) -> anyhow::Result<TierBackend<FileBackend>> {
-    let r = check(&open_dev(path, true)?, None).with_context(|| path.display().to_string())?;
+    let r = check(&open_dev(path)?, None).with_context(|| path.display().to_string())?;
     if let Some(p) = r.problems.first() {
         bail!("{}: {p} (`blockwell cache check` lists every problem)", path.display());
     }
@@ -176,16 +179,16 @@ fn open_offline(path: &Path, origin: Option<&Path>) -> anyhow::Result<TierBacken
         None if !r.origin_path.is_empty() => PathBuf::from(&r.origin_path),
         None => bail!("{}: the device records no origin path; give --origin", path.display()),
     };
-    let o = FileBackend::open(&origin, FileOptions { read_only: false, direct: false })
-        .with_context(|| format!("origin {}", origin.display()))?;
+    let o =
+        FileBackend::open(&origin, FileOptions::writable()).with_context(|| format!("origin {}", origin.display()))?;
     let size = blockwell_server::backend::Backend::size(&o);
     let (id, _) = origin_identity(&origin, size, false)?;
     let mode: CacheMode = r.mode.parse().map_err(|e: String| anyhow!(e))?;
     let mut cfg = TierConfig::new(id, origin.display().to_string());
     cfg.mode = mode;
     cfg.cleaner = blockwell_core::cleaner::CleanerSpec::None;
-    let file = FileBackend::open(path, FileOptions { read_only: false, direct: false })
-        .with_context(|| format!("opening {}", path.display()))?;
+    let file =
+        FileBackend::open(path, FileOptions::writable()).with_context(|| format!("opening {}", path.display()))?;
     let dev: Arc<dyn blockwell_cachedev::Dev> = Arc::new(BackendDev(file));
     TierBackend::open(o, dev, cfg).with_context(|| path.display().to_string())
 }

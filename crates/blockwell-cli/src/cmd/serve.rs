@@ -24,6 +24,7 @@ use blockwell_core::policy::{PolicySpec, Preset};
 use blockwell_core::prefetch::PrefetcherKind;
 use blockwell_server::backend::Backend;
 use blockwell_server::cache::{CachedBackend, CachedConfig, WriteMode};
+use blockwell_server::claim::Claim;
 use blockwell_server::content::{ContentBackend, ContentConfig, ContentSnapshot, ContentStore};
 use blockwell_server::control::{self, Request};
 use blockwell_server::delay::{DelayBackend, DelayConfig, DelayStats};
@@ -88,6 +89,12 @@ pub struct StackArgs {
     /// Refuse writes (the export is advertised read-only).
     #[arg(long)]
     pub read_only: bool,
+
+    /// With --read-only: share the backend with other readers (a shared lock) instead of claiming it alone.
+    /// Without it, a backend is claimed exclusively: a second server, mount or export on the same file or
+    /// device is refused, naming the holder.
+    #[arg(long)]
+    pub shared: bool,
 
     /// Content-based cache (seed 003, Morrey & Grunwald): the `--cache` budget holds one copy of each distinct
     /// block content, shared by every address holding it; a hash match is confirmed by a full byte comparison,
@@ -321,6 +328,13 @@ impl StackArgs {
     /// Checks the options together without opening anything (each was checked when parsed).
     pub fn check(&self) -> anyhow::Result<()> {
         self.check_content()?;
+        if self.shared && self.write_mode() != CacheMode::ReadOnly {
+            bail!(
+                "{} needs {} (only readers share a backend; a writer claims it alone)",
+                self.key("shared"),
+                self.key("read_only")
+            );
+        }
         if self.tier.cache_dev.is_none() {
             if self.write_mode() == CacheMode::WriteBack {
                 bail!(
@@ -387,7 +401,8 @@ impl StackArgs {
         self.check()?;
         let path = self.backend.as_ref().ok_or_else(|| anyhow!("{} is required", self.key("backend")))?;
         let read_only = mode == CacheMode::ReadOnly;
-        let file = FileBackend::open(path, FileOptions { read_only, direct: self.direct })
+        let claim = if self.shared { Claim::Shared } else { Claim::Exclusive };
+        let file = FileBackend::open(path, FileOptions { read_only, direct: self.direct, claim })
             .with_context(|| self.key("backend"))?;
         let (lower, delay): (Box<dyn Backend>, _) = match self.delay.config() {
             None => (Box::new(file), None),

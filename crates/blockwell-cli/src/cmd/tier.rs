@@ -131,7 +131,9 @@ pub fn format(
     force: bool,
 ) -> anyhow::Result<blockwell_cachedev::Superblock> {
     let (id, _) = origin_identity(origin, origin_size, true)?;
-    let d = blockwell_cachedev::FileDev::open(dev, false).with_context(|| format!("opening {}", dev.display()))?;
+    let f = FileBackend::open(dev, FileOptions::writable())?;
+    let d =
+        blockwell_cachedev::FileDev::from_file(f.into_file()).with_context(|| format!("opening {}", dev.display()))?;
     let path = std::fs::canonicalize(origin).unwrap_or_else(|_| origin.to_path_buf());
     let opts = FormatOptions {
         block_size,
@@ -184,7 +186,7 @@ impl TierArgs {
             format(path, origin_path, size, block_size, mode, false).with_context(ctx)?;
         }
         let (id, source) = origin_identity(origin_path, size, false).with_context(ctx)?;
-        let file = FileBackend::open(path, FileOptions { read_only: false, direct: false }).with_context(ctx)?;
+        let file = FileBackend::open(path, FileOptions::writable()).with_context(ctx)?;
         let dev: Arc<dyn blockwell_cachedev::Dev> = match self.cache_dev_delay.config() {
             None => Arc::new(BackendDev(file)),
             Some(cfg) => Arc::new(BackendDev(DelayBackend::new(file, cfg))),
