@@ -40,35 +40,40 @@ fn fio(dir: &Path, uri: &str, name: &str, args: &[&str]) -> String {
     text
 }
 
-/// Serves a 32 MiB file in `dir` through an 8 MiB ARC cache, runs fio job `name` with `args` against it and
-/// stops the server, asserting a graceful exit; returns the server's last output and the file.
-fn fio_through_arc_cache(dir: &Path, name: &str, args: &[&str]) -> (String, PathBuf) {
-    let img = disk(dir, 32);
+/// A fio job's run through `blockwell serve`: the server's last output and the file it served.
+struct FioRun {
+    out: String,
+    img: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// Serves a 32 MiB file through an 8 MiB ARC cache, runs fio job `name` with `args` against it and stops the
+/// server, asserting a graceful exit; `None` when fio cannot run (the test is skipped).
+fn fio_through_arc_cache(name: &str, args: &[&str]) -> Option<FioRun> {
+    fio_nbd()?;
+    let dir = tempfile::tempdir().unwrap();
+    let img = disk(dir.path(), 32);
     let s = Served::start(&["--backend", img.to_str().unwrap(), "--cache", "8MiB", "--policy", "arc"]);
-    fio(dir, &s.uri, name, args);
+    fio(dir.path(), &s.uri, name, args);
     let (ok, out) = s.stop();
     assert!(ok, "graceful stop exits 0: {out}");
-    (out, img)
+    Some(FioRun { out, img, _dir: dir })
 }
 
 #[test]
 fn fio_random_mixed_4k_qd16_verifies_through_a_small_arc_cache() {
-    if fio_nbd().is_none() {
+    let Some(run) = fio_through_arc_cache("randrw", &["--rw=randrw", "--bs=4k", "--size=32m", "--iodepth=16"]) else {
         return;
-    }
-    let d = tempfile::tempdir().unwrap();
-    let (out, _) = fio_through_arc_cache(d.path(), "randrw", &["--rw=randrw", "--bs=4k", "--size=32m", "--iodepth=16"]);
-    assert!(out.contains("read_block_hits"), "{out}");
+    };
+    assert!(run.out.contains("read_block_hits"), "{}", run.out);
 }
 
 #[test]
 fn fio_sequential_1m_write_then_verify() {
-    if fio_nbd().is_none() {
+    let Some(run) = fio_through_arc_cache("seqwrite", &["--rw=write", "--bs=1M", "--size=32m", "--iodepth=4"]) else {
         return;
-    }
-    let d = tempfile::tempdir().unwrap();
-    let (_, img) = fio_through_arc_cache(d.path(), "seqwrite", &["--rw=write", "--bs=1M", "--size=32m", "--iodepth=4"]);
+    };
     // The write-through cache left the verified pattern in the file: fio's header magic leads every block.
-    let f = std::fs::read(&img).unwrap();
+    let f = std::fs::read(&run.img).unwrap();
     assert!(f.chunks(1 << 20).all(|b| b[..2] == [0xca, 0xac]), "fio's verify header in every 1 MiB block");
 }
