@@ -260,6 +260,7 @@ mod tests {
     use super::super::proptest_model as model;
     use super::*;
     use crate::policy::lru::{Lru, LruConfig};
+    use blockwell_testkit::Rng;
     use proptest::prelude::*;
     use std::collections::HashMap;
 
@@ -279,12 +280,10 @@ mod tests {
         vec![Evicted { key: k(b), unused_prefetch: false }]
     }
     fn trace(n: usize, keys: u64, seed: u64) -> Vec<u64> {
-        let mut x = seed | 1;
+        let mut rng = Rng(seed | 1);
         (0..n)
             .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                let x = rng.next();
                 // Skewed: half the accesses go to an eighth of the keys.
                 if x & 1 == 0 {
                     (x >> 8) % (keys / 8).max(1)
