@@ -209,14 +209,9 @@ impl Policy for Arc {
 mod tests {
     use super::super::proptest_model as model;
     use super::*;
+    use crate::policy::testutil::{k, keys};
     use proptest::prelude::*;
 
-    fn k(b: u64) -> BlockKey {
-        BlockKey::new(0, b).unwrap()
-    }
-    fn keys(v: &[u64]) -> Vec<BlockKey> {
-        v.iter().map(|&b| k(b)).collect()
-    }
     fn new(c: usize) -> Arc {
         Arc::new(c, &ArcConfig::default())
     }

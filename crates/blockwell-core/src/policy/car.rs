@@ -204,11 +204,9 @@ impl Policy for Car {
 mod tests {
     use super::super::proptest_model as model;
     use super::*;
+    use crate::policy::testutil::k;
     use proptest::prelude::*;
 
-    fn k(b: u64) -> BlockKey {
-        BlockKey::new(0, b).unwrap()
-    }
     fn new(c: usize) -> Car {
         Car::new(c, &CarConfig::default())
     }

@@ -260,21 +260,13 @@ mod tests {
     use super::super::proptest_model as model;
     use super::*;
     use crate::policy::lru::{Lru, LruConfig};
+    use crate::policy::testutil::{acc, k};
     use blockwell_testkit::Rng;
     use proptest::prelude::*;
     use std::collections::HashMap;
 
-    fn k(b: u64) -> BlockKey {
-        BlockKey::new(0, b).unwrap()
-    }
     fn lrfu(cap: usize, lambda: f64) -> Lrfu {
         Lrfu::new(cap, &LrfuConfig { lambda })
-    }
-    fn acc(p: &mut Lrfu, b: u64) -> (Outcome, Vec<Evicted>) {
-        let mut out = Vec::new();
-        let o = p.access(Access::new(k(b)), &mut out);
-        p.validate().unwrap();
-        (o, out)
     }
     fn ev(b: u64) -> Vec<Evicted> {
         vec![Evicted { key: k(b), unused_prefetch: false }]

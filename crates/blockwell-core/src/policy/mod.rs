@@ -38,6 +38,8 @@ pub mod twoq;
 
 #[cfg(test)]
 mod proptest_model;
+#[cfg(test)]
+mod testutil;
 
 /// One demand access or prefetch candidate as a policy sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

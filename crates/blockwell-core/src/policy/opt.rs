@@ -253,13 +253,11 @@ impl Policy for Opt {
 mod tests {
     use super::*;
     use crate::policy::lru::{Lru, LruConfig};
+    use crate::policy::testutil::k;
     use crate::policy::NEVER;
     use blockwell_testkit::Rng;
     use proptest::prelude::*;
 
-    fn k(b: u64) -> BlockKey {
-        BlockKey::new(0, b).unwrap()
-    }
     fn a(b: u64, next: u64) -> Access {
         Access::with_next_use(k(b), next)
     }

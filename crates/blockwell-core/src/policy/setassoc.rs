@@ -291,13 +291,10 @@ impl<P: Policy> Policy for SetAssoc<P> {
 mod tests {
     use super::*;
     use crate::policy::lru::{Lru, LruConfig};
+    use crate::policy::testutil::k;
     use crate::policy::{PolicyKind, PolicySpec, PolicyVisitor, NEVER};
     use blockwell_testkit::Rng;
     use std::collections::HashMap;
-
-    fn k(b: u64) -> BlockKey {
-        BlockKey::new(0, b).unwrap()
-    }
 
     fn nz(n: usize) -> NonZeroUsize {
         NonZeroUsize::new(n).unwrap()

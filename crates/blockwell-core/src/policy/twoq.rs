@@ -264,14 +264,9 @@ impl Policy for TwoQ {
 mod tests {
     use super::super::proptest_model as model;
     use super::*;
+    use crate::policy::testutil::{k, keys};
     use proptest::prelude::*;
 
-    fn k(b: u64) -> BlockKey {
-        BlockKey::new(0, b).unwrap()
-    }
-    fn keys(v: &[u64]) -> Vec<BlockKey> {
-        v.iter().map(|&b| k(b)).collect()
-    }
     fn new(c: usize) -> TwoQ {
         TwoQ::new(c, &TwoQConfig::default())
     }
