@@ -209,7 +209,7 @@ impl Policy for Arc {
 mod tests {
     use super::super::proptest_model as model;
     use super::*;
-    use crate::policy::testutil::{k, keys};
+    use crate::policy::testutil::{k, keys, pf};
     use proptest::prelude::*;
 
     fn new(c: usize) -> Arc {
@@ -221,13 +221,6 @@ mod tests {
         let o = p.access(Access::new(k(b)), &mut out);
         p.validate().unwrap();
         (o, out.iter().map(|e| e.key).collect())
-    }
-    fn pf(p: &mut Arc, bs: &[u64]) -> (usize, Vec<Evicted>) {
-        let mut out = Vec::new();
-        let g: Vec<Access> = bs.iter().map(|&b| Access::new(k(b))).collect();
-        let n = p.prefetch(&g, &mut out);
-        p.validate().unwrap();
-        (n, out)
     }
     fn assert_lists(p: &Arc, t1: &[u64], t2: &[u64], b1: &[u64], b2: &[u64]) {
         assert_eq!(p.lists(), [keys(t1), keys(t2), keys(b1), keys(b2)], "[T1, T2, B1, B2] MRU first");

@@ -451,18 +451,11 @@ mod tests {
     use super::super::proptest_model as model;
     use super::super::{PolicyKind, PolicySpec};
     use super::*;
-    use crate::policy::testutil::{acc, ev, k};
+    use crate::policy::testutil::{acc, ev, k, pf};
     use proptest::prelude::*;
 
     fn s3(cap: usize) -> S3Fifo {
         S3Fifo::new(cap, &S3FifoConfig::default())
-    }
-    fn pf(p: &mut S3Fifo, bs: &[u64]) -> (usize, Vec<Evicted>) {
-        let mut out = Vec::new();
-        let g: Vec<_> = bs.iter().map(|&b| Access::new(k(b))).collect();
-        let n = p.prefetch(&g, &mut out);
-        p.validate().unwrap();
-        (n, out)
     }
     type Q = (Vec<(u64, u8)>, Vec<(u64, u8)>, Vec<u64>);
     fn queues(p: &S3Fifo) -> Q {

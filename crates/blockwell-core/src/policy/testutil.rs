@@ -21,6 +21,16 @@ pub(crate) fn acc<P: Policy>(p: &mut P, b: u64) -> (Outcome, Vec<Evicted>) {
     (o, out)
 }
 
+/// A prefetch of blocks `bs` as one group, with the invariants checked after it: how many were inserted, and the
+/// victims.
+pub(crate) fn pf<P: Policy>(p: &mut P, bs: &[u64]) -> (usize, Vec<Evicted>) {
+    let mut out = Vec::new();
+    let g: Vec<Access> = bs.iter().map(|&b| Access::new(k(b))).collect();
+    let n = p.prefetch(&g, &mut out);
+    p.validate().unwrap();
+    (n, out)
+}
+
 /// Block `b` evicted, `unused_prefetch` if it was prefetched and never accessed.
 pub(crate) fn ev(b: u64, unused_prefetch: bool) -> Evicted {
     Evicted { key: k(b), unused_prefetch }
