@@ -51,6 +51,25 @@ pub struct CrashMode {
     pub tear: bool,
 }
 
+impl CrashMode {
+    /// Applies a write the crash caught unsynced to `image`: whole with chance `keep`, or, torn, each of its
+    /// sectors with chance `keep`.
+    fn apply_unsynced(self, image: &mut [u8], e: &Event, random: &mut dyn FnMut() -> f64) {
+        if let Event::Write { offset, data, .. } = e {
+            if self.tear && data.len() > SECTOR {
+                for (i, s) in data.chunks(SECTOR).enumerate() {
+                    if random() < self.keep {
+                        let o = *offset as usize + i * SECTOR;
+                        image[o..o + s.len()].copy_from_slice(s);
+                    }
+                }
+            } else if random() < self.keep {
+                apply(image, e);
+            }
+        }
+    }
+}
+
 struct State {
     current: Vec<u8>,
     log: Vec<Event>,
@@ -145,18 +164,7 @@ impl CrashDev {
             }
         }
         for p in pending {
-            if let Event::Write { offset, data, .. } = p {
-                if mode.tear && data.len() > SECTOR {
-                    for (i, s) in data.chunks(SECTOR).enumerate() {
-                        if random() < mode.keep {
-                            let o = *offset as usize + i * SECTOR;
-                            image[o..o + s.len()].copy_from_slice(s);
-                        }
-                    }
-                } else if random() < mode.keep {
-                    apply(&mut image, p);
-                }
-            }
+            mode.apply_unsynced(&mut image, p, random);
         }
         image
     }
@@ -195,18 +203,7 @@ impl Replay {
         }
         let mut image = self.durable.clone();
         for &p in &self.pending {
-            if let Event::Write { offset, data, .. } = &self.log[p] {
-                if mode.tear && data.len() > SECTOR {
-                    for (i, s) in data.chunks(SECTOR).enumerate() {
-                        if random() < mode.keep {
-                            let o = *offset as usize + i * SECTOR;
-                            image[o..o + s.len()].copy_from_slice(s);
-                        }
-                    }
-                } else if random() < mode.keep {
-                    apply(&mut image, &self.log[p]);
-                }
-            }
+            mode.apply_unsynced(&mut image, &self.log[p], random);
         }
         image
     }

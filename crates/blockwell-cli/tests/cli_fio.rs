@@ -4,8 +4,9 @@
 
 mod util;
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
-use util::serve::Served;
+use util::serve::{disk, Served};
 
 /// fio with the nbd engine, or None after printing why the test is skipped.
 fn fio_nbd() -> Option<()> {
@@ -23,7 +24,7 @@ fn fio_nbd() -> Option<()> {
 
 /// Runs fio in `dir` against `uri` with `args` (plus verification options) and returns its output; asserts
 /// exit 0 and no verify error.
-fn fio(dir: &std::path::Path, uri: &str, name: &str, args: &[&str]) -> String {
+fn fio(dir: &Path, uri: &str, name: &str, args: &[&str]) -> String {
     let out = Command::new("fio")
         .current_dir(dir)
         .args([&format!("--name={name}"), "--ioengine=nbd", &format!("--uri={uri}")])
@@ -39,38 +40,40 @@ fn fio(dir: &std::path::Path, uri: &str, name: &str, args: &[&str]) -> String {
     text
 }
 
-fn disk(dir: &std::path::Path, mib: u64) -> std::path::PathBuf {
-    let p = dir.join("disk.img");
-    std::fs::File::create(&p).unwrap().set_len(mib << 20).unwrap();
-    p
+/// A fio job's run through `blockwell serve`: the server's last output and the file it served.
+struct FioRun {
+    out: String,
+    img: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// Serves a 32 MiB file through an 8 MiB ARC cache, runs fio job `name` with `args` against it and stops the
+/// server, asserting a graceful exit; `None` when fio cannot run (the test is skipped).
+fn fio_through_arc_cache(name: &str, args: &[&str]) -> Option<FioRun> {
+    fio_nbd()?;
+    let dir = tempfile::tempdir().unwrap();
+    let img = disk(dir.path(), 32);
+    let s = Served::start(&["--backend", img.to_str().unwrap(), "--cache", "8MiB", "--policy", "arc"]);
+    fio(dir.path(), &s.uri, name, args);
+    let (ok, out) = s.stop();
+    assert!(ok, "graceful stop exits 0: {out}");
+    Some(FioRun { out, img, _dir: dir })
 }
 
 #[test]
 fn fio_random_mixed_4k_qd16_verifies_through_a_small_arc_cache() {
-    if fio_nbd().is_none() {
+    let Some(run) = fio_through_arc_cache("randrw", &["--rw=randrw", "--bs=4k", "--size=32m", "--iodepth=16"]) else {
         return;
-    }
-    let d = tempfile::tempdir().unwrap();
-    let img = disk(d.path(), 32);
-    let s = Served::start(&["--backend", img.to_str().unwrap(), "--cache", "8MiB", "--policy", "arc"]);
-    fio(d.path(), &s.uri, "randrw", &["--rw=randrw", "--bs=4k", "--size=32m", "--iodepth=16"]);
-    let (ok, out) = s.stop();
-    assert!(ok, "graceful stop exits 0: {out}");
-    assert!(out.contains("read_block_hits"), "{out}");
+    };
+    assert!(run.out.contains("read_block_hits"), "{}", run.out);
 }
 
 #[test]
 fn fio_sequential_1m_write_then_verify() {
-    if fio_nbd().is_none() {
+    let Some(run) = fio_through_arc_cache("seqwrite", &["--rw=write", "--bs=1M", "--size=32m", "--iodepth=4"]) else {
         return;
-    }
-    let d = tempfile::tempdir().unwrap();
-    let img = disk(d.path(), 32);
-    let s = Served::start(&["--backend", img.to_str().unwrap(), "--cache", "8MiB", "--policy", "arc"]);
-    fio(d.path(), &s.uri, "seqwrite", &["--rw=write", "--bs=1M", "--size=32m", "--iodepth=4"]);
-    let (ok, out) = s.stop();
-    assert!(ok, "graceful stop exits 0: {out}");
+    };
     // The write-through cache left the verified pattern in the file: fio's header magic leads every block.
-    let f = std::fs::read(&img).unwrap();
+    let f = std::fs::read(&run.img).unwrap();
     assert!(f.chunks(1 << 20).all(|b| b[..2] == [0xca, 0xac]), "fio's verify header in every 1 MiB block");
 }

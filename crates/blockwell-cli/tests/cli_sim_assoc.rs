@@ -3,6 +3,7 @@
 
 mod util;
 
+use blockwell_testkit::Rng;
 use serde_json::Value;
 
 /// A vscsi trace (4 KiB reads, `lbn` in 512 B sectors) of `blocks`, in order.
@@ -29,12 +30,10 @@ fn miss_ratio(r: &Value) -> f64 {
 /// 512..2560 (sets 1 to 4). The footprint (at most 3072 blocks) fits the cache, so fully associative it misses only
 /// cold, whatever the policy.
 fn conflicts() -> impl Iterator<Item = u64> {
-    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let mut j = 0u64;
     (0..30_000u64).map(move |i| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        let x = rng.next();
         if i % 3 == 2 {
             512 + x % 2048
         } else {

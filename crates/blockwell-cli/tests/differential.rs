@@ -9,6 +9,7 @@
 
 mod util;
 
+use blockwell_testkit::Rng;
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::process::Command;
@@ -19,33 +20,30 @@ const DEVICE_BLOCKS: u64 = 2048;
 
 /// A deterministic stream: random reuse of a hot set, sequential runs and cold reads; a quarter writes.
 fn stream() -> Vec<(bool, u64, u64)> {
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let mut out = Vec::new();
     while out.len() < 3000 {
-        let write = next() % 4 == 0;
-        match next() % 10 {
+        let write = rng.next() % 4 == 0;
+        match rng.next() % 10 {
             // A sequential run of 4..=20 requests of 1..=4 blocks.
-            0 | 1 => {
-                let mut b = next() % (DEVICE_BLOCKS - 100);
-                for _ in 0..4 + next() % 17 {
-                    let n = 1 + next() % 4;
-                    out.push((write, b, n));
-                    b += n;
-                }
-            }
+            0 | 1 => push_run(&mut out, &mut rng, write, DEVICE_BLOCKS - 100, 17),
             // Reuse: a hot set of 64 blocks.
-            2..=7 => out.push((write, next() % 64 * 7, 1 + next() % 2)),
+            2..=7 => out.push((write, rng.next() % 64 * 7, 1 + rng.next() % 2)),
             // Cold.
-            _ => out.push((write, next() % (DEVICE_BLOCKS - 8), 1 + next() % 8)),
+            _ => out.push((write, rng.next() % (DEVICE_BLOCKS - 8), 1 + rng.next() % 8)),
         }
     }
     out
+}
+
+/// Appends a sequential run of 4 to `3 + more` requests of 1 to 4 blocks each, from a random block below `below`.
+fn push_run(out: &mut Vec<(bool, u64, u64)>, rng: &mut Rng, write: bool, below: u64, more: u64) {
+    let mut b = rng.below(below);
+    for _ in 0..4 + rng.below(more) {
+        let n = 1 + rng.below(4);
+        out.push((write, b, n));
+        b += n;
+    }
 }
 
 /// The stream as an MSR Cambridge trace (byte offsets and sizes).
@@ -162,33 +160,20 @@ fn have_nbdsh() -> bool {
 /// hundreds of blocks.
 fn dev_stream(reread: bool) -> Vec<(bool, u64, u64)> {
     const READ: u64 = 1400;
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut out: Vec<(bool, u64, u64)> = Vec::new();
     while out.len() < 3000 {
-        match next() % 12 {
-            0 => {
-                let mut b = next() % (READ - 100);
-                for _ in 0..4 + next() % 12 {
-                    let n = 1 + next() % 4;
-                    out.push((false, b, n));
-                    b += n;
-                }
-            }
-            1..=4 => out.push((false, next() % 96 * 5, 1 + next() % 2)),
-            5 => out.push((false, next() % (READ - 8), 1 + next() % 8)),
-            6..=8 => out.push((true, READ + next() % 48 * 3, 1 + next() % 3)),
-            9 => out.push((true, READ + next() % (DEVICE_BLOCKS - READ - 8), 1 + next() % 8)),
+        match rng.next() % 12 {
+            0 => push_run(&mut out, &mut rng, false, READ - 100, 12),
+            1..=4 => out.push((false, rng.next() % 96 * 5, 1 + rng.next() % 2)),
+            5 => out.push((false, rng.next() % (READ - 8), 1 + rng.next() % 8)),
+            6..=8 => out.push((true, READ + rng.next() % 48 * 3, 1 + rng.next() % 3)),
+            9 => out.push((true, READ + rng.next() % (DEVICE_BLOCKS - READ - 8), 1 + rng.next() % 8)),
             _ if reread => {
                 let recent: Vec<(u64, u64)> =
                     out[out.len().saturating_sub(8)..].iter().filter(|r| r.0).map(|r| (r.1, r.2)).collect();
                 if !recent.is_empty() {
-                    let (b, n) = recent[(next() % recent.len() as u64) as usize];
+                    let (b, n) = recent[(rng.next() % recent.len() as u64) as usize];
                     out.push((false, b, n));
                 }
             }

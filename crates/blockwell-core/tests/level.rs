@@ -5,6 +5,7 @@ use blockwell_core::admission::AdmissionSpec;
 use blockwell_core::level::{CacheLevel, Fate, LevelConfig, Request, StepPlan, WritePolicy};
 use blockwell_core::prefetch::{PrefetcherKind, PrefetcherSpec};
 use blockwell_core::{BlockCache, BlockKey, CacheConfig, Op, Plan, PolicyKind, PolicySpec, Preset};
+use blockwell_testkit::Rng;
 
 const BS: u64 = 4096;
 
@@ -57,11 +58,9 @@ fn plain_step_equals_the_full_step_with_instant_reads() {
     let mut a = BlockCache::new(cc, PolicySpec::new(PolicyKind::Lru).build(Preset::Default, 64).unwrap());
     let mut b = level(64, |_| {}, None);
     let (mut p, mut sp) = (Plan::default(), StepPlan::default());
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     for _ in 0..20_000 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        let x = rng.next();
         let op = if x % 5 == 0 { Op::Write } else { Op::Read };
         let first = (x >> 8) % 200;
         let n = 1 + (x >> 20) % 4;

@@ -49,6 +49,31 @@ const fn z(first_cyl: u32, last_cyl: u32, sectors_per_track: u32, track_skew: u3
     Zone { first_cyl, last_cyl, sectors_per_track, track_skew, cyl_skew }
 }
 
+/// Zones of equal cylinder bands, one per entry of `spt` (sectors per track, outermost first), the bands just
+/// wide enough to hold `capacity` sectors on `heads` surfaces; track and cylinder skews of one head switch and one
+/// track-to-track seek at `rpm`. Returns the zones and the cylinder count.
+fn banded_zones(
+    spt: &[u32],
+    heads: u32,
+    capacity: u64,
+    rpm: u32,
+    head_switch_ms: f64,
+    track_ms: f64,
+) -> (Vec<Zone>, u32) {
+    let per_cyl_sum: u64 = spt.iter().map(|&s| u64::from(s) * u64::from(heads)).sum();
+    let band = capacity.div_ceil(per_cyl_sum) as u32;
+    let rev_ms = 60_000.0 / f64::from(rpm);
+    let zones = spt
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| {
+            let skew = |ms: f64| ((ms / rev_ms) * f64::from(s)).ceil() as u32;
+            z(i as u32 * band, (i as u32 + 1) * band - 1, s, skew(head_switch_ms), skew(track_ms))
+        })
+        .collect();
+    (zones, band * spt.len() as u32)
+}
+
 /// Seagate Barracuda ST32171W: \[DS\] `barracuda.diskspecs` / `barracuda.model`, seek curve \[RM\].
 pub fn barracuda() -> HddParams {
     HddParams {
@@ -160,22 +185,10 @@ pub fn wd1200bb() -> HddParams {
     let heads = 4u32;
     let capacity: u64 = 234_441_648;
     let spt: [u32; 8] = [1170, 1096, 1022, 947, 873, 799, 724, 650];
-    // Cylinders per zone: equal bands, enough to hold the capacity.
-    let per_cyl_sum: u64 = spt.iter().map(|&s| u64::from(s) * u64::from(heads)).sum();
-    let band = capacity.div_ceil(per_cyl_sum) as u32;
     let rpm = 7200u32;
-    let rev_ms = 60_000.0 / f64::from(rpm);
     let head_switch_ms = 1.0; // [A]
     let track_ms = 2.0; // [WD]
-    let zones: Vec<Zone> = spt
-        .iter()
-        .enumerate()
-        .map(|(i, &s)| {
-            let skew = |ms: f64| ((ms / rev_ms) * f64::from(s)).ceil() as u32;
-            z(i as u32 * band, (i as u32 + 1) * band - 1, s, skew(head_switch_ms), skew(track_ms))
-        })
-        .collect();
-    let cylinders = band * spt.len() as u32;
+    let (zones, cylinders) = banded_zones(&spt, heads, capacity, rpm, head_switch_ms, track_ms);
     let seek = SeekCurve::fit_datasheet(track_ms, 8.9, 21.0, cylinders, cylinders / 5).unwrap_or(SeekCurve::new(
         1.5,
         0.5,
@@ -264,21 +277,10 @@ pub fn hdd004() -> HddParams {
     let capacity: u64 = 976_562_500; // 500 GB
     let outer = HDD004_OUTER_SPT;
     let spt: Vec<u32> = (0..8).map(|i| outer - (outer / 2) * i / 7).collect();
-    let per_cyl_sum: u64 = spt.iter().map(|&s| u64::from(s) * u64::from(heads)).sum();
-    let band = capacity.div_ceil(per_cyl_sum) as u32;
     let rpm = 7200u32;
-    let rev_ms = 60_000.0 / f64::from(rpm);
     let head_switch_ms = 0.5;
     let track_ms = 1.0;
-    let zones: Vec<Zone> = spt
-        .iter()
-        .enumerate()
-        .map(|(i, &s)| {
-            let skew = |ms: f64| ((ms / rev_ms) * f64::from(s)).ceil() as u32;
-            z(i as u32 * band, (i as u32 + 1) * band - 1, s, skew(head_switch_ms), skew(track_ms))
-        })
-        .collect();
-    let cylinders = band * spt.len() as u32;
+    let (zones, cylinders) = banded_zones(&spt, heads, capacity, rpm, head_switch_ms, track_ms);
     let seek = SeekCurve::fit_datasheet(track_ms, 8.5, 17.0, cylinders, cylinders / 5).unwrap_or(SeekCurve::new(
         0.9,
         0.1,

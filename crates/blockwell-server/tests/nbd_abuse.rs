@@ -12,6 +12,7 @@ use std::time::Duration;
 use blockwell_server::backend::{Backend, MemBackend};
 use blockwell_server::nbd::proto::*;
 use blockwell_server::nbd::{Export, Server};
+use blockwell_testkit::Rng;
 use nbd_common::{run, tool, Fixture};
 
 fn connect(port: u16) -> TcpStream {
@@ -348,11 +349,9 @@ fn pipelined_reads_mixing_inline_hits_workers_and_errors() {
     let handle = Server::bind_tcp("127.0.0.1:0", vec![Export::new("disk", cached.clone())]).unwrap().spawn().unwrap();
     let s = open(handle.local_addr().unwrap().port());
     let mut reqs = Vec::new();
-    let mut x = 12345u64;
+    let mut rng = Rng(12345);
     for i in 0..600u64 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        let x = rng.next();
         // Mostly small reads in a hot 512 KiB region (hits after the first pass), some large, some past the end.
         let (off, len) = match i % 10 {
             0 => (x % (SIZE as u64 - (300 << 10)), 100_000 + (x % 200_000) as u32),

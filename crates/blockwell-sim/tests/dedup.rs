@@ -28,6 +28,17 @@ fn gen_cfg(seed: u64, volumes: u32, requests: u64) -> ContentGenConfig {
     }
 }
 
+/// [`gen_cfg`] with every duplication knob off: each digest lives at one address only.
+fn unique_cfg(seed: u64, volumes: u32, requests: u64) -> ContentGenConfig {
+    ContentGenConfig {
+        dup_ratio: 0.0,
+        zero_fraction: 0.0,
+        cross_volume: 0.0,
+        rewrite_ratio: 0.0,
+        ..gen_cfg(seed, volumes, requests)
+    }
+}
+
 fn generate(cfg: ContentGenConfig) -> Vec<Request> {
     ContentGenerator::new(cfg).unwrap().collect()
 }
@@ -43,13 +54,7 @@ fn generator_is_deterministic_and_seeded() {
 #[test]
 fn generator_knobs_do_what_they_say() {
     // No duplication knobs: every digest lives at one address only.
-    let none = ContentGenConfig {
-        dup_ratio: 0.0,
-        zero_fraction: 0.0,
-        cross_volume: 0.0,
-        rewrite_ratio: 0.0,
-        ..gen_cfg(3, 3, 30_000)
-    };
+    let none = unique_cfg(3, 3, 30_000);
     let mut owner: HashMap<u128, (u32, u64)> = HashMap::new();
     for r in generate(none) {
         let at = (r.volume, r.offset);
@@ -119,13 +124,7 @@ fn content_beats_offset_with_duplicates_and_eliminates_silent_writes() {
 
 #[test]
 fn no_duplicates_means_no_gain() {
-    let none = ContentGenConfig {
-        dup_ratio: 0.0,
-        zero_fraction: 0.0,
-        cross_volume: 0.0,
-        rewrite_ratio: 0.0,
-        ..gen_cfg(8, 1, 40_000)
-    };
+    let none = unique_cfg(8, 1, 40_000);
     let acc = accesses(none);
     let run = DedupRun::default();
     for blocks in [128u64, 1024, 8192] {
@@ -173,15 +172,7 @@ fn merged_volumes_share_in_a_unified_cache() {
     // Without any duplication knob, separately generated volumes share nothing.
     let traces: Vec<Vec<Request>> = (0..2)
         .map(|i| {
-            let c = ContentGenConfig {
-                dup_ratio: 0.0,
-                zero_fraction: 0.0,
-                cross_volume: 0.0,
-                rewrite_ratio: 0.0,
-                image_seed: Some(100),
-                volume_base: i as u32,
-                ..gen_cfg(200 + i, 1, 10_000)
-            };
+            let c = ContentGenConfig { image_seed: Some(100), volume_base: i as u32, ..unique_cfg(200 + i, 1, 10_000) };
             generate(c)
         })
         .collect();

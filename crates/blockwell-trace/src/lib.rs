@@ -372,6 +372,38 @@ impl LineCtx {
     pub fn error(&self, expected: impl Into<String>, found: impl Into<String>) -> TraceError {
         TraceError::Parse { file: self.file.clone(), line: self.line, expected: expected.into(), found: found.into() }
     }
+
+    /// `parse(field)`, or an error expecting `expected` that shows this same field.
+    #[inline]
+    pub fn field<T>(
+        &self,
+        field: &str,
+        expected: &str,
+        parse: impl FnOnce(&str) -> Option<T>,
+    ) -> Result<T, TraceError> {
+        parse(field).ok_or_else(|| self.error(expected, shown(field)))
+    }
+
+    /// `field` trimmed, or an error expecting `expected` when nothing is left.
+    #[inline]
+    pub fn nonblank<'a>(&self, field: &'a str, expected: &str) -> Result<&'a str, TraceError> {
+        let t = field.trim();
+        if t.is_empty() {
+            return Err(self.error(expected, shown(field)));
+        }
+        Ok(t)
+    }
+
+    /// The first `N` comma-separated fields of `line`, or an error when it has fewer; `names` lists the fields,
+    /// comma separated, for that error.
+    #[inline]
+    pub fn comma_fields<'a, const N: usize>(&self, line: &'a str, names: &str) -> Result<[&'a str; N], TraceError> {
+        let (n, f) = parse::split::<N>(line, ',');
+        if n < N {
+            return Err(self.error(format!("{N} comma-separated fields {names}"), format!("{n} field(s)")));
+        }
+        Ok(f)
+    }
 }
 
 /// Longest line a text reader accepts: anything longer is binary data or the wrong format, and is not
@@ -497,6 +529,38 @@ pub trait LineParser: Send {
     /// Parses one line (without its newline): `Ok(Some(request))`, `Ok(None)` for a line that carries no
     /// request (blank, header, comment, an event that is not an I/O), or a parse error built with `ctx`.
     fn parse(&mut self, line: &str, ctx: &LineCtx, volumes: &mut VolumeMap) -> Result<Option<Request>, TraceError>;
+}
+
+/// The [`LineParser`] of a format with one request per line in `N` or more comma-separated fields (no header;
+/// blank lines carry no request, fields after the `N`th are ignored).
+pub struct CommaFields<const N: usize, F> {
+    /// The fields, comma separated, for the error on a line with fewer.
+    names: &'static str,
+    /// The request of a line from its first `N` fields (each as written, untrimmed).
+    request: F,
+}
+
+impl<const N: usize, F> CommaFields<N, F>
+where
+    F: FnMut([&str; N], &LineCtx, &mut VolumeMap) -> Result<Request, TraceError> + Send,
+{
+    pub fn new(names: &'static str, request: F) -> Self {
+        CommaFields { names, request }
+    }
+}
+
+impl<const N: usize, F> LineParser for CommaFields<N, F>
+where
+    F: FnMut([&str; N], &LineCtx, &mut VolumeMap) -> Result<Request, TraceError> + Send,
+{
+    fn parse(&mut self, line: &str, ctx: &LineCtx, volumes: &mut VolumeMap) -> Result<Option<Request>, TraceError> {
+        let line = line.trim();
+        if line.is_empty() {
+            return Ok(None);
+        }
+        let f = ctx.comma_fields::<N>(line, self.names)?;
+        (self.request)(f, ctx, volumes).map(Some)
+    }
 }
 
 /// A [`TraceReader`] over a [`LineParser`]: every text format routes its malformed lines through the one

@@ -3,6 +3,7 @@
 mod common;
 
 use blockwell_trace::{open, ReaderOptions};
+use std::path::Path;
 use std::time::Instant;
 
 #[test]
@@ -27,13 +28,7 @@ fn oracle_records_per_second() {
             count += buf.len() as u64;
         }
         let batch = count as f64 / t.elapsed().as_secs_f64() / 1e6;
-        let t = Instant::now();
-        let mut r = open(&p, None, &ReaderOptions::default()).unwrap();
-        let mut one = 0u64;
-        while r.next_request().unwrap().is_some() {
-            one += 1;
-        }
-        let single = one as f64 / t.elapsed().as_secs_f64() / 1e6;
+        let (one, single) = one_at_a_time(&p);
         assert_eq!((count, one), (n, n));
         println!("{name}: {batch:.0} M records/s in batches, {single:.0} M records/s one at a time");
     }
@@ -46,16 +41,7 @@ fn text_lines_per_second() {
     let text: String = (0..n)
         .map(|i| format!("128166372003061629,hm,{},Read,{},4096,24095\n", i % 3, (i * 7919) % (1 << 30) * 512))
         .collect();
-    let dir = tempfile::tempdir().unwrap();
-    let p = common::write_file(dir.path(), "t.csv", text.as_bytes());
-    let t = Instant::now();
-    let mut r = open(&p, None, &ReaderOptions::default()).unwrap();
-    let mut count = 0u64;
-    while r.next_request().unwrap().is_some() {
-        count += 1;
-    }
-    assert_eq!(count, n);
-    println!("msr: {:.1} M lines/s", n as f64 / t.elapsed().as_secs_f64() / 1e6);
+    lines_per_second("msr", &text, n);
 }
 
 #[test]
@@ -65,14 +51,25 @@ fn generic_csv_lines_per_second() {
     let text: String = std::iter::once("time_ns,volume,op,offset,len\n".to_string())
         .chain((0..n).map(|i| format!("{},vol{},{},{},4096\n", i * 1000, i % 3, ["R", "W"][i as usize % 2], i * 4096)))
         .collect();
-    let dir = tempfile::tempdir().unwrap();
-    let p = common::write_file(dir.path(), "t.csv", text.as_bytes());
+    lines_per_second("csv", &text, n);
+}
+
+/// Reads `p` one request at a time: the requests, and millions of them per second.
+fn one_at_a_time(p: &Path) -> (u64, f64) {
     let t = Instant::now();
-    let mut r = open(&p, None, &ReaderOptions::default()).unwrap();
+    let mut r = open(p, None, &ReaderOptions::default()).unwrap();
     let mut count = 0u64;
     while r.next_request().unwrap().is_some() {
         count += 1;
     }
+    (count, count as f64 / t.elapsed().as_secs_f64() / 1e6)
+}
+
+/// Writes `text` (`n` requests, one a line) to a `.csv` file and prints how fast it reads, labelled `format`.
+fn lines_per_second(format: &str, text: &str, n: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = common::write_file(dir.path(), "t.csv", text.as_bytes());
+    let (count, rate) = one_at_a_time(&p);
     assert_eq!(count, n);
-    println!("csv: {:.1} M lines/s", n as f64 / t.elapsed().as_secs_f64() / 1e6);
+    println!("{format}: {rate:.1} M lines/s");
 }

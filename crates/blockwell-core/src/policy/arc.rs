@@ -209,14 +209,9 @@ impl Policy for Arc {
 mod tests {
     use super::super::proptest_model as model;
     use super::*;
+    use crate::policy::testutil::{k, keys, pf};
     use proptest::prelude::*;
 
-    fn k(b: u64) -> BlockKey {
-        BlockKey::new(0, b).unwrap()
-    }
-    fn keys(v: &[u64]) -> Vec<BlockKey> {
-        v.iter().map(|&b| k(b)).collect()
-    }
     fn new(c: usize) -> Arc {
         Arc::new(c, &ArcConfig::default())
     }
@@ -226,13 +221,6 @@ mod tests {
         let o = p.access(Access::new(k(b)), &mut out);
         p.validate().unwrap();
         (o, out.iter().map(|e| e.key).collect())
-    }
-    fn pf(p: &mut Arc, bs: &[u64]) -> (usize, Vec<Evicted>) {
-        let mut out = Vec::new();
-        let g: Vec<Access> = bs.iter().map(|&b| Access::new(k(b))).collect();
-        let n = p.prefetch(&g, &mut out);
-        p.validate().unwrap();
-        (n, out)
     }
     fn assert_lists(p: &Arc, t1: &[u64], t2: &[u64], b1: &[u64], b2: &[u64]) {
         assert_eq!(p.lists(), [keys(t1), keys(t2), keys(b1), keys(b2)], "[T1, T2, B1, B2] MRU first");

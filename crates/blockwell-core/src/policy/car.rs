@@ -204,11 +204,9 @@ impl Policy for Car {
 mod tests {
     use super::super::proptest_model as model;
     use super::*;
+    use crate::policy::testutil::{k, pf};
     use proptest::prelude::*;
 
-    fn k(b: u64) -> BlockKey {
-        BlockKey::new(0, b).unwrap()
-    }
     fn new(c: usize) -> Car {
         Car::new(c, &CarConfig::default())
     }
@@ -217,13 +215,6 @@ mod tests {
         let o = p.access(Access::new(k(b)), &mut out);
         p.validate().unwrap();
         (o, out.iter().map(|e| e.key.block()).collect())
-    }
-    fn pf(p: &mut Car, bs: &[u64]) -> (usize, Vec<Evicted>) {
-        let mut out = Vec::new();
-        let g: Vec<Access> = bs.iter().map(|&b| Access::new(k(b))).collect();
-        let n = p.prefetch(&g, &mut out);
-        p.validate().unwrap();
-        (n, out)
     }
     /// Checks T1 and T2 (tail first, `*` after a block whose reference bit is 1) and B1 and B2 (MRU first).
     fn assert_lists(p: &Car, t1: &str, t2: &str, b1: &[u64], b2: &[u64]) {

@@ -214,22 +214,11 @@ mod tests {
     use super::super::proptest_model as model;
     use super::super::{PolicyKind, PolicySpec, Preset};
     use super::*;
+    use crate::policy::testutil::{acc, ev, k};
     use proptest::prelude::*;
 
-    fn k(b: u64) -> BlockKey {
-        BlockKey::new(0, b).unwrap()
-    }
     fn clock(cap: usize, bits: u32, init_freq: u32) -> Clock {
         Clock::new(cap, &ClockConfig { bits, init_freq })
-    }
-    fn acc(p: &mut Clock, b: u64) -> (Outcome, Vec<Evicted>) {
-        let mut out = Vec::new();
-        let o = p.access(Access::new(k(b)), &mut out);
-        p.validate().unwrap();
-        (o, out)
-    }
-    fn ev(b: u64, unused_prefetch: bool) -> Evicted {
-        Evicted { key: k(b), unused_prefetch }
     }
     fn entries(p: &Clock) -> Vec<(u64, u8)> {
         p.entries_newest_first().into_iter().map(|(k, f)| (k.block(), f)).collect()

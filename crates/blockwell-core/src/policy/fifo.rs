@@ -94,20 +94,8 @@ impl Policy for Fifo {
 mod tests {
     use super::super::proptest_model as model;
     use super::*;
+    use crate::policy::testutil::{acc, ev, k};
     use proptest::prelude::*;
-
-    fn k(b: u64) -> BlockKey {
-        BlockKey::new(0, b).unwrap()
-    }
-    fn acc(p: &mut Fifo, b: u64) -> (Outcome, Vec<Evicted>) {
-        let mut out = Vec::new();
-        let o = p.access(Access::new(k(b)), &mut out);
-        p.validate().unwrap();
-        (o, out)
-    }
-    fn ev(b: u64, unused_prefetch: bool) -> Evicted {
-        Evicted { key: k(b), unused_prefetch }
-    }
 
     #[test]
     fn node_is_sixteen_bytes() {

@@ -778,11 +778,8 @@ impl Policy for Lirs {
 mod tests {
     use super::super::proptest_model::{self as model, Op, Reference};
     use super::*;
+    use crate::policy::testutil::k;
     use proptest::prelude::*;
-
-    fn k(b: u64) -> BlockKey {
-        BlockKey::new(0, b).unwrap()
-    }
 
     /// Capacity 3 split as Llirs = 2, Lhirs = 1.
     fn small(quirks: bool) -> Lirs {

@@ -260,31 +260,22 @@ mod tests {
     use super::super::proptest_model as model;
     use super::*;
     use crate::policy::lru::{Lru, LruConfig};
+    use crate::policy::testutil::{acc, k};
+    use blockwell_testkit::Rng;
     use proptest::prelude::*;
     use std::collections::HashMap;
 
-    fn k(b: u64) -> BlockKey {
-        BlockKey::new(0, b).unwrap()
-    }
     fn lrfu(cap: usize, lambda: f64) -> Lrfu {
         Lrfu::new(cap, &LrfuConfig { lambda })
-    }
-    fn acc(p: &mut Lrfu, b: u64) -> (Outcome, Vec<Evicted>) {
-        let mut out = Vec::new();
-        let o = p.access(Access::new(k(b)), &mut out);
-        p.validate().unwrap();
-        (o, out)
     }
     fn ev(b: u64) -> Vec<Evicted> {
         vec![Evicted { key: k(b), unused_prefetch: false }]
     }
     fn trace(n: usize, keys: u64, seed: u64) -> Vec<u64> {
-        let mut x = seed | 1;
+        let mut rng = Rng(seed | 1);
         (0..n)
             .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                let x = rng.next();
                 // Skewed: half the accesses go to an eighth of the keys.
                 if x & 1 == 0 {
                     (x >> 8) % (keys / 8).max(1)

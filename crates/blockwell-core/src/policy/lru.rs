@@ -86,10 +86,8 @@ impl Policy for Lru {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::testutil::k;
 
-    fn k(b: u64) -> BlockKey {
-        BlockKey::new(0, b).unwrap()
-    }
     fn acc(p: &mut Lru, b: u64) -> Outcome {
         let mut out = Vec::new();
         let o = p.access(Access::new(k(b)), &mut out);

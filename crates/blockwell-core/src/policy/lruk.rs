@@ -598,11 +598,8 @@ impl Policy for LruK {
 mod tests {
     use super::super::proptest_model::{self as model, Op, Reference};
     use super::*;
+    use crate::policy::testutil::k;
     use proptest::prelude::*;
-
-    fn k(b: u64) -> BlockKey {
-        BlockKey::new(0, b).unwrap()
-    }
 
     fn cfg(k: u32, crp: u64, history: f64, subsidiary: Subsidiary) -> LruKConfig {
         LruKConfig { k, crp, history, subsidiary }

@@ -38,6 +38,8 @@ pub mod twoq;
 
 #[cfg(test)]
 mod proptest_model;
+#[cfg(test)]
+mod testutil;
 
 /// One demand access or prefetch candidate as a policy sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -522,6 +524,7 @@ pub fn parse_policy_list(s: &str) -> Result<Vec<PolicySpec>, PolicyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use blockwell_testkit::Rng;
 
     #[test]
     fn names_resolve_case_and_dash_insensitive() {
@@ -549,11 +552,9 @@ mod tests {
                 let mut a = PolicySpec::new(k).build(p, 32).unwrap();
                 let mut b = PolicySpec::new(k).build(p, 32).unwrap();
                 let (mut va, mut vb) = (Vec::new(), Vec::new());
-                let mut x = 0x9e37_79b9u64 + k as u64;
+                let mut rng = Rng(0x9e37_79b9u64 + k as u64);
                 for i in 0..4000u64 {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
+                    let x = rng.next();
                     let acc = Access::with_next_use(BlockKey::new(0, x % 96).unwrap(), i + x % 500);
                     let ha = a.hit(acc, &mut va);
                     let hb = if b.contains(acc.key) { Some(b.access(acc, &mut vb)) } else { None };

@@ -403,23 +403,12 @@ impl Policy for Mq {
 mod tests {
     use super::super::proptest_model as model;
     use super::*;
+    use crate::policy::testutil::{acc, k, keys};
     use crate::policy::PolicySpec;
     use proptest::prelude::*;
 
-    fn k(b: u64) -> BlockKey {
-        BlockKey::new(0, b).unwrap()
-    }
     fn cfg(queues: u32, life_time: u64, qout_ratio: f64) -> MqConfig {
         MqConfig { queues, life_time, qout_ratio }
-    }
-    fn acc(p: &mut Mq, b: u64) -> (Outcome, Vec<Evicted>) {
-        let mut out = Vec::new();
-        let o = p.access(Access::new(k(b)), &mut out);
-        p.validate().unwrap();
-        (o, out)
-    }
-    fn keys(v: &[u64]) -> Vec<BlockKey> {
-        v.iter().map(|&b| k(b)).collect()
     }
 
     #[test]

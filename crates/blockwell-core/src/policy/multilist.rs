@@ -371,10 +371,7 @@ pub(super) trait Adaptive {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn k(b: u64) -> BlockKey {
-        BlockKey::new(0, b).unwrap()
-    }
+    use crate::policy::testutil::k;
 
     #[test]
     fn entry_is_20_bytes() {

@@ -253,12 +253,11 @@ impl Policy for Opt {
 mod tests {
     use super::*;
     use crate::policy::lru::{Lru, LruConfig};
+    use crate::policy::testutil::k;
     use crate::policy::NEVER;
+    use blockwell_testkit::Rng;
     use proptest::prelude::*;
 
-    fn k(b: u64) -> BlockKey {
-        BlockKey::new(0, b).unwrap()
-    }
     fn a(b: u64, next: u64) -> Access {
         Access::with_next_use(k(b), next)
     }
@@ -388,16 +387,9 @@ mod tests {
 
     #[test]
     fn never_worse_than_lru_on_random_traces() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         for (n_keys, cap) in [(50u64, 1usize), (50, 5), (200, 20), (1000, 100), (64, 63)] {
-            let ids: Vec<u64> = (0..20_000)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x % n_keys
-                })
-                .collect();
+            let ids: Vec<u64> = (0..20_000).map(|_| rng.below(n_keys)).collect();
             for bypass in [false, true] {
                 let opt = misses(&mut Opt::new(cap, &OptConfig { bypass }), &ids);
                 let lru = misses(&mut Lru::new(cap, &LruConfig::default()), &ids);

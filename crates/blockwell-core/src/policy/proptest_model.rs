@@ -2,8 +2,8 @@
 //! `validate()` after every step, and checks it against the simplest model there is: the set of blocks that were
 //! inserted and not yet reported evicted or removed (plus which of them are unused prefetches).
 
+use super::testutil::k;
 use super::{Access, Evicted, Outcome, Policy};
-use crate::key::BlockKey;
 use proptest::prelude::*;
 use std::collections::HashSet;
 
@@ -25,10 +25,6 @@ pub(crate) fn op() -> impl Strategy<Value = Op> {
         2 => prop::collection::vec(0..UNIVERSE, 1..6).prop_map(Op::Prefetch),
         1 => (0..UNIVERSE).prop_map(Op::Remove),
     ]
-}
-
-fn k(b: u64) -> BlockKey {
-    BlockKey::new(0, b).expect("small block number")
 }
 
 /// The model: resident blocks, and the subset that was prefetched and not yet accessed.

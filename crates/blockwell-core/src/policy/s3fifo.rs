@@ -451,29 +451,11 @@ mod tests {
     use super::super::proptest_model as model;
     use super::super::{PolicyKind, PolicySpec};
     use super::*;
+    use crate::policy::testutil::{acc, ev, k, pf};
     use proptest::prelude::*;
 
-    fn k(b: u64) -> BlockKey {
-        BlockKey::new(0, b).unwrap()
-    }
     fn s3(cap: usize) -> S3Fifo {
         S3Fifo::new(cap, &S3FifoConfig::default())
-    }
-    fn acc(p: &mut S3Fifo, b: u64) -> (Outcome, Vec<Evicted>) {
-        let mut out = Vec::new();
-        let o = p.access(Access::new(k(b)), &mut out);
-        p.validate().unwrap();
-        (o, out)
-    }
-    fn pf(p: &mut S3Fifo, bs: &[u64]) -> (usize, Vec<Evicted>) {
-        let mut out = Vec::new();
-        let g: Vec<_> = bs.iter().map(|&b| Access::new(k(b))).collect();
-        let n = p.prefetch(&g, &mut out);
-        p.validate().unwrap();
-        (n, out)
-    }
-    fn ev(b: u64, unused_prefetch: bool) -> Evicted {
-        Evicted { key: k(b), unused_prefetch }
     }
     type Q = (Vec<(u64, u8)>, Vec<(u64, u8)>, Vec<u64>);
     fn queues(p: &S3Fifo) -> Q {

@@ -291,12 +291,10 @@ impl<P: Policy> Policy for SetAssoc<P> {
 mod tests {
     use super::*;
     use crate::policy::lru::{Lru, LruConfig};
+    use crate::policy::testutil::k;
     use crate::policy::{PolicyKind, PolicySpec, PolicyVisitor, NEVER};
+    use blockwell_testkit::Rng;
     use std::collections::HashMap;
-
-    fn k(b: u64) -> BlockKey {
-        BlockKey::new(0, b).unwrap()
-    }
 
     fn nz(n: usize) -> NonZeroUsize {
         NonZeroUsize::new(n).unwrap()
@@ -314,16 +312,10 @@ mod tests {
     /// prefetch groups of consecutive blocks (distinct keys, spanning sets), some removals; demand accesses carry
     /// their next-use times (OPT reads them).
     fn trace(seed: u64, n: usize, universe: u64) -> Vec<Step> {
-        let mut x = seed | 1;
-        let mut rnd = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rng = Rng(seed | 1);
         let mut steps = Vec::with_capacity(n);
         for _ in 0..n {
-            let r = rnd();
+            let r = rng.next();
             let vol = ((r >> 40) % 4 == 0) as u32;
             let block = if r % 3 == 0 { (r >> 8) % (universe / 8).max(1) } else { (r >> 8) % universe };
             let key = BlockKey::new(vol, block).unwrap();

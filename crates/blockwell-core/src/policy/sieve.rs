@@ -178,22 +178,11 @@ impl Policy for Sieve {
 mod tests {
     use super::super::proptest_model as model;
     use super::*;
+    use crate::policy::testutil::{acc, ev, k};
     use proptest::prelude::*;
 
-    fn k(b: u64) -> BlockKey {
-        BlockKey::new(0, b).unwrap()
-    }
     fn sieve(cap: usize) -> Sieve {
         Sieve::new(cap, &SieveConfig::default())
-    }
-    fn acc(p: &mut Sieve, b: u64) -> (Outcome, Vec<Evicted>) {
-        let mut out = Vec::new();
-        let o = p.access(Access::new(k(b)), &mut out);
-        p.validate().unwrap();
-        (o, out)
-    }
-    fn ev(b: u64, unused_prefetch: bool) -> Evicted {
-        Evicted { key: k(b), unused_prefetch }
     }
     fn entries(p: &Sieve) -> Vec<(u64, bool)> {
         p.entries_newest_first().into_iter().map(|(k, v)| (k.block(), v)).collect()

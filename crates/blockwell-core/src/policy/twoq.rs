@@ -264,14 +264,9 @@ impl Policy for TwoQ {
 mod tests {
     use super::super::proptest_model as model;
     use super::*;
+    use crate::policy::testutil::{k, keys, pf};
     use proptest::prelude::*;
 
-    fn k(b: u64) -> BlockKey {
-        BlockKey::new(0, b).unwrap()
-    }
-    fn keys(v: &[u64]) -> Vec<BlockKey> {
-        v.iter().map(|&b| k(b)).collect()
-    }
     fn new(c: usize) -> TwoQ {
         TwoQ::new(c, &TwoQConfig::default())
     }
@@ -280,13 +275,6 @@ mod tests {
         let o = p.access(Access::new(k(b)), &mut out);
         p.validate().unwrap();
         (o, out.iter().map(|e| e.key).collect())
-    }
-    fn pf(p: &mut TwoQ, bs: &[u64]) -> (usize, Vec<Evicted>) {
-        let mut out = Vec::new();
-        let g: Vec<Access> = bs.iter().map(|&b| Access::new(k(b))).collect();
-        let n = p.prefetch(&g, &mut out);
-        p.validate().unwrap();
-        (n, out)
     }
     fn assert_queues(p: &TwoQ, a1in: &[u64], am: &[u64], a1out: &[u64]) {
         assert_eq!(p.queues(), [keys(a1in), keys(am), keys(a1out)], "[A1in, Am, A1out] newest first");

@@ -25,6 +25,17 @@ enum Step {
     Skip,
 }
 
+/// The step of block `b` that a write in `mode` leaves without a slot: write-back sends it to the origin, after a
+/// commit (`need_commit`) when the metadata may still map it; the other modes wrote the origin already.
+fn uncached_step(st: &State, b: u64, mode: CacheMode, need_commit: &mut bool) -> Step {
+    if mode == CacheMode::WriteBack {
+        *need_commit |= st.durably_held.contains_key(&b);
+        Step::Origin
+    } else {
+        Step::Skip
+    }
+}
+
 /// Runs of consecutive numbers in a sorted list, as (first, count).
 fn runs(sorted: &[u64]) -> Vec<(u64, u64)> {
     let mut out: Vec<(u64, u64)> = Vec::new();
@@ -376,12 +387,7 @@ impl<O: Backend> Inner<O> {
                         // A partial write to a clean copy (or a copy not yet checked after a crash), or
                         // write-around: drop the copy.
                         st.drop_block(b);
-                        need_commit |= m == CacheMode::WriteBack && st.durably_held.contains_key(&b);
-                        if m == CacheMode::WriteBack {
-                            Step::Origin
-                        } else {
-                            Step::Skip
-                        }
+                        uncached_step(&st, b, m, &mut need_commit)
                     }
                     (None, m) if *f == Fate::Allocate && !degraded && m != CacheMode::WriteAround => {
                         match st.alloc(b) {
@@ -392,12 +398,7 @@ impl<O: Backend> Inner<O> {
                             None => {
                                 add(&self.counters.no_room, 1);
                                 st.level.invalidate(key(b), 1);
-                                need_commit |= m == CacheMode::WriteBack && st.durably_held.contains_key(&b);
-                                if m == CacheMode::WriteBack {
-                                    Step::Origin
-                                } else {
-                                    Step::Skip
-                                }
+                                uncached_step(&st, b, m, &mut need_commit)
                             }
                         }
                     }
@@ -405,12 +406,7 @@ impl<O: Backend> Inner<O> {
                         if matches!(f, Fate::Allocate | Fate::Update) {
                             st.level.invalidate(key(b), 1);
                         }
-                        need_commit |= m == CacheMode::WriteBack && st.durably_held.contains_key(&b);
-                        if m == CacheMode::WriteBack {
-                            Step::Origin
-                        } else {
-                            Step::Skip
-                        }
+                        uncached_step(&st, b, m, &mut need_commit)
                     }
                 };
                 if let Step::InPlace(s) = step {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use blockwell_server::backend::MemBackend;
 use blockwell_server::nbd::{Export, Server, ServerHandle};
+use blockwell_testkit::Rng;
 
 pub struct Fixture {
     pub handle: Option<ServerHandle>,
@@ -69,15 +70,8 @@ pub fn run(cmd: &mut Command) -> Output {
 
 /// Deterministic pseudo-random bytes.
 pub fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
+    let mut rng = Rng(seed | 1);
+    (0..n).map(|_| (rng.next() >> 24) as u8).collect()
 }
 
 pub use blockwell_testkit::skip;

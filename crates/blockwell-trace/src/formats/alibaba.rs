@@ -18,53 +18,30 @@
 //! No digest. The writer writes the volume name when it is a number (else the volume number) as device_id and
 //! truncates time to microseconds.
 
-use crate::parse::{split, uint};
+use crate::parse::{op_letter, scaled, split, uint};
 use crate::write::{numeric_volume, Output, TextWriter};
-use crate::{shown, Input, LineCtx, LineParser, LineTrace, ReaderOptions, Request, TraceError, TraceReader};
+use crate::{CommaFields, Input, LineCtx, LineTrace, ReaderOptions, Request, TraceError, TraceReader};
 use crate::{TraceWriter, VolumeMap, WriterOptions};
 use blockwell_core::Op;
 use std::fmt::Write as _;
 
 pub fn open(input: Input, opts: &ReaderOptions) -> Result<Box<dyn TraceReader>, TraceError> {
-    Ok(LineTrace::boxed(input, opts, Alibaba))
+    Ok(LineTrace::boxed(input, opts, CommaFields::new("device_id,opcode,offset,length,timestamp", request)))
 }
 
-struct Alibaba;
-
-impl LineParser for Alibaba {
-    fn parse(&mut self, line: &str, ctx: &LineCtx, volumes: &mut VolumeMap) -> Result<Option<Request>, TraceError> {
-        let line = line.trim();
-        if line.is_empty() {
-            return Ok(None);
-        }
-        let (n, f) = split::<5>(line, ',');
-        if n < 5 {
-            return Err(
-                ctx.error("5 comma-separated fields device_id,opcode,offset,length,timestamp", format!("{n} field(s)"))
-            );
-        }
-        let device = f[0].trim();
-        if device.is_empty() {
-            return Err(ctx.error("a device_id", shown(f[0])));
-        }
-        let op = crate::parse::op_letter(f[1]).ok_or_else(|| ctx.error("an opcode R or W", shown(f[1])))?;
-        let offset = uint(f[2]).ok_or_else(|| ctx.error("an offset in bytes", shown(f[2])))?;
-        let len = uint(f[3]).ok_or_else(|| ctx.error("a length in bytes", shown(f[3])))?;
-        let time_ns = uint(f[4])
-            .and_then(|us| us.checked_mul(1000))
-            .ok_or_else(|| ctx.error("a timestamp in microseconds below 2^64 ns", shown(f[4])))?;
-        let volume = volumes.id(device);
-        Ok(Some(Request { time_ns, volume, op, offset, len, digest: None }))
-    }
+fn request(f: [&str; 5], ctx: &LineCtx, volumes: &mut VolumeMap) -> Result<Request, TraceError> {
+    let device = ctx.nonblank(f[0], "a device_id")?;
+    let op = ctx.field(f[1], "an opcode R or W", op_letter)?;
+    let offset = ctx.field(f[2], "an offset in bytes", uint)?;
+    let len = ctx.field(f[3], "a length in bytes", uint)?;
+    let time_ns = ctx.field(f[4], "a timestamp in microseconds below 2^64 ns", |us| scaled(us, 1000))?;
+    Ok(Request { time_ns, volume: volumes.id(device), op, offset, len, digest: None })
 }
 
 /// `n,R|W,n,n,n`.
 pub fn sniff_line(line: &str) -> bool {
     let (n, f) = split::<5>(line, ',');
-    n == 5
-        && uint(f[0]).is_some()
-        && crate::parse::op_letter(f[1]).is_some()
-        && f[2..].iter().all(|x| uint(x).is_some())
+    n == 5 && uint(f[0]).is_some() && op_letter(f[1]).is_some() && f[2..].iter().all(|x| uint(x).is_some())
 }
 
 pub fn sniff_name(_name: &str) -> bool {

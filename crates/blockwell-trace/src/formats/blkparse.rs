@@ -87,9 +87,9 @@ impl LineParser for Blkparse {
             }
             return Err(ctx.error("'sector + nsectors'", shown(&f[7..n.min(10)].join(" "))));
         }
-        let time_ns = decimal(f[3], 1_000_000_000).ok_or_else(|| ctx.error("a time in seconds", shown(f[3])))?;
-        let offset = scaled(f[7], 512).ok_or_else(|| ctx.error("a sector below 2^55", shown(f[7])))?;
-        let len = scaled(f[9], 512).ok_or_else(|| ctx.error("a sector count below 2^55", shown(f[9])))?;
+        let time_ns = ctx.field(f[3], "a time in seconds", |s| decimal(s, 1_000_000_000))?;
+        let offset = ctx.field(f[7], "a sector below 2^55", |s| scaled(s, 512))?;
+        let len = ctx.field(f[9], "a sector count below 2^55", |n| scaled(n, 512))?;
         if len == 0 {
             return Ok(None);
         }

@@ -54,12 +54,12 @@ impl LineParser for Fiu {
             *slot = f;
         }
         let [lba, size, op, major, minor, md5] = tail;
-        let time_ns = uint(head[0]).ok_or_else(|| ctx.error("a ts_ns in nanoseconds", shown(head[0])))?;
-        uint(head[1]).ok_or_else(|| ctx.error("a pid", shown(head[1])))?;
-        let offset = scaled(lba, 512).ok_or_else(|| ctx.error("an lba in 512 B sectors below 2^55", shown(lba)))?;
-        let len = scaled(size, 512).ok_or_else(|| ctx.error("a size in 512 B sectors below 2^55", shown(size)))?;
-        let op = crate::parse::op_letter(op).ok_or_else(|| ctx.error("R or W", shown(op)))?;
-        let digest = hex128(md5).ok_or_else(|| ctx.error("an md5 of 32 hex digits", shown(md5)))?;
+        let time_ns = ctx.field(head[0], "a ts_ns in nanoseconds", uint)?;
+        ctx.field(head[1], "a pid", uint)?;
+        let offset = ctx.field(lba, "an lba in 512 B sectors below 2^55", |lba| scaled(lba, 512))?;
+        let len = ctx.field(size, "a size in 512 B sectors below 2^55", |size| scaled(size, 512))?;
+        let op = ctx.field(op, "R or W", crate::parse::op_letter)?;
+        let digest = ctx.field(md5, "an md5 of 32 hex digits", hex128)?;
         if uint(major).is_none() || uint(minor).is_none() {
             return Err(ctx.error("a device number: major minor", shown(&format!("{major} {minor}"))));
         }

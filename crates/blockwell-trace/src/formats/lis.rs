@@ -40,9 +40,8 @@ impl LineParser for Lis {
         if n < 2 {
             return Err(ctx.error("start_block nblocks [ignore request_number]", format!("{n} field(s)")));
         }
-        let offset =
-            scaled(f[0], 512).ok_or_else(|| ctx.error("a start_block in 512 B blocks below 2^55", shown(f[0])))?;
-        let len = scaled(f[1], 512).ok_or_else(|| ctx.error("an nblocks count below 2^55", shown(f[1])))?;
+        let offset = ctx.field(f[0], "a start_block in 512 B blocks below 2^55", |b| scaled(b, 512))?;
+        let len = ctx.field(f[1], "an nblocks count below 2^55", |b| scaled(b, 512))?;
         if offset.checked_add(len).is_none() {
             return Err(ctx.error("a block range below 2^64 bytes", shown(line)));
         }

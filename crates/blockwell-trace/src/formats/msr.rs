@@ -22,7 +22,7 @@
 
 use crate::parse::{split, uint};
 use crate::write::{field_safe, Output, TextWriter};
-use crate::{shown, Input, LineCtx, LineParser, LineTrace, ReaderOptions, Request, TraceError, TraceReader};
+use crate::{CommaFields, Input, LineCtx, LineTrace, ReaderOptions, Request, TraceError, TraceReader};
 use crate::{TraceWriter, VolumeMap, WriterOptions};
 use blockwell_core::Op;
 use std::fmt::Write as _;
@@ -31,8 +31,11 @@ use std::fmt::Write as _;
 pub const FILETIME_BASE: u64 = 128_165_760_000_000_000;
 
 pub fn open(input: Input, opts: &ReaderOptions) -> Result<Box<dyn TraceReader>, TraceError> {
-    Ok(LineTrace::boxed(input, opts, Msr { origin: None, name: String::new() }))
+    let mut msr = Msr { origin: None, name: String::new() };
+    Ok(LineTrace::boxed(input, opts, CommaFields::new(FIELDS, move |f, ctx, volumes| msr.request(f, ctx, volumes))))
 }
+
+const FIELDS: &str = "Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime";
 
 struct Msr {
     origin: Option<u64>,
@@ -50,35 +53,21 @@ fn parse_op(s: &str) -> Option<Op> {
     }
 }
 
-impl LineParser for Msr {
-    fn parse(&mut self, line: &str, ctx: &LineCtx, volumes: &mut VolumeMap) -> Result<Option<Request>, TraceError> {
-        let line = line.trim();
-        if line.is_empty() {
-            return Ok(None);
-        }
-        let (n, f) = split::<7>(line, ',');
-        if n < 7 {
-            return Err(ctx.error(
-                "7 comma-separated fields Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime",
-                format!("{n} field(s)"),
-            ));
-        }
-        let ticks = uint(f[0]).ok_or_else(|| ctx.error("a Timestamp in 100 ns FILETIME ticks", shown(f[0])))?;
-        let host = f[1].trim();
-        if host.is_empty() {
-            return Err(ctx.error("a Hostname", shown(f[1])));
-        }
-        uint(f[2]).ok_or_else(|| ctx.error("a DiskNumber (unsigned integer)", shown(f[2])))?;
-        let op = parse_op(f[3]).ok_or_else(|| ctx.error("a Type of Read or Write", shown(f[3])))?;
-        let offset = uint(f[4]).ok_or_else(|| ctx.error("an Offset in bytes", shown(f[4])))?;
-        let len = uint(f[5]).ok_or_else(|| ctx.error("a Size in bytes", shown(f[5])))?;
+impl Msr {
+    fn request(&mut self, f: [&str; 7], ctx: &LineCtx, volumes: &mut VolumeMap) -> Result<Request, TraceError> {
+        let ticks = ctx.field(f[0], "a Timestamp in 100 ns FILETIME ticks", uint)?;
+        let host = ctx.nonblank(f[1], "a Hostname")?;
+        ctx.field(f[2], "a DiskNumber (unsigned integer)", uint)?;
+        let op = ctx.field(f[3], "a Type of Read or Write", parse_op)?;
+        let offset = ctx.field(f[4], "an Offset in bytes", uint)?;
+        let len = ctx.field(f[5], "a Size in bytes", uint)?;
         let origin = *self.origin.get_or_insert(ticks);
         self.name.clear();
         self.name.push_str(host);
         self.name.push('_');
         self.name.push_str(f[2].trim());
         let volume = volumes.id(&self.name);
-        Ok(Some(Request { time_ns: ticks.saturating_sub(origin) * 100, volume, op, offset, len, digest: None }))
+        Ok(Request { time_ns: ticks.saturating_sub(origin) * 100, volume, op, offset, len, digest: None })
     }
 }
 

@@ -19,40 +19,24 @@
 //! the offset down to a sector (the length is in bytes, extended by the rounding), and writes the time with nine
 //! decimals.
 
-use crate::parse::{decimal, scaled, split, uint};
+use crate::parse::{decimal, op_letter, scaled, split, uint};
 use crate::write::{numeric_volume, push_seconds, Output, TextWriter};
-use crate::{shown, Input, LineCtx, LineParser, LineTrace, ReaderOptions, Request, TraceError, TraceReader};
+use crate::{CommaFields, Input, LineCtx, LineTrace, ReaderOptions, Request, TraceError, TraceReader};
 use crate::{TraceWriter, VolumeMap, WriterOptions};
 use blockwell_core::Op;
 use std::fmt::Write as _;
 
 pub fn open(input: Input, opts: &ReaderOptions) -> Result<Box<dyn TraceReader>, TraceError> {
-    Ok(LineTrace::boxed(input, opts, Spc))
+    Ok(LineTrace::boxed(input, opts, CommaFields::new("ASU,LBA,Size,Opcode,Timestamp", request)))
 }
 
-struct Spc;
-
-impl LineParser for Spc {
-    fn parse(&mut self, line: &str, ctx: &LineCtx, volumes: &mut VolumeMap) -> Result<Option<Request>, TraceError> {
-        let line = line.trim();
-        if line.is_empty() {
-            return Ok(None);
-        }
-        let (n, f) = split::<5>(line, ',');
-        if n < 5 {
-            return Err(ctx.error("5 comma-separated fields ASU,LBA,Size,Opcode,Timestamp", format!("{n} field(s)")));
-        }
-        let asu = f[0].trim();
-        if asu.is_empty() {
-            return Err(ctx.error("an ASU", shown(f[0])));
-        }
-        let offset = scaled(f[1], 512).ok_or_else(|| ctx.error("an LBA in 512 B sectors below 2^55", shown(f[1])))?;
-        let len = uint(f[2]).ok_or_else(|| ctx.error("a Size in bytes", shown(f[2])))?;
-        let op = crate::parse::op_letter(f[3]).ok_or_else(|| ctx.error("an Opcode r or w", shown(f[3])))?;
-        let time_ns = decimal(f[4], 1_000_000_000).ok_or_else(|| ctx.error("a Timestamp in seconds", shown(f[4])))?;
-        let volume = volumes.id(asu);
-        Ok(Some(Request { time_ns, volume, op, offset, len, digest: None }))
-    }
+fn request(f: [&str; 5], ctx: &LineCtx, volumes: &mut VolumeMap) -> Result<Request, TraceError> {
+    let asu = ctx.nonblank(f[0], "an ASU")?;
+    let offset = ctx.field(f[1], "an LBA in 512 B sectors below 2^55", |lba| scaled(lba, 512))?;
+    let len = ctx.field(f[2], "a Size in bytes", uint)?;
+    let op = ctx.field(f[3], "an Opcode r or w", op_letter)?;
+    let time_ns = ctx.field(f[4], "a Timestamp in seconds", |s| decimal(s, 1_000_000_000))?;
+    Ok(Request { time_ns, volume: volumes.id(asu), op, offset, len, digest: None })
 }
 
 /// `n,n,n,r|w,seconds[,...]`.
@@ -60,7 +44,7 @@ pub fn sniff_line(line: &str) -> bool {
     let (n, f) = split::<5>(line, ',');
     n >= 5
         && f[..3].iter().all(|x| uint(x).is_some())
-        && crate::parse::op_letter(f[3]).is_some()
+        && op_letter(f[3]).is_some()
         && decimal(f[4], 1_000_000_000).is_some()
 }
 

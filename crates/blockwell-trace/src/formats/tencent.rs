@@ -20,16 +20,14 @@
 
 use crate::parse::{scaled, split, uint};
 use crate::write::{numeric_volume, units, Output, TextWriter};
-use crate::{shown, Input, LineCtx, LineParser, LineTrace, ReaderOptions, Request, TraceError, TraceReader};
+use crate::{CommaFields, Input, LineCtx, LineTrace, ReaderOptions, Request, TraceError, TraceReader};
 use crate::{TraceWriter, VolumeMap, WriterOptions};
 use blockwell_core::Op;
 use std::fmt::Write as _;
 
 pub fn open(input: Input, opts: &ReaderOptions) -> Result<Box<dyn TraceReader>, TraceError> {
-    Ok(LineTrace::boxed(input, opts, Tencent))
+    Ok(LineTrace::boxed(input, opts, CommaFields::new("Timestamp,Offset,Size,IOType,VolumeID", request)))
 }
-
-struct Tencent;
 
 fn parse_op(s: &str) -> Option<Op> {
     match s.trim() {
@@ -39,31 +37,13 @@ fn parse_op(s: &str) -> Option<Op> {
     }
 }
 
-impl LineParser for Tencent {
-    fn parse(&mut self, line: &str, ctx: &LineCtx, volumes: &mut VolumeMap) -> Result<Option<Request>, TraceError> {
-        let line = line.trim();
-        if line.is_empty() {
-            return Ok(None);
-        }
-        let (n, f) = split::<5>(line, ',');
-        if n < 5 {
-            return Err(
-                ctx.error("5 comma-separated fields Timestamp,Offset,Size,IOType,VolumeID", format!("{n} field(s)"))
-            );
-        }
-        let time_ns = scaled(f[0], 1_000_000_000)
-            .ok_or_else(|| ctx.error("a Timestamp in seconds below 2^64 ns", shown(f[0])))?;
-        let offset =
-            scaled(f[1], 512).ok_or_else(|| ctx.error("an Offset in 512 B sectors below 2^55", shown(f[1])))?;
-        let len = scaled(f[2], 512).ok_or_else(|| ctx.error("a Size in 512 B sectors below 2^55", shown(f[2])))?;
-        let op = parse_op(f[3]).ok_or_else(|| ctx.error("an IOType 0 (read) or 1 (write)", shown(f[3])))?;
-        let vol = f[4].trim();
-        if vol.is_empty() {
-            return Err(ctx.error("a VolumeID", shown(f[4])));
-        }
-        let volume = volumes.id(vol);
-        Ok(Some(Request { time_ns, volume, op, offset, len, digest: None }))
-    }
+fn request(f: [&str; 5], ctx: &LineCtx, volumes: &mut VolumeMap) -> Result<Request, TraceError> {
+    let time_ns = ctx.field(f[0], "a Timestamp in seconds below 2^64 ns", |s| scaled(s, 1_000_000_000))?;
+    let offset = ctx.field(f[1], "an Offset in 512 B sectors below 2^55", |sectors| scaled(sectors, 512))?;
+    let len = ctx.field(f[2], "a Size in 512 B sectors below 2^55", |sectors| scaled(sectors, 512))?;
+    let op = ctx.field(f[3], "an IOType 0 (read) or 1 (write)", parse_op)?;
+    let vol = ctx.nonblank(f[4], "a VolumeID")?;
+    Ok(Request { time_ns, volume: volumes.id(vol), op, offset, len, digest: None })
 }
 
 /// Five numbers, the fourth 0 or 1.

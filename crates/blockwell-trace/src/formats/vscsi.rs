@@ -19,9 +19,9 @@
 //! the header. The writer writes the header, `28`/`2a`, time in whole seconds, and rounds the offset down to a
 //! sector (extending the length by the rounding); it refuses volumes other than 0.
 
-use crate::parse::{scaled, split, uint};
+use crate::parse::{scaled, uint};
 use crate::write::{single_volume, Output, TextWriter};
-use crate::{shown, Input, LineCtx, LineParser, LineTrace, ReaderOptions, Request, TraceError, TraceReader};
+use crate::{Input, LineCtx, LineParser, LineTrace, ReaderOptions, Request, TraceError, TraceReader};
 use crate::{TraceWriter, VolumeMap, WriterOptions};
 use blockwell_core::Op;
 use std::fmt::Write as _;
@@ -51,16 +51,11 @@ impl LineParser for Vscsi {
         if t.is_empty() || (ctx.line == 1 && t.starts_with("version")) {
             return Ok(None);
         }
-        let (n, f) = split::<5>(t, ',');
-        if n < 5 {
-            return Err(ctx.error("5 comma-separated fields version,time,op,size,lbn", format!("{n} field(s)")));
-        }
-        let time_ns = uint(f[1])
-            .and_then(|s| s.checked_mul(1_000_000_000))
-            .ok_or_else(|| ctx.error("a time in seconds below 2^64 ns", shown(f[1])))?;
-        let op = parse_op(f[2]).ok_or_else(|| ctx.error("a SCSI opcode in hex (28 read, 2a write)", shown(f[2])))?;
-        let len = uint(f[3]).ok_or_else(|| ctx.error("a size in bytes", shown(f[3])))?;
-        let offset = scaled(f[4], 512).ok_or_else(|| ctx.error("an lbn in 512 B sectors below 2^55", shown(f[4])))?;
+        let f = ctx.comma_fields::<5>(t, "version,time,op,size,lbn")?;
+        let time_ns = ctx.field(f[1], "a time in seconds below 2^64 ns", |s| scaled(s, 1_000_000_000))?;
+        let op = ctx.field(f[2], "a SCSI opcode in hex (28 read, 2a write)", parse_op)?;
+        let len = ctx.field(f[3], "a size in bytes", uint)?;
+        let offset = ctx.field(f[4], "an lbn in 512 B sectors below 2^55", |lbn| scaled(lbn, 512))?;
         Ok(Some(Request { time_ns, volume: 0, op, offset, len, digest: None }))
     }
 }
