@@ -113,14 +113,12 @@ fn unread_replies_cost_at_most_the_connection_budget() {
 #[test]
 fn a_thread_limit_refuses_connections_and_keeps_serving() {
     use std::io::Read;
-    use std::os::unix::fs::MetadataExt;
     use std::os::unix::fs::PermissionsExt;
     use std::process::{Command, Stdio};
-    if std::fs::metadata("/proc/self").unwrap().uid() != 0 {
-        util::skip("the thread-limit test runs the server as user nobody and needs root");
-        return;
-    }
-    if !util::serve::have("setpriv") || !util::serve::have("prlimit") {
+    if !util::root("running the server as user nobody")
+        || !util::serve::have("setpriv")
+        || !util::serve::have("prlimit")
+    {
         return;
     }
     // RLIMIT_NPROC does not bind root: the server runs as nobody, from a copy of the binary it can reach.

@@ -7,6 +7,7 @@ mod util;
 use std::path::Path;
 use std::process::Command;
 
+use util::fs::sh_ok as sh;
 use util::serve::Served;
 use util::{fails, ok};
 
@@ -106,21 +107,9 @@ fn a_cache_device_in_use_is_refused_to_other_commands() {
     assert!(ok(&["cache", "check", dev]).contains("clean"));
 }
 
-/// Runs `cmd args` and asserts success; returns stdout.
-fn sh(cmd: &str, args: &[&str]) -> String {
-    let o = Command::new(cmd).args(args).output().unwrap();
-    assert!(o.status.success(), "{cmd} {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout).unwrap()
-}
-
 #[test]
 fn a_block_device_is_claimed_with_o_excl_and_refused_while_mounted() {
-    use std::os::unix::fs::MetadataExt;
-    if std::fs::metadata("/proc/self").unwrap().uid() != 0 {
-        util::skip("loop devices and mounts need root");
-        return;
-    }
-    if !util::serve::have("losetup") || !util::serve::have("mkfs.ext4") {
+    if !util::root("a loop device") || !util::serve::have("losetup") || !util::serve::have("mkfs.ext4") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

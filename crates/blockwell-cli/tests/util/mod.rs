@@ -48,3 +48,13 @@ pub fn shared() -> Option<PathBuf> {
         None
     }
 }
+
+/// Whether the tests run as root; when not, reports the test as skipped because of `why`.
+pub fn root(why: &str) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+    if !root {
+        skip(&format!("{why} needs root"));
+    }
+    root
+}
