@@ -16,8 +16,8 @@
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -42,6 +42,8 @@ pub enum ControlError {
     NotLoopback { addr: SocketAddr },
     #[error("{what}: {source}")]
     Io { what: String, source: io::Error },
+    #[error(transparent)]
+    Untrusted(#[from] crate::unix::TrustError),
 }
 
 /// A request on the control socket.
@@ -93,11 +95,15 @@ pub type ControlFn = Arc<dyn Fn(Request) -> String + Send + Sync>;
 /// Renders the Prometheus exposition text.
 pub type MetricsFn = Arc<dyn Fn() -> String + Send + Sync>;
 
-/// The default control socket: `$XDG_RUNTIME_DIR/blockwell.sock`, else `/tmp/blockwell-<uid>.sock`.
+/// The default control socket, in a directory only its user can write: `$XDG_RUNTIME_DIR/blockwell.sock`;
+/// without `XDG_RUNTIME_DIR`, `/run/blockwell/control.sock` for root and `/tmp/blockwell-<uid>/control.sock`
+/// for other users (the directory made 0700 and checked by [`serve_control`]).
 pub fn default_control_path() -> PathBuf {
+    let uid = rustix::process::getuid();
     match std::env::var_os("XDG_RUNTIME_DIR") {
         Some(d) if !d.is_empty() => Path::new(&d).join("blockwell.sock"),
-        _ => PathBuf::from(format!("/tmp/blockwell-{}.sock", rustix::process::getuid().as_raw())),
+        _ if uid.is_root() => PathBuf::from("/run/blockwell/control.sock"),
+        _ => PathBuf::from(format!("/tmp/blockwell-{}/control.sock", uid.as_raw())),
     }
 }
 
@@ -107,7 +113,15 @@ pub fn request(path: &Path, req: Request) -> io::Result<String> {
 }
 
 /// [`request`], waiting up to `timeout` for the reply (a cache flush takes as long as the origin needs).
+/// The socket must belong to the calling user or root ([`crate::unix::check_owner`]): a socket another user
+/// placed at the path is refused (`PermissionDenied`) before anything is sent or read.
 pub fn request_within(path: &Path, req: Request, timeout: Duration) -> io::Result<String> {
+    if let Err(e) = crate::unix::check_owner(path) {
+        return Err(match e {
+            crate::unix::TrustError::Io { source, .. } => source,
+            e => io::Error::new(io::ErrorKind::PermissionDenied, e.to_string()),
+        });
+    }
     let mut s = UnixStream::connect(path)?;
     s.set_read_timeout(Some(timeout))?;
     s.write_all(format!("{}\n", req.as_line()).as_bytes())?;
@@ -170,8 +184,14 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> ControlError {
 }
 
 /// Starts the control socket at `path`. A stale socket file (nobody listening) is replaced; a live one is
-/// an error. The socket is made owner-only (0600).
+/// an error. The socket is owner-only (0600) from the start. At the default path, its directory is made
+/// private first ([`crate::unix::private_dir`]).
 pub fn serve_control(path: &Path, render: ControlFn) -> Result<Endpoint, ControlError> {
+    if path == default_control_path() {
+        if let Some(dir) = path.parent() {
+            crate::unix::private_dir(dir)?;
+        }
+    }
     if let Ok(m) = std::fs::symlink_metadata(path) {
         if !m.file_type().is_socket() {
             return Err(ControlError::NotSocket(path.to_path_buf()));
@@ -181,9 +201,7 @@ pub fn serve_control(path: &Path, render: ControlFn) -> Result<Endpoint, Control
         }
         std::fs::remove_file(path).map_err(io_err(path.display().to_string()))?;
     }
-    let listener = UnixListener::bind(path).map_err(io_err(path.display().to_string()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(io_err(path.display().to_string()))?;
+    let listener = crate::unix::bind(path, 0o600).map_err(io_err(path.display().to_string()))?;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     let thread = std::thread::Builder::new()
@@ -323,7 +341,7 @@ mod tests {
     fn stale_socket_is_replaced_and_regular_file_refused() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("stale.sock");
-        drop(UnixListener::bind(&p).unwrap());
+        drop(std::os::unix::net::UnixListener::bind(&p).unwrap());
         assert!(p.exists());
         let ep = serve_control(&p, Arc::new(|_| "ok\n".into())).unwrap();
         assert_eq!(request(&p, Request::Status).unwrap(), "ok\n");

@@ -15,3 +15,4 @@ pub mod file;
 pub mod nbd;
 pub mod stats;
 pub mod tier;
+pub mod unix;

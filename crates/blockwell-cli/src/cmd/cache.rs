@@ -195,9 +195,8 @@ fn open_offline(path: &Path, origin: Option<&Path>) -> anyhow::Result<TierBacken
 
 /// Sends a cache command to a running server and prints its reply; any `error:` line fails the command.
 fn remote(socket: &Path, req: Request) -> anyhow::Result<ExitCode> {
-    let reply = control::request_within(socket, req, Duration::from_secs(24 * 3600)).map_err(|e| {
-        anyhow!("cannot connect to {} ({e}) (is blockwell serve or mount running with --control?)", socket.display())
-    })?;
+    let reply = control::request_within(socket, req, Duration::from_secs(24 * 3600))
+        .map_err(|e| super::status::no_answer(socket, e))?;
     print!("{reply}");
     if let Some(line) = reply.lines().find(|l| l.starts_with("error: ")) {
         bail!("{}: {}", socket.display(), line.trim_start_matches("error: "));

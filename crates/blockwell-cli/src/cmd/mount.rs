@@ -33,10 +33,11 @@ pub struct Args {
     #[arg(long, default_value_t = 4)]
     pub threads: usize,
 
-    /// Answer `blockwell status` on a Unix socket at PATH; without PATH, `$XDG_RUNTIME_DIR/blockwell.sock`
-    /// or else `/tmp/blockwell-<uid>.sock` (as `blockwell serve --control`). The socket is owner-only (0600).
-    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "")]
-    pub control: Option<PathBuf>,
+    /// Answer `blockwell status` on a Unix socket at PATH; without PATH, the default socket of `blockwell serve
+    /// --control`. The socket is owner-only (0600).
+    #[arg(long, value_name = "PATH")]
+    #[allow(clippy::option_option)]
+    pub control: Option<Option<PathBuf>>,
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
@@ -48,7 +49,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let read_only = mode == CacheMode::ReadOnly;
     let source = a.stack.backend.clone().unwrap_or_default();
     let live = Arc::new(vec![Live::new(&a.name, &a.stack, backend.size(), mode, stats.clone())]);
-    let control = a.control.as_deref().map(control_path);
+    let control = a.control.as_ref().map(|c| control_path(c.as_deref()));
     let ctl = control.as_deref().map(|p| serve_control(p, live)).transpose()?;
     // Handlers first, so a signal that arrives while mounting still ends in a clean unmount.
     let stop = Arc::new(AtomicBool::new(false));

@@ -202,6 +202,30 @@ impl FromStr for MaxConnections {
     }
 }
 
+/// `--socket-mode` / `socket_mode`: the NBD Unix socket's file mode, in octal (`0600`, `660`).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Deserialize)]
+#[serde(try_from = "String")]
+pub struct SocketMode(u32);
+
+impl FromStr for SocketMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        let digits = t.strip_prefix("0o").unwrap_or(t);
+        match u32::from_str_radix(digits, 8) {
+            Ok(m) if (3..=4).contains(&digits.len()) && m <= 0o777 => Ok(SocketMode(m)),
+            _ => Err(format!("must be an octal file mode from 000 to 0777, such as 0660, not {s:?}")),
+        }
+    }
+}
+
+impl TryFrom<String> for SocketMode {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
 deserialize_from_str!(Delay, BusyPollUs, Sched, Seconds, MaxConnections);
 
 /// Handles on the counters of a built stack.
@@ -544,6 +568,8 @@ fn parse_sched(name: &str) -> Option<Scheduling> {
 pub struct ServeConfig {
     pub listen: Option<String>,
     pub unix: Option<PathBuf>,
+    /// The mode of the `unix` socket (`socket_mode`; None: 0600).
+    pub socket_mode: Option<SocketMode>,
     pub control: Option<PathBuf>,
     pub metrics: Option<String>,
     /// Busy polling for the next request, in microseconds (`busy_poll_us`; None: the server's default).
@@ -570,6 +596,7 @@ const MAX_BUSY_POLL_US: u64 = 1_000_000;
 struct TopKeys {
     listen: Option<String>,
     unix: Option<PathBuf>,
+    socket_mode: Option<SocketMode>,
     control: Option<PathBuf>,
     metrics: Option<String>,
     busy_poll_us: Option<BusyPollUs>,
@@ -608,6 +635,7 @@ impl ServeConfig {
         let mut cfg = ServeConfig {
             listen: keys.listen,
             unix: keys.unix.map(|p| base.join(p)),
+            socket_mode: keys.socket_mode,
             control: keys.control.map(|p| base.join(p)),
             metrics: keys.metrics,
             busy_poll_us: keys.busy_poll_us.map(|b| b.0),
@@ -859,6 +887,11 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     pub unix: Option<PathBuf>,
 
+    /// The file mode of the --unix socket, in octal, whatever the umask (who may connect). Default 0600: only
+    /// the server's user.
+    #[arg(long, value_name = "MODE", value_parser = parse_arg::<SocketMode>)]
+    pub socket_mode: Option<SocketMode>,
+
     /// The export's name (default `blockwell`).
     #[arg(long)]
     pub export_name: Option<String>,
@@ -867,10 +900,12 @@ pub struct Args {
     #[arg(long)]
     pub description: Option<String>,
 
-    /// Answer `blockwell status` on a Unix socket at PATH; without PATH, `$XDG_RUNTIME_DIR/blockwell.sock`
-    /// or else `/tmp/blockwell-<uid>.sock`. The socket is owner-only (0600).
-    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "")]
-    pub control: Option<PathBuf>,
+    /// Answer `blockwell status` on a Unix socket at PATH; without PATH, `$XDG_RUNTIME_DIR/blockwell.sock`, or
+    /// else `/run/blockwell/control.sock` for root and `/tmp/blockwell-<uid>/control.sock` for other users (a
+    /// directory made 0700 and refused if anyone else can write it). The socket is owner-only (0600).
+    #[arg(long, value_name = "PATH")]
+    #[allow(clippy::option_option)]
+    pub control: Option<Option<PathBuf>>,
 
     /// Serve Prometheus metrics at http://ADDR/metrics; ADDR must be a loopback address (e.g.
     /// 127.0.0.1:9100): the endpoint has no authentication.
@@ -949,8 +984,14 @@ impl Args {
             cfg.listen = self.listen.clone();
             cfg.unix = self.unix.clone();
         }
+        if self.socket_mode.is_some() {
+            cfg.socket_mode = self.socket_mode;
+        }
+        if cfg.socket_mode.is_some() && cfg.unix.is_none() {
+            bail!("socket_mode (--socket-mode) needs a Unix socket (unix, --unix)");
+        }
         if let Some(c) = &self.control {
-            cfg.control = Some(control_path(c));
+            cfg.control = Some(control_path(c.as_deref()));
         }
         if let Some(m) = &self.metrics {
             cfg.metrics = Some(m.clone());
@@ -1428,7 +1469,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
     }));
     let server = match &cfg.unix {
-        Some(p) => Server::bind_unix(p, config).with_context(|| format!("--unix {}", p.display()))?,
+        Some(p) => {
+            let mode = cfg.socket_mode.map_or(0o600, |m| m.0);
+            Server::bind_unix_mode(p, mode, config).with_context(|| format!("--unix {}", p.display()))?
+        }
         None => {
             let listen = cfg.listen.as_deref().unwrap_or("127.0.0.1:10809");
             let addr: SocketAddr =
@@ -1564,12 +1608,8 @@ fn cache_command(live: &[Live], name: Option<&str>, f: impl Fn(&Tier) -> std::io
 }
 
 /// `--control` as given: without a path, the default socket.
-pub(crate) fn control_path(given: &Path) -> PathBuf {
-    if given.as_os_str().is_empty() {
-        control::default_control_path()
-    } else {
-        given.to_path_buf()
-    }
+pub(crate) fn control_path(given: Option<&Path>) -> PathBuf {
+    given.map_or_else(control::default_control_path, Path::to_path_buf)
 }
 
 fn server_addr(h: &blockwell_server::nbd::ServerHandle) -> Option<String> {

@@ -13,8 +13,8 @@ use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The server's control socket (default: `$XDG_RUNTIME_DIR/blockwell.sock`, else
-    /// `/tmp/blockwell-<uid>.sock`, as for `blockwell serve --control`).
+    /// The server's control socket (default: that of `blockwell serve --control` without a path). A socket
+    /// that belongs to another user (not root) is refused.
     #[arg(long, value_name = "PATH")]
     pub control: Option<PathBuf>,
 
@@ -23,11 +23,19 @@ pub struct Args {
     pub json: bool,
 }
 
+/// The error of a control request that got no answer: a socket of another user is refused as such; otherwise
+/// nothing listens there.
+pub(crate) fn no_answer(path: &std::path::Path, e: std::io::Error) -> anyhow::Error {
+    if e.kind() == std::io::ErrorKind::PermissionDenied {
+        anyhow!("{e}")
+    } else {
+        anyhow!("cannot connect to {} ({e}) (is blockwell serve or mount running with --control?)", path.display())
+    }
+}
+
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let path = a.control.unwrap_or_else(control::default_control_path);
-    let reply = control::request(&path, Request::StatusJson).map_err(|e| {
-        anyhow!("cannot connect to {} ({e}) (is blockwell serve or mount running with --control?)", path.display())
-    })?;
+    let reply = control::request(&path, Request::StatusJson).map_err(|e| no_answer(&path, e))?;
     if let Some(msg) = reply.strip_prefix("error: ") {
         bail!("{}: {}", path.display(), msg.trim());
     }

@@ -403,10 +403,16 @@ impl Server {
         Server::new(Listener::Tcp(l), config.into())
     }
 
-    /// Listens on a Unix socket at `path` (removed again when the server ends).
+    /// Listens on a Unix socket at `path`, owner-only (0600) (removed again when the server ends).
     pub fn bind_unix(path: impl AsRef<Path>, config: impl Into<ServerConfig>) -> io::Result<Server> {
+        Self::bind_unix_mode(path, 0o600, config)
+    }
+
+    /// Like [`Server::bind_unix`], with the socket file's mode `mode` (set before the socket listens, whatever
+    /// the umask).
+    pub fn bind_unix_mode(path: impl AsRef<Path>, mode: u32, config: impl Into<ServerConfig>) -> io::Result<Server> {
         let path = path.as_ref();
-        let l = UnixListener::bind(path)?;
+        let l = crate::unix::bind(path, mode)?;
         l.set_nonblocking(true)?;
         Server::new(Listener::Unix(l, path.to_path_buf()), config.into())
     }
