@@ -14,7 +14,7 @@
 //! Metrics: HTTP/1.1 `GET /metrics` answers `200` with `text/plain; version=0.0.4`; any other path `404`,
 //! any other method `405`. One request per connection (`Connection: close`).
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Longest request line or HTTP header block accepted.
 const MAX_REQUEST: u64 = 1024;
@@ -202,94 +202,205 @@ pub fn serve_control(path: &Path, render: ControlFn) -> Result<Endpoint, Control
         std::fs::remove_file(path).map_err(io_err(path.display().to_string()))?;
     }
     let listener = crate::unix::bind(path, 0o600).map_err(io_err(path.display().to_string()))?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    let thread = std::thread::Builder::new()
-        .name("blockwell-control".into())
-        .spawn(move || {
-            for conn in listener.incoming() {
-                if flag.load(Ordering::SeqCst) {
-                    break;
-                }
-                if let Ok(c) = conn {
-                    let _ = answer_control(c, &render);
-                }
-            }
-        })
-        .map_err(io_err("starting the control thread"))?;
+    let answer = move |c: UnixStream| answer_control(c, &render, IO_TIMEOUT);
+    let busy = |mut c: UnixStream| {
+        let _ = c.set_nonblocking(true);
+        let _ = c.write_all(b"error: too many control requests at once; try again\n");
+    };
+    let (stop, thread) = spawn_endpoint(
+        "blockwell-control",
+        std::iter::from_fn(move || Some(listener.accept().map(|(c, _)| c))),
+        answer,
+        busy,
+    )?;
     Ok(Endpoint { stop, wake: Wake::Unix(path.to_path_buf()), thread: Some(thread) })
 }
 
-fn answer_control(mut c: UnixStream, render: &ControlFn) -> io::Result<()> {
-    c.set_read_timeout(Some(IO_TIMEOUT))?;
-    c.set_write_timeout(Some(IO_TIMEOUT))?;
-    let mut line = String::new();
-    BufReader::new((&c).take(MAX_REQUEST)).read_line(&mut line)?;
-    let reply = match Request::parse(&line) {
+/// Requests an endpoint answers at once, each on a thread of its own; a connection beyond them is refused at
+/// once (one line or a 503), so neither slow clients nor a long `cache flush` hold up the others.
+const MAX_CONCURRENT: usize = 8;
+
+/// Starts the accept thread of an endpoint: each connection of `incoming` is answered by `answer` on a thread
+/// of its own, at most [`MAX_CONCURRENT`] at once, beyond which `busy` answers it. On stop, the thread waits for
+/// the requests being answered.
+fn spawn_endpoint<S: Send + 'static>(
+    name: &str,
+    incoming: impl Iterator<Item = io::Result<S>> + Send + 'static,
+    answer: impl Fn(S) -> io::Result<()> + Send + Sync + 'static,
+    busy: fn(S),
+) -> Result<(Arc<AtomicBool>, JoinHandle<()>), ControlError> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let answer = Arc::new(answer);
+    let label = name.to_string();
+    let thread = std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let mut running: Vec<JoinHandle<()>> = Vec::new();
+            for conn in incoming {
+                if flag.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(c) = conn else { continue };
+                running.retain(|t| !t.is_finished());
+                if running.len() >= MAX_CONCURRENT {
+                    busy(c);
+                    continue;
+                }
+                let answer = answer.clone();
+                // No thread for it: the connection is dropped (closed) unanswered.
+                if let Ok(t) = std::thread::Builder::new().name(label.clone()).spawn(move || drop(answer(c))) {
+                    running.push(t);
+                }
+            }
+            for t in running {
+                let _ = t.join();
+            }
+        })
+        .map_err(io_err(format!("starting the {name} thread")))?;
+    Ok((stop, thread))
+}
+
+/// A socket with read and write timeouts.
+trait Timed: Read + Write {
+    fn read_timeout(&self, t: Duration) -> io::Result<()>;
+    fn write_timeout(&self, t: Duration) -> io::Result<()>;
+}
+
+impl Timed for UnixStream {
+    fn read_timeout(&self, t: Duration) -> io::Result<()> {
+        self.set_read_timeout(Some(t))
+    }
+    fn write_timeout(&self, t: Duration) -> io::Result<()> {
+        self.set_write_timeout(Some(t))
+    }
+}
+
+impl Timed for TcpStream {
+    fn read_timeout(&self, t: Duration) -> io::Result<()> {
+        self.set_read_timeout(Some(t))
+    }
+    fn write_timeout(&self, t: Duration) -> io::Result<()> {
+        self.set_write_timeout(Some(t))
+    }
+}
+
+/// What is left of `until`, or a time-out error.
+fn left(until: Instant) -> io::Result<Duration> {
+    match until.checked_duration_since(Instant::now()) {
+        Some(d) if !d.is_zero() => Ok(d),
+        _ => Err(io::Error::new(io::ErrorKind::TimedOut, "the client took too long")),
+    }
+}
+
+/// Reads a request until `end` finds where it ends in what was read, or the client closes its side: all of it
+/// within `within`, at most `max` bytes.
+fn read_request<S: Timed>(c: &mut S, within: Duration, max: usize, end: fn(&[u8]) -> bool) -> io::Result<Vec<u8>> {
+    let until = Instant::now() + within;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while !end(&buf) {
+        if buf.len() > max {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "request too long"));
+        }
+        c.read_timeout(left(until)?)?;
+        match c.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(buf)
+}
+
+/// Writes `data` whole within `within`, however slowly the client reads.
+fn write_reply<S: Timed>(c: &mut S, data: &[u8], within: Duration) -> io::Result<()> {
+    let until = Instant::now() + within;
+    let mut rest = data;
+    while !rest.is_empty() {
+        c.write_timeout(left(until)?)?;
+        match c.write(rest) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => rest = &rest[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn answer_control(mut c: UnixStream, render: &ControlFn, within: Duration) -> io::Result<()> {
+    let req = read_request(&mut c, within, MAX_REQUEST as usize, |b| b.contains(&b'\n'))?;
+    let line = String::from_utf8_lossy(&req);
+    let line = line.lines().next().unwrap_or("");
+    let reply = match Request::parse(line) {
         Some(r) => render(r),
         None => format!(
             "error: unknown request '{}' (known: status, status json, cache flush [EXPORT], cache mode MODE [EXPORT])\n",
             line.trim()
         ),
     };
-    c.write_all(reply.as_bytes())
+    write_reply(&mut c, reply.as_bytes(), within)
 }
 
-/// Starts the metrics endpoint on `addr`, which must be a loopback address.
+/// Starts the metrics endpoint on `addr`, which must be a loopback address. Scrapes are answered concurrently
+/// (up to [`MAX_CONCURRENT`]; more get `503`), and each must send its request and take its reply within 5 s.
 pub fn serve_metrics(addr: SocketAddr, render: MetricsFn) -> Result<Endpoint, ControlError> {
+    serve_metrics_within(addr, render, IO_TIMEOUT)
+}
+
+fn serve_metrics_within(addr: SocketAddr, render: MetricsFn, within: Duration) -> Result<Endpoint, ControlError> {
     if !addr.ip().is_loopback() {
         return Err(ControlError::NotLoopback { addr });
     }
     let listener = TcpListener::bind(addr).map_err(io_err(addr.to_string()))?;
     let local = listener.local_addr().map_err(io_err(addr.to_string()))?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    let thread = std::thread::Builder::new()
-        .name("blockwell-metrics".into())
-        .spawn(move || {
-            for conn in listener.incoming() {
-                if flag.load(Ordering::SeqCst) {
-                    break;
-                }
-                if let Ok(c) = conn {
-                    let _ = answer_http(c, &render);
-                }
-            }
-        })
-        .map_err(io_err("starting the metrics thread"))?;
+    let answer = move |c: TcpStream| answer_http(c, &render, within);
+    let busy = |mut c: TcpStream| {
+        let _ = c.set_nonblocking(true);
+        let _ = c.write_all(
+            b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        );
+        // Closing with the request unread would reset the connection, and the reply could be lost with it.
+        let _ = c.shutdown(std::net::Shutdown::Write);
+        let _ = c.read(&mut [0u8; 8 * MAX_REQUEST as usize]);
+    };
+    let (stop, thread) = spawn_endpoint(
+        "blockwell-metrics",
+        std::iter::from_fn(move || Some(listener.accept().map(|(c, _)| c))),
+        answer,
+        busy,
+    )?;
     Ok(Endpoint { stop, wake: Wake::Tcp(local), thread: Some(thread) })
 }
 
-fn answer_http(mut c: TcpStream, render: &MetricsFn) -> io::Result<()> {
-    c.set_read_timeout(Some(IO_TIMEOUT))?;
-    c.set_write_timeout(Some(IO_TIMEOUT))?;
-    let mut r = BufReader::new((&c).take(8 * MAX_REQUEST));
-    let mut first = String::new();
-    r.read_line(&mut first)?;
-    // Drain the headers up to the blank line.
-    loop {
-        let mut h = String::new();
-        if r.read_line(&mut h)? == 0 || h.trim().is_empty() {
-            break;
+fn answer_http(mut c: TcpStream, render: &MetricsFn, within: Duration) -> io::Result<()> {
+    let head = read_request(&mut c, within, 8 * MAX_REQUEST as usize, |b| b.windows(4).any(|w| w == b"\r\n\r\n"))?;
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut req = httparse::Request::new(&mut headers);
+    let parsed = req.parse(&head);
+    let (method, path) = (req.method.unwrap_or(""), req.path.unwrap_or("").split('?').next().unwrap_or(""));
+    let text = "text/plain; charset=utf-8";
+    let (status, ctype, body) = match (parsed, method, path) {
+        (Ok(httparse::Status::Complete(_)), "GET" | "HEAD", "/metrics") => {
+            ("200 OK", "text/plain; version=0.0.4; charset=utf-8", render())
         }
-    }
-    let mut parts = first.split_whitespace();
-    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("");
-    let (status, ctype, body) = match (method, path) {
-        ("GET" | "HEAD", "/metrics") => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", render()),
-        ("GET" | "HEAD", _) => ("404 Not Found", "text/plain; charset=utf-8", "not found; try /metrics\n".into()),
-        _ => ("405 Method Not Allowed", "text/plain; charset=utf-8", "only GET\n".into()),
+        (Ok(httparse::Status::Complete(_)), "GET" | "HEAD", _) => {
+            ("404 Not Found", text, "not found; try /metrics\n".into())
+        }
+        (Ok(httparse::Status::Complete(_)), _, _) => ("405 Method Not Allowed", text, "only GET\n".into()),
+        _ => ("400 Bad Request", text, "bad request\n".into()),
     };
-    let head = format!(
+    let mut reply = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
-    );
-    c.write_all(head.as_bytes())?;
+    )
+    .into_bytes();
     if method != "HEAD" {
-        c.write_all(body.as_bytes())?;
+        reply.extend_from_slice(body.as_bytes());
     }
-    c.flush()
+    write_reply(&mut c, &reply, within)
 }
 
 #[cfg(test)]
@@ -364,6 +475,70 @@ mod tests {
         assert!(ok.ends_with("\r\n\r\nx_total 1\n"), "{ok}");
         assert!(http(a, "GET / HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
         assert!(http(a, "POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
+        ep.stop();
+    }
+
+    #[test]
+    fn slow_scrapers_stall_no_one_and_meet_their_deadline() {
+        let within = Duration::from_millis(400);
+        let ep = serve_metrics_within("127.0.0.1:0".parse().unwrap(), Arc::new(|| "x 1\n".into()), within).unwrap();
+        let a = ep.local_addr().unwrap();
+        // A client that connects and sends nothing, and one that trickles its request a byte at a time.
+        let silent = TcpStream::connect(a).unwrap();
+        let trickle = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(a).unwrap();
+            let t0 = Instant::now();
+            for b in b"GET /metrics HTTP/1.1\r\nHost: slow\r\n\r\n" {
+                if s.write_all(&[*b]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let mut out = String::new();
+            let _ = s.read_to_string(&mut out);
+            (t0.elapsed(), out)
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        // Meanwhile a scrape is answered at once.
+        let t0 = Instant::now();
+        assert!(http(a, "GET /metrics HTTP/1.1\r\n\r\n").ends_with("x 1\n"));
+        assert!(t0.elapsed() < Duration::from_millis(300), "{:?}", t0.elapsed());
+        // The trickling client is cut at the deadline, its request unanswered.
+        let (took, out) = trickle.join().unwrap();
+        assert!(out.is_empty() && took < within * 3, "{took:?} {out:?}");
+        // Past the limit of requests at once: 503 at once.
+        let idle: Vec<TcpStream> = (0..MAX_CONCURRENT).map(|_| TcpStream::connect(a).unwrap()).collect();
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(http(a, "GET /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 503"));
+        drop((idle, silent));
+        std::thread::sleep(within);
+        assert!(http(a, "GET /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200"));
+        assert!(http(a, "GARBAGE\r\n\r\n").starts_with("HTTP/1.1 400"));
+        ep.stop();
+    }
+
+    #[test]
+    fn a_long_control_request_does_not_hold_up_status() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("c.sock");
+        let ep = serve_control(
+            &p,
+            Arc::new(|r| match r {
+                Request::CacheFlush(_) => {
+                    std::thread::sleep(Duration::from_millis(800));
+                    "ok: flushed\n".into()
+                }
+                _ => "a: line\n".into(),
+            }),
+        )
+        .unwrap();
+        let p2 = p.clone();
+        let flush = std::thread::spawn(move || request(&p2, Request::CacheFlush(None)).unwrap());
+        std::thread::sleep(Duration::from_millis(100));
+        let t0 = Instant::now();
+        assert_eq!(request(&p, Request::Status).unwrap(), "a: line\n");
+        assert!(t0.elapsed() < Duration::from_millis(500), "{:?}", t0.elapsed());
+        assert_eq!(flush.join().unwrap(), "ok: flushed\n");
         ep.stop();
     }
 
