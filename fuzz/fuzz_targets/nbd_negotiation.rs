@@ -1,4 +1,5 @@
-//! The NBD handshake (client flags, then options) on arbitrary bytes must never panic.
+//! The NBD handshake (a policy byte: TLS mode, listing, default export; then client flags and options) on
+//! arbitrary bytes must never panic.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -505,7 +505,7 @@ fn connection_events_are_reported() {
     };
     let first = of(0);
     assert!(matches!(&first[0], ConnEvent::Connected { peer, .. } if peer.starts_with("127.0.0.1:")), "{first:?}");
-    assert_eq!(first[1], ConnEvent::Opened { id: 0, export: "disk".into() });
+    assert_eq!(first[1], ConnEvent::Opened { id: 0, export: "disk".into(), tls: false });
     assert_eq!(first[2], ConnEvent::Closed { id: 0, requests: 2, error: None });
     let second = of(1);
     assert_eq!(second.len(), 3, "{second:?}");

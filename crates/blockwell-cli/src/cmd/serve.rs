@@ -29,7 +29,8 @@ use blockwell_server::content::{ContentBackend, ContentConfig, ContentSnapshot, 
 use blockwell_server::control::{self, Request};
 use blockwell_server::delay::{DelayBackend, DelayConfig, DelayStats};
 use blockwell_server::file::{FileBackend, FileOptions};
-use blockwell_server::nbd::{ConnEvent, Export, Scheduling, Server, ServerConfig, DEFAULT_BUSY_POLL};
+use blockwell_server::nbd::proto::TlsMode;
+use blockwell_server::nbd::{tls, ConnEvent, Export, Scheduling, Server, ServerConfig, DEFAULT_BUSY_POLL};
 use blockwell_server::stats::StatsSnapshot;
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -226,7 +227,23 @@ impl TryFrom<String> for SocketMode {
     }
 }
 
-deserialize_from_str!(Delay, BusyPollUs, Sched, Seconds, MaxConnections);
+/// `--tls` / `tls`: off, on or require (nbdkit's `--tls`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TlsArg(TlsMode);
+
+impl FromStr for TlsArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "off" => Ok(TlsArg(TlsMode::Off)),
+            "on" => Ok(TlsArg(TlsMode::On)),
+            "require" => Ok(TlsArg(TlsMode::Require)),
+            _ => Err(format!("must be off, on or require, not {s:?}")),
+        }
+    }
+}
+
+deserialize_from_str!(Delay, BusyPollUs, Sched, Seconds, MaxConnections, TlsArg);
 
 /// Handles on the counters of a built stack.
 #[derive(Clone)]
@@ -582,9 +599,61 @@ pub struct ServeConfig {
     pub handshake_timeout: Option<Seconds>,
     pub idle_timeout: Option<Seconds>,
     pub shutdown_timeout: Option<Seconds>,
+    /// TLS (`tls`, `tls_certificates`, `tls_verify_peer`), listing (`list`), the default export
+    /// (`default_export`) and plain TCP beyond loopback (`allow_insecure_listen`).
+    pub tls: Option<TlsArg>,
+    pub tls_certificates: Option<PathBuf>,
+    pub tls_verify_peer: bool,
+    pub list: Option<bool>,
+    pub default_export: Option<String>,
+    pub allow_insecure_listen: bool,
     /// The content cache shared by the exports with `content = true` (from `[content]`, or from the flags).
     pub content: Option<ContentArgs>,
     pub exports: Vec<ExportConfig>,
+}
+
+impl ServeConfig {
+    /// The TLS mode (off unless given).
+    fn tls_mode(&self) -> TlsMode {
+        self.tls.map_or(TlsMode::Off, |t| t.0)
+    }
+
+    /// Checks the network options together: TLS needs certificates (and they need TLS), the default export
+    /// exists, and a TCP address beyond loopback needs `--tls require` or `--allow-insecure-listen`.
+    fn check_network(&self) -> anyhow::Result<()> {
+        let mode = self.tls_mode();
+        if mode != TlsMode::Off && self.tls_certificates.is_none() {
+            bail!("--tls {} needs --tls-certificates DIR (server-cert.pem, server-key.pem)", tls_name(mode));
+        }
+        if mode == TlsMode::Off && (self.tls_certificates.is_some() || self.tls_verify_peer) {
+            bail!("--tls-certificates and --tls-verify-peer need --tls on or --tls require");
+        }
+        if let Some(d) = &self.default_export {
+            if !self.exports.iter().any(|e| &e.name == d) {
+                bail!("--default-export {d:?}: no export has that name");
+            }
+        }
+        if self.unix.is_none() {
+            let listen = self.listen.as_deref().unwrap_or("127.0.0.1:10809");
+            let addr: SocketAddr =
+                listen.parse().map_err(|_| anyhow!("--listen: '{listen}' is not an address:port"))?;
+            if !addr.ip().is_loopback() && mode != TlsMode::Require && !self.allow_insecure_listen {
+                bail!(
+                    "--listen {addr} is beyond this machine: without --tls require anyone who can reach it can read \
+                     and write the exports; give --tls require with --tls-certificates, or --allow-insecure-listen"
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+fn tls_name(m: TlsMode) -> &'static str {
+    match m {
+        TlsMode::Off => "off",
+        TlsMode::On => "on",
+        TlsMode::Require => "require",
+    }
 }
 
 /// Largest `--busy-poll-us` / `busy_poll_us` (one second).
@@ -605,6 +674,12 @@ struct TopKeys {
     handshake_timeout: Option<Seconds>,
     idle_timeout: Option<Seconds>,
     shutdown_timeout: Option<Seconds>,
+    tls: Option<TlsArg>,
+    tls_certificates: Option<PathBuf>,
+    tls_verify_peer: bool,
+    list: Option<bool>,
+    default_export: Option<String>,
+    allow_insecure_listen: bool,
 }
 
 /// The keys of an `[[export]]` table beside its layers ([`StackArgs`], [`CacheArgs`], [`AdmitArgs`]).
@@ -644,6 +719,12 @@ impl ServeConfig {
             handshake_timeout: keys.handshake_timeout,
             idle_timeout: keys.idle_timeout,
             shutdown_timeout: keys.shutdown_timeout,
+            tls: keys.tls,
+            tls_certificates: keys.tls_certificates.map(|p| base.join(p)),
+            tls_verify_peer: keys.tls_verify_peer,
+            list: keys.list,
+            default_export: keys.default_export,
+            allow_insecure_listen: keys.allow_insecure_listen,
             ..ServeConfig::default()
         };
         if let Some(v) = content {
@@ -946,6 +1027,34 @@ pub struct Args {
     #[arg(long, value_name = "SECS", value_parser = parse_arg::<Seconds>)]
     pub shutdown_timeout: Option<Seconds>,
 
+    /// TLS: off (the default), on (a client may upgrade with NBD_OPT_STARTTLS) or require (every client must
+    /// before anything else; nbdkit's --tls=require). Needs --tls-certificates.
+    #[arg(long, value_name = "MODE", value_parser = parse_arg::<TlsArg>)]
+    pub tls: Option<TlsArg>,
+
+    /// A directory with server-cert.pem, server-key.pem and (with --tls-verify-peer) ca-cert.pem: the layout
+    /// of qemu's tls-creds-x509 and nbdkit's --tls-certificates.
+    #[arg(long, value_name = "DIR")]
+    pub tls_certificates: Option<PathBuf>,
+
+    /// Clients must present a certificate signed by ca-cert.pem: who holds one may connect, nobody else.
+    #[arg(long)]
+    pub tls_verify_peer: bool,
+
+    /// Refuse NBD_OPT_LIST (the export names stay private; a client must know the name it asks for).
+    #[arg(long)]
+    pub no_list: bool,
+
+    /// The export an empty export name selects. Default: the only export when there is one; with several,
+    /// the empty name is unknown unless this names one.
+    #[arg(long, value_name = "NAME")]
+    pub default_export: Option<String>,
+
+    /// Listen on a TCP address beyond loopback without --tls require (anyone who can reach it can read and
+    /// write the exports). Without it such a --listen is refused.
+    #[arg(long)]
+    pub allow_insecure_listen: bool,
+
     /// Log format on stderr: one line per event (start, stop, summary).
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -1005,6 +1114,21 @@ impl Args {
         if let Some(m) = self.max_connections {
             cfg.max_connections = Some(m.0);
         }
+        if self.tls.is_some() {
+            cfg.tls = self.tls;
+        }
+        if let Some(d) = &self.tls_certificates {
+            cfg.tls_certificates = Some(d.clone());
+        }
+        cfg.tls_verify_peer |= self.tls_verify_peer;
+        if self.no_list {
+            cfg.list = Some(false);
+        }
+        if let Some(d) = &self.default_export {
+            cfg.default_export = Some(d.clone());
+        }
+        cfg.allow_insecure_listen |= self.allow_insecure_listen;
+        cfg.check_network()?;
         for (flag, key) in [
             (self.handshake_timeout, &mut cfg.handshake_timeout),
             (self.idle_timeout, &mut cfg.idle_timeout),
@@ -1454,11 +1578,21 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if let Some(t) = cfg.shutdown_timeout {
         config = config.with_shutdown_timeout(Duration::from_secs_f64(t.0));
     }
+    let tls = match &cfg.tls_certificates {
+        Some(dir) => Some(tls::load(dir, cfg.tls_verify_peer).context("--tls-certificates")?),
+        None => None,
+    };
+    let config = config
+        .with_tls(cfg.tls_mode(), tls)
+        .with_list(cfg.list.unwrap_or(true))
+        .with_default_export(cfg.default_export.clone());
     let config = config.with_events(Arc::new(move |e: &ConnEvent| {
         let log = Log(fmt);
         match e {
             ConnEvent::Connected { id, peer } => log.event("connect", json!({"conn": id, "peer": peer})),
-            ConnEvent::Opened { id, export } => log.event("open", json!({"conn": id, "export": export})),
+            ConnEvent::Opened { id, export, tls } => {
+                log.event("open", json!({"conn": id, "export": export, "tls": tls}))
+            }
             ConnEvent::Closed { id, requests, error: None } => {
                 log.event("disconnect", json!({"conn": id, "requests": requests}))
             }
@@ -1477,9 +1611,6 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             let listen = cfg.listen.as_deref().unwrap_or("127.0.0.1:10809");
             let addr: SocketAddr =
                 listen.parse().with_context(|| format!("--listen: '{listen}' is not an address:port"))?;
-            if !addr.ip().is_loopback() {
-                eprintln!("blockwell: warning: listening on {addr}, beyond this machine; NBD has no authentication");
-            }
             Server::bind_tcp(addr, config).with_context(|| format!("--listen {addr}"))?
         }
     };
@@ -1492,9 +1623,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let ctl = cfg.control.as_deref().map(|p| serve_control(p, live.clone())).transpose()?;
+    // A client must use TLS: nbds:// (a client that may or may not gets the plain URI).
+    let s = if cfg.tls_mode() == TlsMode::Require { "s" } else { "" };
     let uri = |name: &str| match &cfg.unix {
-        Some(p) => format!("nbd+unix:///{name}?socket={}", p.display()),
-        None => format!("nbd://{}/{name}", server.local_addr().map(|x| x.to_string()).unwrap_or_default()),
+        Some(p) => format!("nbd{s}+unix:///{name}?socket={}", p.display()),
+        None => format!("nbd{s}://{}/{name}", server.local_addr().map(|x| x.to_string()).unwrap_or_default()),
     };
     let uris: Vec<String> = live.iter().map(|l| uri(&l.name)).collect();
 

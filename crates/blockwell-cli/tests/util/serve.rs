@@ -59,8 +59,11 @@ impl Served {
             .spawn()
             .expect("start blockwell serve");
         let banner = wait_ready(&mut child);
-        let uris: Vec<String> =
-            banner.split_whitespace().filter(|w| w.starts_with("nbd://")).map(str::to_string).collect();
+        let uris: Vec<String> = banner
+            .split_whitespace()
+            .filter(|w| w.starts_with("nbd://") || w.starts_with("nbds://"))
+            .map(str::to_string)
+            .collect();
         assert!(!uris.is_empty(), "no URI in {banner:?}");
         Served { uri: uris[0].clone(), uris, banner, child }
     }

@@ -44,6 +44,12 @@ pub(crate) struct Limits {
     pub idle: Option<Duration>,
 }
 
+/// What the handshake allows ([`Policy`]) and the TLS certificates, shared by every connection.
+pub(crate) struct Handshake {
+    pub policy: Policy,
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
 /// Reads exactly `buf`. Returns `Ok(false)` on a clean end: EOF before the first byte, or the server stopping
 /// before the first byte of this message was read. A message cut short (EOF, or a stop while it is
 /// incomplete) is `UnexpectedEof`; a time limit is `TimedOut`.
@@ -81,7 +87,8 @@ fn read_all(rd: &mut impl Read, buf: &mut [u8]) -> io::Result<()> {
 /// in flight (within the shutdown timeout) and returns. `stream` is non-blocking: every wait is a poll on the
 /// socket and the stop signal.
 ///
-/// `opened` hears which export the client chose; `requests` counts the transmission requests read.
+/// `opened` hears which export the client chose and whether over TLS; `requests` counts the transmission
+/// requests read.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn serve(
     stream: Stream,
@@ -90,21 +97,28 @@ pub(crate) fn serve(
     stop: &Arc<Shutdown>,
     busy_poll: Duration,
     limits: Limits,
-    opened: &mut dyn FnMut(usize),
+    handshake: &Handshake,
+    opened: &mut dyn FnMut(usize, bool),
     requests: &mut u64,
 ) -> io::Result<()> {
-    let mut rd = Polled {
-        stream: stream.try_clone()?,
-        poll: Duration::ZERO,
-        spin: false,
-        stop: stop.clone(),
-        handshake_until: limits.handshake.map(|d| Instant::now() + d),
-        idle: limits.idle,
-        boundary: false,
+    let handshake_until = limits.handshake.map(|d| Instant::now() + d);
+    let polled = |stream: &Stream| -> io::Result<Polled> {
+        Ok(Polled {
+            stream: stream.try_clone()?,
+            poll: Duration::ZERO,
+            spin: false,
+            stop: stop.clone(),
+            handshake_until,
+            idle: limits.idle,
+            boundary: false,
+        })
     };
+    let mut rd = polled(&stream)?;
     let mut wr = ReplyWriter { stream, stop: stop.clone(), until: None, broken: false };
+    // The TLS pump, once TLS is up: it ends when the connection's plain stream closes.
+    let mut pump = None;
     wr.begin().write_all(&proto::greeting())?;
-    let mut n = Negotiation::new(infos);
+    let mut n = Negotiation::with_policy(infos, handshake.policy.clone());
     let mut flags = [0; 4];
     if !read_msg(&mut rd, &mut flags)? {
         return Ok(());
@@ -126,14 +140,26 @@ pub(crate) fn serve(
             Step::Continue => {}
             Step::Close => return Ok(()),
             Step::Transmit { export } => break export,
+            Step::StartTls => {
+                let cfg = handshake.tls.clone().ok_or_else(|| io::Error::other("STARTTLS without certificates"))?;
+                let (plain, p) = super::tls::upgrade(wr.stream, cfg, stop, handshake_until)?;
+                pump = Some(p);
+                rd = polled(&plain)?;
+                wr = ReplyWriter { stream: plain, stop: stop.clone(), until: None, broken: false };
+                n.tls_started();
+            }
         }
     };
     let neg = n.negotiated(export);
     let e = &exports[export];
-    opened(export);
+    opened(export, pump.is_some());
     rd.poll = busy_poll;
     rd.handshake_until = None;
-    transmission(rd, wr, e.backend.clone(), e.read_only || e.backend.is_read_only(), neg, stop, requests)
+    let res = transmission(rd, wr, e.backend.clone(), e.read_only || e.backend.is_read_only(), neg, stop, requests);
+    if let Some(p) = pump {
+        let _ = p.join();
+    }
+    res
 }
 
 fn invalid(e: ProtocolError) -> io::Error {

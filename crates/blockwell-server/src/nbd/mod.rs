@@ -20,6 +20,7 @@ mod conn;
 pub mod proto;
 mod sched;
 mod stop;
+pub mod tls;
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -87,8 +88,8 @@ impl Export {
 pub enum ConnEvent {
     /// A client connected. `peer` is its address (`unix` for a Unix socket).
     Connected { id: u64, peer: String },
-    /// The handshake ended with the client in transmission on `export`.
-    Opened { id: u64, export: String },
+    /// The handshake ended with the client in transmission on `export`, over TLS or not.
+    Opened { id: u64, export: String, tls: bool },
     /// The connection ended after `requests` transmission requests; `error` says why when it was not a clean
     /// end (DISC, EOF at a message boundary, or server shutdown).
     Closed { id: u64, requests: u64, error: Option<String> },
@@ -144,6 +145,14 @@ pub struct ServerConfig {
     /// After a stop, connections get this long to answer what they have read; replies a client does not read
     /// by then are dropped with the connection. Default [`DEFAULT_SHUTDOWN_TIMEOUT`].
     pub shutdown_timeout: Duration,
+    /// TLS ([`tls`]): whether clients must, may or cannot use it, and the certificates. Default off.
+    pub tls_mode: TlsMode,
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Whether NBD_OPT_LIST lists the exports. Default true.
+    pub list: bool,
+    /// The export the empty export name selects. None (the default): the only export when there is one,
+    /// else no export (the empty name is then unknown).
+    pub default_export: Option<String>,
 }
 
 /// Default [`ServerConfig::max_connections`].
@@ -195,6 +204,25 @@ impl ServerConfig {
         self.shutdown_timeout = d;
         self
     }
+
+    /// Sets [`ServerConfig::tls_mode`] and the certificates ([`tls::load`]); a mode other than off needs them.
+    pub fn with_tls(mut self, mode: TlsMode, cfg: Option<Arc<rustls::ServerConfig>>) -> Self {
+        self.tls_mode = mode;
+        self.tls = cfg;
+        self
+    }
+
+    /// Sets [`ServerConfig::list`].
+    pub fn with_list(mut self, list: bool) -> Self {
+        self.list = list;
+        self
+    }
+
+    /// Sets [`ServerConfig::default_export`].
+    pub fn with_default_export(mut self, name: Option<String>) -> Self {
+        self.default_export = name;
+        self
+    }
 }
 
 impl From<Vec<Export>> for ServerConfig {
@@ -208,6 +236,10 @@ impl From<Vec<Export>> for ServerConfig {
             handshake_timeout: Some(DEFAULT_HANDSHAKE_TIMEOUT),
             idle_timeout: None,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            tls_mode: TlsMode::Off,
+            tls: None,
+            list: true,
+            default_export: None,
         }
     }
 }
@@ -331,6 +363,7 @@ pub struct Server {
     busy_poll: Duration,
     scheduling: Scheduling,
     limits: conn::Limits,
+    handshake: Arc<conn::Handshake>,
     max_connections: usize,
     stop: Arc<Shutdown>,
 }
@@ -384,8 +417,22 @@ impl Server {
                 ));
             }
         }
+        let default_export = match &config.default_export {
+            None => (exports.len() == 1).then_some(0),
+            Some(name) => Some(exports.iter().position(|e| &e.name == name).ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidInput, format!("default export {name:?} is not an export"))
+            })?),
+        };
+        if config.tls_mode != TlsMode::Off && config.tls.is_none() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "TLS on or required, but no certificates"));
+        }
+        let handshake = conn::Handshake {
+            policy: Policy { tls: config.tls_mode, list: config.list, default_export },
+            tls: config.tls.filter(|_| config.tls_mode != TlsMode::Off),
+        };
         Ok(Server {
             listener,
+            handshake: Arc::new(handshake),
             exports: Arc::new(exports),
             events: config.events,
             busy_poll: config.busy_poll,
@@ -481,6 +528,7 @@ impl Server {
             let id = next_id;
             next_id += 1;
             let (exports, infos, stop) = (self.exports.clone(), infos.clone(), self.stop.clone());
+            let handshake = self.handshake.clone();
             let events = self.events.clone();
             let who = peer.clone();
             let (busy_poll, scheduling, limits) = (self.busy_poll, self.scheduling, self.limits);
@@ -504,7 +552,8 @@ impl Server {
                     &stop,
                     busy_poll,
                     limits,
-                    &mut |export| emit(ConnEvent::Opened { id, export: exports[export].name.clone() }),
+                    &handshake,
+                    &mut |export, tls| emit(ConnEvent::Opened { id, export: exports[export].name.clone(), tls }),
                     &mut requests,
                 );
                 if let Err(e) = &res {

@@ -26,6 +26,7 @@ pub const FLAG_C_NO_ZEROES: u32 = 1 << 1;
 pub const OPT_EXPORT_NAME: u32 = 1;
 pub const OPT_ABORT: u32 = 2;
 pub const OPT_LIST: u32 = 3;
+pub const OPT_STARTTLS: u32 = 5;
 pub const OPT_INFO: u32 = 6;
 pub const OPT_GO: u32 = 7;
 pub const OPT_STRUCTURED_REPLY: u32 = 8;
@@ -38,7 +39,9 @@ pub const REP_SERVER: u32 = 2;
 pub const REP_INFO: u32 = 3;
 pub const REP_META_CONTEXT: u32 = 4;
 pub const REP_ERR_UNSUP: u32 = (1 << 31) | 1;
+pub const REP_ERR_POLICY: u32 = (1 << 31) | 2;
 pub const REP_ERR_INVALID: u32 = (1 << 31) | 3;
+pub const REP_ERR_TLS_REQD: u32 = (1 << 31) | 5;
 pub const REP_ERR_UNKNOWN: u32 = (1 << 31) | 6;
 pub const REP_ERR_TOO_BIG: u32 = (1 << 31) | 9;
 
@@ -122,6 +125,8 @@ pub enum ProtocolError {
     UnknownExport(String),
     #[error("input ended in the middle of a message")]
     Truncated,
+    #[error("NBD_OPT_EXPORT_NAME before NBD_OPT_STARTTLS on a server that requires TLS")]
+    TlsRequired,
 }
 
 /// A transmission-phase request header.
@@ -217,6 +222,40 @@ pub enum Step {
     Close,
     /// Enter transmission on export `index` after sending the output.
     Transmit { export: usize },
+    /// NBD_OPT_STARTTLS was acknowledged: after sending the output, run the TLS handshake, call
+    /// [`Negotiation::tls_started`] and go on haggling inside TLS.
+    StartTls,
+}
+
+/// When a connection must, may or cannot use TLS (nbdkit's `--tls=off|on|require`; the protocol's
+/// FORCEDTLS mode is `Require`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TlsMode {
+    /// No TLS: NBD_OPT_STARTTLS gets NBD_REP_ERR_UNSUP.
+    #[default]
+    Off,
+    /// TLS when the client asks for it.
+    On,
+    /// Every option but NBD_OPT_STARTTLS and NBD_OPT_ABORT gets NBD_REP_ERR_TLS_REQD until TLS is up, and
+    /// NBD_OPT_EXPORT_NAME ends the session.
+    Require,
+}
+
+/// What the server allows during option haggling.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Policy {
+    pub tls: TlsMode,
+    /// Whether NBD_OPT_LIST lists the exports (else NBD_REP_ERR_POLICY).
+    pub list: bool,
+    /// The export the empty name selects (None: the empty name is unknown, like any other).
+    pub default_export: Option<usize>,
+}
+
+impl Policy {
+    /// No TLS, listing allowed, and the empty name selects the export when there is exactly one.
+    pub fn for_exports(n: usize) -> Policy {
+        Policy { tls: TlsMode::Off, list: true, default_export: (n == 1).then_some(0) }
+    }
 }
 
 /// What was negotiated when transmission starts.
@@ -232,6 +271,9 @@ pub struct Negotiated {
 #[derive(Debug)]
 pub struct Negotiation<'a> {
     exports: &'a [ExportInfo],
+    policy: Policy,
+    /// TLS is up (the rest of haggling and transmission run inside it).
+    tls: bool,
     no_zeroes: bool,
     structured: bool,
     /// Export for which `base:allocation` was selected by SET_META_CONTEXT.
@@ -239,8 +281,21 @@ pub struct Negotiation<'a> {
 }
 
 impl<'a> Negotiation<'a> {
+    /// Haggling under [`Policy::for_exports`].
     pub fn new(exports: &'a [ExportInfo]) -> Self {
-        Negotiation { exports, no_zeroes: false, structured: false, meta_for: None }
+        Self::with_policy(exports, Policy::for_exports(exports.len()))
+    }
+
+    pub fn with_policy(exports: &'a [ExportInfo], policy: Policy) -> Self {
+        Negotiation { exports, policy, tls: false, no_zeroes: false, structured: false, meta_for: None }
+    }
+
+    /// The TLS handshake after [`Step::StartTls`] succeeded. What was negotiated in the clear is forgotten (a
+    /// man in the middle could have chosen it).
+    pub fn tls_started(&mut self) {
+        self.tls = true;
+        self.structured = false;
+        self.meta_for = None;
     }
 
     /// The 32-bit client flags; unknown bits are a protocol error (the server must close).
@@ -262,15 +317,35 @@ impl<'a> Negotiation<'a> {
     }
 
     fn find(&self, name: &str) -> Option<usize> {
-        if name.is_empty() && !self.exports.is_empty() {
-            return Some(0);
+        if name.is_empty() {
+            return self.policy.default_export.filter(|&i| i < self.exports.len());
         }
         self.exports.iter().position(|e| e.name == name)
     }
 
     /// Handles one option with its payload.
     pub fn option(&mut self, opt: u32, data: &[u8], out: &mut Vec<u8>) -> Result<Step, ProtocolError> {
+        if self.policy.tls == TlsMode::Require && !self.tls && !matches!(opt, OPT_STARTTLS | OPT_ABORT) {
+            if opt == OPT_EXPORT_NAME {
+                return Err(ProtocolError::TlsRequired);
+            }
+            reply_err(out, opt, REP_ERR_TLS_REQD, "TLS is required: send NBD_OPT_STARTTLS first");
+            return Ok(Step::Continue);
+        }
         match opt {
+            OPT_STARTTLS => {
+                if self.policy.tls == TlsMode::Off {
+                    reply_err(out, opt, REP_ERR_UNSUP, "this server has no TLS");
+                } else if self.tls {
+                    reply_err(out, opt, REP_ERR_INVALID, "TLS is already up");
+                } else if !data.is_empty() {
+                    reply_err(out, opt, REP_ERR_INVALID, "NBD_OPT_STARTTLS takes no data");
+                } else {
+                    reply(out, opt, REP_ACK, &[]);
+                    return Ok(Step::StartTls);
+                }
+                Ok(Step::Continue)
+            }
             OPT_EXPORT_NAME => {
                 let name = String::from_utf8_lossy(data).into_owned();
                 let Some(i) = self.find(&name) else {
@@ -293,6 +368,10 @@ impl<'a> Negotiation<'a> {
                 Ok(Step::Close)
             }
             OPT_LIST => {
+                if !self.policy.list {
+                    reply_err(out, opt, REP_ERR_POLICY, "export listing is disabled on this server");
+                    return Ok(Step::Continue);
+                }
                 if !data.is_empty() {
                     reply_err(out, opt, REP_ERR_INVALID, "NBD_OPT_LIST takes no data");
                     return Ok(Step::Continue);
@@ -345,7 +424,8 @@ impl<'a> Negotiation<'a> {
             return Ok(Step::Continue);
         };
         let Some(i) = self.find(&name) else {
-            reply_err(out, opt, REP_ERR_UNKNOWN, "unknown export");
+            let why = if name.is_empty() { "no default export here: give an export name" } else { "unknown export" };
+            reply_err(out, opt, REP_ERR_UNKNOWN, why);
             return Ok(Step::Continue);
         };
         let e = &self.exports[i];
@@ -470,13 +550,17 @@ impl<'b> Reader<'b> {
 /// against `exports`, appending the server's replies to `out`. Returns the step that ended haggling and
 /// the number of input bytes consumed (the rest belongs to the transmission phase), or the protocol error.
 /// Input that ends mid-option gives [`ProtocolError::Truncated`].
+///
+/// An acknowledged NBD_OPT_STARTTLS is taken as a TLS handshake that succeeded: the rest of the input is what
+/// the client sends inside TLS.
 pub fn negotiate_bytes(
     exports: &[ExportInfo],
+    policy: Policy,
     input: &[u8],
     out: &mut Vec<u8>,
 ) -> Result<(Step, Negotiated, usize), ProtocolError> {
     let mut r = Reader(input);
-    let mut n = Negotiation::new(exports);
+    let mut n = Negotiation::with_policy(exports, policy);
     n.client_flags(r.u32().ok_or(ProtocolError::Truncated)?)?;
     loop {
         let h: &[u8; OPTION_HEADER_LEN] =
@@ -485,6 +569,7 @@ pub fn negotiate_bytes(
         let data = r.bytes(len as usize).ok_or(ProtocolError::Truncated)?;
         match n.option(opt, data, out)? {
             Step::Continue => {}
+            Step::StartTls => n.tls_started(),
             step => {
                 let neg = match step {
                     Step::Transmit { export } => n.negotiated(export),
@@ -508,8 +593,12 @@ pub fn fuzz_negotiation(input: &[u8]) {
         },
         ExportInfo { name: "b".into(), description: String::new(), size: 0, tflags: 3, block_status: false },
     ];
+    // The first byte picks the policy: every TLS mode, listing on or off, a default export or none.
+    let Some((&pick, input)) = input.split_first() else { return };
+    let tls = [TlsMode::Off, TlsMode::On, TlsMode::Require][usize::from(pick % 3)];
+    let policy = Policy { tls, list: pick & 4 == 0, default_export: (pick & 8 == 0).then_some(1) };
     let mut out = Vec::new();
-    let _ = negotiate_bytes(&exports, input, &mut out);
+    let _ = negotiate_bytes(&exports, policy, input, &mut out);
     if input.len() >= REQUEST_LEN {
         let _ = parse_request(input[..REQUEST_LEN].try_into().expect("28 bytes"));
     }
@@ -608,7 +697,7 @@ mod tests {
         input.extend(opt(OPT_GO, &go_data("disk", &[INFO_NAME, INFO_DESCRIPTION, INFO_BLOCK_SIZE])));
         input.extend_from_slice(b"trailing");
         let mut out = Vec::new();
-        let (step, neg, used) = negotiate_bytes(&exports(), &input, &mut out).unwrap();
+        let (step, neg, used) = negotiate_bytes(&exports(), policy(), &input, &mut out).unwrap();
         assert_eq!(step, Step::Transmit { export: 0 });
         assert_eq!(neg, Negotiated::default());
         assert_eq!(used, input.len() - 8);
@@ -632,15 +721,82 @@ mod tests {
         assert_eq!(r.last().unwrap().1, REP_ACK);
     }
 
+    /// Plain haggling with listing on and the first export as the default.
+    fn policy() -> Policy {
+        Policy { tls: TlsMode::Off, list: true, default_export: Some(0) }
+    }
+
     #[test]
     fn unknown_export_in_go_is_err_unknown_and_session_continues() {
         let mut input = flags(FLAG_C_FIXED_NEWSTYLE);
         input.extend(opt(OPT_INFO, &go_data("nope", &[])));
         input.extend(opt(OPT_GO, &go_data("", &[])));
         let mut out = Vec::new();
-        let (step, _, _) = negotiate_bytes(&exports(), &input, &mut out).unwrap();
+        let (step, _, _) = negotiate_bytes(&exports(), policy(), &input, &mut out).unwrap();
         assert_eq!(step, Step::Transmit { export: 0 }, "empty name is the default export");
         assert_eq!(replies(&out)[0].1, REP_ERR_UNKNOWN);
+        // Without a default export the empty name is unknown, and says so.
+        let mut out = Vec::new();
+        let p = Policy { default_export: None, ..policy() };
+        assert_eq!(negotiate_bytes(&exports(), p, &input, &mut out), Err(ProtocolError::Truncated));
+        let r = replies(&out);
+        assert_eq!((r[1].1, String::from_utf8_lossy(&r[1].2).contains("no default export")), (REP_ERR_UNKNOWN, true));
+        assert_eq!(Policy::for_exports(1).default_export, Some(0));
+        assert_eq!(Policy::for_exports(2).default_export, None);
+    }
+
+    #[test]
+    fn listing_can_be_refused_by_policy() {
+        let mut input = flags(FLAG_C_FIXED_NEWSTYLE);
+        input.extend(opt(OPT_LIST, &[]));
+        input.extend(opt(OPT_ABORT, &[]));
+        let mut out = Vec::new();
+        let p = Policy { list: false, ..policy() };
+        assert_eq!(negotiate_bytes(&exports(), p, &input, &mut out).unwrap().0, Step::Close);
+        assert_eq!(replies(&out)[0].1, REP_ERR_POLICY);
+    }
+
+    #[test]
+    fn tls_modes_follow_the_spec() {
+        let starttls = opt(OPT_STARTTLS, &[]);
+        // Off: STARTTLS is unsupported, haggling goes on in the clear.
+        let mut input = flags(FLAG_C_FIXED_NEWSTYLE);
+        input.extend(&starttls);
+        input.extend(opt(OPT_GO, &go_data("disk", &[])));
+        let mut out = Vec::new();
+        assert_eq!(negotiate_bytes(&exports(), policy(), &input, &mut out).unwrap().0, Step::Transmit { export: 0 });
+        assert_eq!(replies(&out)[0].1, REP_ERR_UNSUP);
+        // Require: options before STARTTLS get TLS_REQD (ABORT excepted); STARTTLS is acknowledged; inside
+        // TLS, a second STARTTLS is invalid and what was negotiated in the clear is forgotten.
+        let req = Policy { tls: TlsMode::Require, ..policy() };
+        let mut input = flags(FLAG_C_FIXED_NEWSTYLE);
+        input.extend(opt(OPT_LIST, &[]));
+        input.extend(opt(OPT_STRUCTURED_REPLY, &[]));
+        input.extend(opt(OPT_GO, &go_data("disk", &[])));
+        input.extend(&starttls);
+        input.extend(&starttls);
+        input.extend(opt(OPT_GO, &go_data("disk", &[])));
+        let mut out = Vec::new();
+        let (step, neg, _) = negotiate_bytes(&exports(), req.clone(), &input, &mut out).unwrap();
+        assert_eq!(step, Step::Transmit { export: 0 });
+        assert!(!neg.structured_replies, "the clear-text STRUCTURED_REPLY was refused");
+        let types: Vec<u32> = replies(&out).iter().map(|r| r.1).collect();
+        assert_eq!(&types[..5], [REP_ERR_TLS_REQD, REP_ERR_TLS_REQD, REP_ERR_TLS_REQD, REP_ACK, REP_ERR_INVALID]);
+        // Require: EXPORT_NAME in the clear ends the session; ABORT is still honoured.
+        let mut input = flags(FLAG_C_FIXED_NEWSTYLE);
+        input.extend(opt(OPT_EXPORT_NAME, b"rw"));
+        assert_eq!(negotiate_bytes(&exports(), req.clone(), &input, &mut Vec::new()), Err(ProtocolError::TlsRequired));
+        let mut input = flags(FLAG_C_FIXED_NEWSTYLE);
+        input.extend(opt(OPT_ABORT, &[]));
+        assert_eq!(negotiate_bytes(&exports(), req, &input, &mut Vec::new()).unwrap().0, Step::Close);
+        // On: STARTTLS optional; structured replies negotiated before it are forgotten.
+        let on = Policy { tls: TlsMode::On, ..policy() };
+        let mut input = flags(FLAG_C_FIXED_NEWSTYLE);
+        input.extend(opt(OPT_STRUCTURED_REPLY, &[]));
+        input.extend(&starttls);
+        input.extend(opt(OPT_GO, &go_data("disk", &[])));
+        let (_, neg, _) = negotiate_bytes(&exports(), on, &input, &mut Vec::new()).unwrap();
+        assert!(!neg.structured_replies);
     }
 
     #[test]
@@ -649,14 +805,14 @@ mod tests {
             let mut input = flags(f);
             input.extend(opt(OPT_EXPORT_NAME, b"ro"));
             let mut out = Vec::new();
-            let (step, _, _) = negotiate_bytes(&exports(), &input, &mut out).unwrap();
+            let (step, _, _) = negotiate_bytes(&exports(), policy(), &input, &mut out).unwrap();
             assert_eq!(step, Step::Transmit { export: 1 });
             assert_eq!(out.len(), 10 + extra);
             assert_eq!(be_u64(&out), 4096);
         }
         let mut input = flags(0);
         input.extend(opt(OPT_EXPORT_NAME, b"missing"));
-        let r = negotiate_bytes(&exports(), &input, &mut Vec::new());
+        let r = negotiate_bytes(&exports(), policy(), &input, &mut Vec::new());
         assert!(matches!(r, Err(ProtocolError::UnknownExport(_))));
     }
 
@@ -666,7 +822,7 @@ mod tests {
         input.extend(opt(OPT_LIST, &[]));
         input.extend(opt(OPT_ABORT, &[]));
         let mut out = Vec::new();
-        let (step, _, _) = negotiate_bytes(&exports(), &input, &mut out).unwrap();
+        let (step, _, _) = negotiate_bytes(&exports(), policy(), &input, &mut out).unwrap();
         assert_eq!(step, Step::Close);
         let r = replies(&out);
         assert_eq!(r.len(), 4);
@@ -678,19 +834,25 @@ mod tests {
     #[test]
     fn bad_magic_bad_flags_oversize_and_truncation_are_errors() {
         let e = exports();
-        assert!(matches!(negotiate_bytes(&e, &flags(0x80), &mut Vec::new()), Err(ProtocolError::ClientFlags(_))));
+        assert!(matches!(
+            negotiate_bytes(&e, policy(), &flags(0x80), &mut Vec::new()),
+            Err(ProtocolError::ClientFlags(_))
+        ));
         let mut input = flags(1);
         input.extend_from_slice(b"GARBAGE!garbage!");
-        assert!(matches!(negotiate_bytes(&e, &input, &mut Vec::new()), Err(ProtocolError::OptionMagic(_))));
+        assert!(matches!(negotiate_bytes(&e, policy(), &input, &mut Vec::new()), Err(ProtocolError::OptionMagic(_))));
         let mut input = flags(1);
         input.extend_from_slice(&IHAVEOPT.to_be_bytes());
         input.extend_from_slice(&OPT_GO.to_be_bytes());
         input.extend_from_slice(&(MAX_OPTION_LEN + 1).to_be_bytes());
-        assert!(matches!(negotiate_bytes(&e, &input, &mut Vec::new()), Err(ProtocolError::OptionTooBig { .. })));
+        assert!(matches!(
+            negotiate_bytes(&e, policy(), &input, &mut Vec::new()),
+            Err(ProtocolError::OptionTooBig { .. })
+        ));
         let mut input = flags(1);
         input.extend(opt(OPT_GO, &go_data("disk", &[])));
         input.truncate(input.len() - 1);
-        assert_eq!(negotiate_bytes(&e, &input, &mut Vec::new()), Err(ProtocolError::Truncated));
+        assert_eq!(negotiate_bytes(&e, policy(), &input, &mut Vec::new()), Err(ProtocolError::Truncated));
     }
 
     #[test]
@@ -702,7 +864,7 @@ mod tests {
         input.extend(opt(OPT_GO, &[0, 0, 1, 0]));
         input.extend(opt(OPT_ABORT, &[]));
         let mut out = Vec::new();
-        negotiate_bytes(&exports(), &input, &mut out).unwrap();
+        negotiate_bytes(&exports(), policy(), &input, &mut out).unwrap();
         let r = replies(&out);
         assert_eq!((r[0].1, r[1].1, r[2].1), (REP_ERR_INVALID, REP_ERR_INVALID, REP_ACK));
     }
@@ -718,7 +880,7 @@ mod tests {
         input.extend(opt(OPT_SET_META_CONTEXT, &meta_data("disk", &["qemu:dirty-bitmap:x", BASE_ALLOCATION])));
         input.extend(opt(OPT_GO, &go_data("disk", &[])));
         let mut out = Vec::new();
-        let (step, neg, _) = negotiate_bytes(&e, &input, &mut out).unwrap();
+        let (step, neg, _) = negotiate_bytes(&e, policy(), &input, &mut out).unwrap();
         assert_eq!(step, Step::Transmit { export: 0 });
         assert_eq!(neg, Negotiated { structured_replies: true, base_allocation: true });
         let types: Vec<u32> = replies(&out).iter().map(|r| r.1).collect();
@@ -742,7 +904,7 @@ mod tests {
         input.extend(opt(OPT_STRUCTURED_REPLY, &[]));
         input.extend(opt(OPT_SET_META_CONTEXT, &meta_data("disk", &[BASE_ALLOCATION])));
         input.extend(opt(OPT_GO, &go_data("ro", &[])));
-        let (_, neg, _) = negotiate_bytes(&e, &input, &mut Vec::new()).unwrap();
+        let (_, neg, _) = negotiate_bytes(&e, policy(), &input, &mut Vec::new()).unwrap();
         assert_eq!(neg, Negotiated { structured_replies: true, base_allocation: false });
     }
 
