@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need (idempotently) and runs the whole suite.
 #   - Debian: qemu-utils, libnbd-bin, python3-libnbd (nbdsh), nbdkit, fio (real NBD clients for the server tests), fuse3 and
-#     xfsprogs (the FUSE export with ext4/xfs on top).
+#     xfsprogs (the FUSE export with ext4/xfs on top), openssl (TLS test certificates), systemd
+#     (systemd-socket-activate) and util-linux (setpriv, prlimit).
 #   - Rust: rustfmt and clippy components (the toolchain itself comes with the machine).
 #   - Python: libcachesim 0.3.5 (the peer for the miss-ratio cross-check) and numpy.
 # Runs: cargo fmt --check, cargo clippy -D warnings, cargo test (unit, property, golden and CLI integration
@@ -25,6 +26,11 @@ command -v fio >/dev/null 2>&1 || need_apt+=(fio)
 # FUSE mounting for `blockwell mount` (fusermount3) and xfs for its filesystem test.
 command -v fusermount3 >/dev/null 2>&1 || need_apt+=(fuse3)
 command -v mkfs.xfs >/dev/null 2>&1 || need_apt+=(xfsprogs)
+# TLS tests make their certificates with openssl; the service test activates the server with
+# systemd-socket-activate; the thread-limit test runs it under setpriv and prlimit.
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+command -v systemd-socket-activate >/dev/null 2>&1 || need_apt+=(systemd)
+{ command -v setpriv >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1; } || need_apt+=(util-linux)
 if ((${#need_apt[@]})); then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -248,6 +248,12 @@ fn status_and_metrics_of_a_running_server() {
     assert!(m.starts_with("HTTP/1.1 200 OK\r\n") && m.contains("text/plain; version=0.0.4"), "{m}");
     assert!(m.contains("# TYPE blockwell_block_hits_total counter\n"), "{m}");
     assert!(m.contains("\nblockwell_block_hits_total{export=\"blockwell\",op=\"read\"} 16\n"), "{m}");
+    // Connections: qemu-io's one, closed cleanly.
+    for line in
+        ["\nblockwell_connections 0\n", "\nblockwell_connections_total 1\n", "\nblockwell_connection_errors_total 0\n"]
+    {
+        assert!(m.contains(line), "{line:?} in {m}");
+    }
     assert!(http_get(&s.metrics_addr(), "/").starts_with("HTTP/1.1 404"));
     let (ok, _) = s.stop();
     assert!(ok);

@@ -607,6 +607,8 @@ pub struct ServeConfig {
     pub list: Option<bool>,
     pub default_export: Option<String>,
     pub allow_insecure_listen: bool,
+    /// Where to write the server's PID once it is ready (`pidfile`).
+    pub pidfile: Option<PathBuf>,
     /// The content cache shared by the exports with `content = true` (from `[content]`, or from the flags).
     pub content: Option<ContentArgs>,
     pub exports: Vec<ExportConfig>,
@@ -680,6 +682,7 @@ struct TopKeys {
     list: Option<bool>,
     default_export: Option<String>,
     allow_insecure_listen: bool,
+    pidfile: Option<PathBuf>,
 }
 
 /// The keys of an `[[export]]` table beside its layers ([`StackArgs`], [`CacheArgs`], [`AdmitArgs`]).
@@ -725,6 +728,7 @@ impl ServeConfig {
             list: keys.list,
             default_export: keys.default_export,
             allow_insecure_listen: keys.allow_insecure_listen,
+            pidfile: keys.pidfile.map(|p| base.join(p)),
             ..ServeConfig::default()
         };
         if let Some(v) = content {
@@ -1055,6 +1059,10 @@ pub struct Args {
     #[arg(long)]
     pub allow_insecure_listen: bool,
 
+    /// Write the server's PID to PATH once it is ready, and remove the file when it stops.
+    #[arg(long, value_name = "PATH")]
+    pub pidfile: Option<PathBuf>,
+
     /// Log format on stderr: one line per event (start, stop, summary).
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -1128,6 +1136,9 @@ impl Args {
             cfg.default_export = Some(d.clone());
         }
         cfg.allow_insecure_listen |= self.allow_insecure_listen;
+        if let Some(p) = &self.pidfile {
+            cfg.pidfile = Some(p.clone());
+        }
         cfg.check_network()?;
         for (flag, key) in [
             (self.handshake_timeout, &mut cfg.handshake_timeout),
@@ -1257,7 +1268,62 @@ fn label(v: &str) -> String {
 }
 
 /// The Prometheus text exposition (format 0.0.4) of every export's counters.
-fn metrics_text(live: &[Live]) -> String {
+/// The server's connection counters, kept from its connection events for the metrics endpoint.
+#[derive(Default)]
+pub(crate) struct ConnStats {
+    open: std::sync::atomic::AtomicU64,
+    total: std::sync::atomic::AtomicU64,
+    tls: std::sync::atomic::AtomicU64,
+    refused: std::sync::atomic::AtomicU64,
+    errors: std::sync::atomic::AtomicU64,
+}
+
+impl ConnStats {
+    fn count(&self, e: &ConnEvent) {
+        use std::sync::atomic::Ordering::Relaxed;
+        match e {
+            ConnEvent::Connected { .. } => {
+                self.open.fetch_add(1, Relaxed);
+                self.total.fetch_add(1, Relaxed);
+            }
+            ConnEvent::Opened { tls: true, .. } => drop(self.tls.fetch_add(1, Relaxed)),
+            ConnEvent::Opened { .. } => {}
+            ConnEvent::Closed { error, .. } => {
+                self.open.fetch_sub(1, Relaxed);
+                if error.is_some() {
+                    self.errors.fetch_add(1, Relaxed);
+                }
+            }
+            ConnEvent::Refused { .. } => drop(self.refused.fetch_add(1, Relaxed)),
+        }
+    }
+
+    fn metrics(&self, out: &mut String) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let families = [
+            ("blockwell_connections", "gauge", "Client connections open.", &self.open),
+            ("blockwell_connections_total", "counter", "Client connections accepted.", &self.total),
+            ("blockwell_tls_connections_total", "counter", "Connections that entered transmission over TLS.", &self.tls),
+            (
+                "blockwell_connections_refused_total",
+                "counter",
+                "Connections closed unserved (--max-connections, or no thread for them).",
+                &self.refused,
+            ),
+            (
+                "blockwell_connection_errors_total",
+                "counter",
+                "Connections ended by a protocol error, a time limit, a failed TLS handshake or a client that vanished.",
+                &self.errors,
+            ),
+        ];
+        for (name, ty, help, v) in families {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {ty}\n{name} {}", v.load(Relaxed));
+        }
+    }
+}
+
+fn metrics_text(live: &[Live], conns: Option<&ConnStats>) -> String {
     type Get = fn(&StatsSnapshot) -> u64;
     /// A metric family: name, type, help, and its series as (extra labels, value).
     type Family = (&'static str, &'static str, &'static str, &'static [(&'static str, Get)]);
@@ -1369,6 +1435,9 @@ fn metrics_text(live: &[Live]) -> String {
         .map(|l| (l, l.stats.as_ref().and_then(|s| s.snapshot()), l.stats.as_ref().and_then(|s| s.delay())))
         .collect();
     let mut out = String::new();
+    if let Some(c) = conns {
+        c.metrics(&mut out);
+    }
     let head = |out: &mut String, name: &str, ty: &str, help: &str| {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {ty}");
     };
@@ -1586,7 +1655,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         .with_tls(cfg.tls_mode(), tls)
         .with_list(cfg.list.unwrap_or(true))
         .with_default_export(cfg.default_export.clone());
+    let conn_stats = Arc::new(ConnStats::default());
+    let counted = conn_stats.clone();
     let config = config.with_events(Arc::new(move |e: &ConnEvent| {
+        counted.count(e);
         let log = Log(fmt);
         match e {
             ConnEvent::Connected { id, peer } => log.event("connect", json!({"conn": id, "peer": peer})),
@@ -1602,30 +1674,38 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             ConnEvent::Refused { peer, reason } => log.event("refuse", json!({"peer": peer, "reason": reason})),
         }
     }));
-    let server = match &cfg.unix {
-        Some(p) => {
-            let mode = cfg.socket_mode.map_or(0o600, |m| m.0);
-            Server::bind_unix_mode(p, mode, config).with_context(|| format!("--unix {}", p.display()))?
-        }
-        None => {
-            let listen = cfg.listen.as_deref().unwrap_or("127.0.0.1:10809");
-            let addr: SocketAddr =
-                listen.parse().with_context(|| format!("--listen: '{listen}' is not an address:port"))?;
-            Server::bind_tcp(addr, config).with_context(|| format!("--listen {addr}"))?
-        }
+    // Socket activation (systemd's LISTEN_FDS) replaces --listen and --unix: the server takes the first socket.
+    let (server, unix_path) = match activated(&cfg)? {
+        Some(Activated::Tcp(l)) => (Server::from_tcp(l, config).context("the activated socket")?, None),
+        Some(Activated::Unix(l, path)) => (Server::from_unix(l, config).context("the activated socket")?, path),
+        None => match &cfg.unix {
+            Some(p) => {
+                let mode = cfg.socket_mode.map_or(0o600, |m| m.0);
+                let server =
+                    Server::bind_unix_mode(p, mode, config).with_context(|| format!("--unix {}", p.display()))?;
+                (server, Some(p.clone()))
+            }
+            None => {
+                let listen = cfg.listen.as_deref().unwrap_or("127.0.0.1:10809");
+                let addr: SocketAddr =
+                    listen.parse().with_context(|| format!("--listen: '{listen}' is not an address:port"))?;
+                (Server::bind_tcp(addr, config).with_context(|| format!("--listen {addr}"))?, None)
+            }
+        },
     };
     let metrics = match &cfg.metrics {
         Some(m) => {
             let addr: SocketAddr = m.parse().with_context(|| format!("--metrics: '{m}' is not an address:port"))?;
             let l = live.clone();
-            Some(control::serve_metrics(addr, Arc::new(move || metrics_text(&l))).context("--metrics")?)
+            let c = conn_stats.clone();
+            Some(control::serve_metrics(addr, Arc::new(move || metrics_text(&l, Some(&c)))).context("--metrics")?)
         }
         None => None,
     };
     let ctl = cfg.control.as_deref().map(|p| serve_control(p, live.clone())).transpose()?;
     // A client must use TLS: nbds:// (a client that may or may not gets the plain URI).
     let s = if cfg.tls_mode() == TlsMode::Require { "s" } else { "" };
-    let uri = |name: &str| match &cfg.unix {
+    let uri = |name: &str| match &unix_path {
         Some(p) => format!("nbd{s}+unix:///{name}?socket={}", p.display()),
         None => format!("nbd{s}://{}/{name}", server.local_addr().map(|x| x.to_string()).unwrap_or_default()),
     };
@@ -1651,6 +1731,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     );
     use std::io::Write as _;
     std::io::stdout().flush()?;
+    let pidfile = cfg.pidfile.as_deref().map(Pidfile::write).transpose()?;
+    // Under systemd (Type=notify): ready now. Without NOTIFY_SOCKET this does nothing.
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     for (l, u) in live.iter().zip(&uris) {
         log.event(
             "export",
@@ -1661,15 +1744,17 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         "start",
         json!({
             "exports": live.len(),
-            "listen": cfg.unix.as_ref().map(|p| p.display().to_string())
+            "listen": unix_path.as_ref().map(|p| p.display().to_string())
                 .or_else(|| server_addr(&handle)),
             "control": cfg.control,
             "metrics": metrics.as_ref().and_then(|m| m.local_addr()).map(|a| a.to_string()),
         }),
     );
     let signal = signals.forever().next();
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
     log.event("stop", json!({"reason": "signal", "signal": signal.and_then(signal_hook::low_level::signal_name)}));
     handle.shutdown().context("shutting down")?;
+    drop(pidfile);
     drop(ctl);
     drop(metrics);
     for l in live.iter() {
@@ -1703,6 +1788,57 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A listening socket handed over by a service manager (`LISTEN_FDS`/`LISTEN_PID`, the first one).
+enum Activated {
+    Tcp(std::net::TcpListener),
+    Unix(std::os::unix::net::UnixListener, Option<PathBuf>),
+}
+
+/// The activated socket, if the service manager passed one. A TCP address beyond loopback follows the rule of
+/// `--listen`.
+fn activated(cfg: &ServeConfig) -> anyhow::Result<Option<Activated>> {
+    let mut fds = listenfd::ListenFd::from_env();
+    if fds.len() == 0 {
+        return Ok(None);
+    }
+    if let Ok(Some(l)) = fds.take_tcp_listener(0) {
+        let addr = l.local_addr().context("the activated socket")?;
+        if !addr.ip().is_loopback() && cfg.tls_mode() != TlsMode::Require && !cfg.allow_insecure_listen {
+            bail!(
+                "the activated socket listens on {addr}, beyond this machine: give --tls require with \
+                 --tls-certificates, or --allow-insecure-listen"
+            );
+        }
+        return Ok(Some(Activated::Tcp(l)));
+    }
+    match fds.take_unix_listener(0) {
+        Ok(Some(l)) => {
+            let path = l.local_addr().ok().and_then(|a| a.as_pathname().map(Path::to_path_buf));
+            Ok(Some(Activated::Unix(l, path)))
+        }
+        _ => bail!("LISTEN_FDS: the first socket is neither a listening TCP nor a Unix stream socket"),
+    }
+}
+
+/// `--pidfile`: the server's PID, written once it is ready (whole, by a rename) and removed when it stops.
+struct Pidfile(PathBuf);
+
+impl Pidfile {
+    fn write(path: &Path) -> anyhow::Result<Pidfile> {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, format!("{}\n", std::process::id()))
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .with_context(|| format!("--pidfile {}", path.display()))?;
+        Ok(Pidfile(path.to_path_buf()))
+    }
+}
+
+impl Drop for Pidfile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// Answers `blockwell status` for `live` on the control socket `path` (`--control`).
@@ -1942,7 +2078,7 @@ mod tests {
             stats: None,
         }];
         assert_eq!(status_text(&l), "a\"b: 0 2048 blockwell read-only none 0 0 cache off redcap n/a\n");
-        let m = metrics_text(&l);
+        let m = metrics_text(&l, None);
         assert!(m.contains("blockwell_export_size_bytes{export=\"a\\\"b\"} 1048576\n"), "{m}");
         let v: Value = serde_json::from_str(&status_json(&l)).unwrap();
         assert_eq!(v["exports"][0]["cache"], Value::Null);

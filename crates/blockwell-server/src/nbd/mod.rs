@@ -314,7 +314,8 @@ impl Write for Stream {
 
 enum Listener {
     Tcp(TcpListener),
-    Unix(UnixListener, PathBuf),
+    /// With the path to remove at the end (None: a socket someone else made, such as systemd's).
+    Unix(UnixListener, Option<PathBuf>),
 }
 
 impl Listener {
@@ -349,7 +350,7 @@ impl Listener {
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        if let Listener::Unix(_, path) = self {
+        if let Listener::Unix(_, Some(path)) = self {
             let _ = std::fs::remove_file(path);
         }
     }
@@ -461,7 +462,19 @@ impl Server {
         let path = path.as_ref();
         let l = crate::unix::bind(path, mode)?;
         l.set_nonblocking(true)?;
-        Server::new(Listener::Unix(l, path.to_path_buf()), config.into())
+        Server::new(Listener::Unix(l, Some(path.to_path_buf())), config.into())
+    }
+
+    /// Serves on a TCP socket already listening (socket activation: systemd's `LISTEN_FDS`).
+    pub fn from_tcp(l: TcpListener, config: impl Into<ServerConfig>) -> io::Result<Server> {
+        l.set_nonblocking(true)?;
+        Server::new(Listener::Tcp(l), config.into())
+    }
+
+    /// Serves on a Unix socket already listening (socket activation); its file is left in place at the end.
+    pub fn from_unix(l: UnixListener, config: impl Into<ServerConfig>) -> io::Result<Server> {
+        l.set_nonblocking(true)?;
+        Server::new(Listener::Unix(l, None), config.into())
     }
 
     /// The TCP address (None for a Unix socket).
