@@ -76,6 +76,17 @@ fn port(s: &Served) -> String {
     s.uri.split("//").nth(1).unwrap().split('/').next().unwrap().rsplit(':').next().unwrap().to_string()
 }
 
+/// A 4 MiB export served with `--tls MODE --tls-certificates` (the server's) and `extra`; the temporary directory
+/// lives as long as the server is used.
+fn serve_tls(c: &Certs, mode: &str, extra: &[&str]) -> (tempfile::TempDir, Served) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = disk(dir.path(), "disk.img", 4);
+    let mut args = vec!["--backend", &d, "--tls", mode, "--tls-certificates", c.server.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let s = Served::start(&args);
+    (dir, s)
+}
+
 fn disk(dir: &Path, name: &str, mib: u64) -> String {
     let p = dir.join(name);
     std::fs::File::create(&p).unwrap().set_len(mib << 20).unwrap();
@@ -119,10 +130,7 @@ fn tls_require_serves_real_clients_and_refuses_plain_text() {
 #[test]
 fn client_certificates_are_the_allow_list() {
     let Some(c) = certs() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let d = disk(dir.path(), "disk.img", 4);
-    let srv = c.server.to_str().unwrap();
-    let s = Served::start(&["--backend", &d, "--tls", "require", "--tls-certificates", srv, "--tls-verify-peer"]);
+    let (_dir, s) = serve_tls(&c, "require", &["--tls-verify-peer"]);
     let (ok, text) = nbdinfo(&["--size", &tls_uri(&s, &c.client)]);
     assert!(ok && text.trim() == "4194304", "{text}");
     for who in [&c.client_anon, &c.client_rogue] {
@@ -135,9 +143,7 @@ fn client_certificates_are_the_allow_list() {
 #[test]
 fn tls_on_lets_the_client_choose() {
     let Some(c) = certs() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let d = disk(dir.path(), "disk.img", 4);
-    let s = Served::start(&["--backend", &d, "--tls", "on", "--tls-certificates", c.server.to_str().unwrap()]);
+    let (_dir, s) = serve_tls(&c, "on", &[]);
     assert!(s.uri.starts_with("nbd://"), "{}", s.banner);
     let (ok, text) = nbdinfo(&[&s.uri]);
     assert!(ok && text.contains("without TLS"), "{text}");
@@ -151,11 +157,7 @@ fn tls_on_lets_the_client_choose() {
 #[test]
 fn a_broken_tls_handshake_ends_only_its_connection() {
     let Some(c) = certs() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let d = disk(dir.path(), "disk.img", 4);
-    let srv = c.server.to_str().unwrap();
-    let s =
-        Served::start(&["--backend", &d, "--tls", "require", "--tls-certificates", srv, "--handshake-timeout", "1"]);
+    let (_dir, s) = serve_tls(&c, "require", &["--handshake-timeout", "1"]);
     let addr = s.uri.split("//").nth(1).unwrap().split('/').next().unwrap().to_string();
     let starttls = |junk: &[u8]| {
         let mut t = std::net::TcpStream::connect(&addr).unwrap();
