@@ -1,5 +1,7 @@
-//! Clients that try to exhaust a real `blockwell serve` process: its memory must stay under the cache plus a
-//! stated bound per connection, and a well-behaved client on another connection must keep being served.
+//! Clients and limits that try to exhaust a real `blockwell serve` process (the abuse suite beside
+//! `crates/blockwell-server/tests/nbd_abuse.rs`' protocol cases): CACHE floods and unread replies (memory stays
+//! under the cache plus a stated bound per connection, and a well-behaved client keeps being served), a thread
+//! limit, a file-descriptor limit, and a churn of 10,000 connections.
 
 mod util;
 
@@ -200,4 +202,113 @@ fn threads_of_uid(uid: u32) -> u64 {
         }
     }
     n
+}
+
+/// 10,000 connections that handshake and leave, two at a time: the server ends where it began (threads, open
+/// files) and still serves.
+#[test]
+fn connection_churn_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = dir.path().join("disk.img");
+    std::fs::File::create(&disk).unwrap().set_len(16 * MIB).unwrap();
+    // Normal scheduling: under the batch policy a connection woken while both CPUs run clients waits for a
+    // time slice, which this test, about counts and not latency, does not need to measure. The log goes
+    // nowhere: three lines per connection would fill an unread pipe and stall the server.
+    let mut child = util::bin()
+        .args(["serve", "--backend", disk.to_str().unwrap(), "--cache", "1MiB", "--sched", "normal"])
+        .args(["--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let banner = util::serve::wait_ready(&mut child);
+    let mut s = Reaped(child);
+    let a = banner.split_whitespace().find_map(|w| w.strip_prefix("nbd://")).unwrap().split('/').next().unwrap();
+    let a = a.to_string();
+    let pid = s.0.id();
+    let count = |what: &str| -> usize {
+        match what {
+            "fds" => std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count(),
+            _ => std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().count(),
+        }
+    };
+    let (fds0, threads0) = (count("fds"), count("threads"));
+    std::thread::scope(|sc| {
+        for _ in 0..2 {
+            sc.spawn(|| {
+                for i in 0..5_000u64 {
+                    let mut c = RawClient::open(&a, "blockwell").unwrap();
+                    if i % 100 == 0 {
+                        assert_eq!(c.read(i * 512, 512).unwrap().unwrap(), vec![0; 512]);
+                    }
+                }
+            });
+        }
+    });
+    // Connection threads finish just after their clients leave.
+    let t0 = Instant::now();
+    while (count("fds"), count("threads")) != (fds0, threads0) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "fds {} (was {fds0}), threads {} (was {threads0})",
+            count("fds"),
+            count("threads")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(RawClient::open(&a, "blockwell").unwrap().read(0, 4096).unwrap().unwrap(), vec![0; 4096]);
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap().success());
+    assert!(s.0.wait().unwrap().success());
+}
+
+/// A server out of file descriptors (RLIMIT_NOFILE) backs off accepting instead of dying, and serves again once
+/// clients leave.
+#[test]
+fn running_out_of_file_descriptors_is_survived() {
+    use std::process::{Command, Stdio};
+    if !util::serve::have("prlimit") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let disk = dir.path().join("disk.img");
+    std::fs::File::create(&disk).unwrap().set_len(MIB).unwrap();
+    let child = Command::new("prlimit")
+        .args(["--nofile=32", "--"])
+        .arg(env!("CARGO_BIN_EXE_blockwell"))
+        .args(["serve", "--backend", disk.to_str().unwrap(), "--cache", "1MiB", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = Reaped(child);
+    let banner = util::serve::wait_ready(&mut child.0);
+    let a = banner.split_whitespace().find_map(|w| w.strip_prefix("nbd://")).unwrap().split('/').next().unwrap();
+    // More connections than descriptors: the ones past the limit wait in the listen queue, unanswered.
+    let mut held = Vec::new();
+    for _ in 0..40 {
+        let s = std::net::TcpStream::connect(a).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        held.push(s);
+    }
+    let greeted = held
+        .iter()
+        .filter(|s| {
+            let mut r: &std::net::TcpStream = s;
+            std::io::Read::read_exact(&mut r, &mut [0u8; 18]).is_ok()
+        })
+        .count();
+    assert!(greeted > 0 && greeted < 40, "{greeted} of 40 greeted under 32 descriptors");
+    drop(held);
+    // Once they leave, a client is served again.
+    let t0 = Instant::now();
+    loop {
+        if let Ok(mut c) = RawClient::open(a, "blockwell") {
+            assert_eq!(c.read(0, 4096).unwrap().unwrap(), vec![0; 4096]);
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "no client served after the flood left");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(Command::new("kill").args(["-TERM", &child.0.id().to_string()]).status().unwrap().success());
+    assert!(child.0.wait().unwrap().success());
 }
