@@ -6,6 +6,7 @@
      blockwell serve --backend IMG --cache <region + 25 %> --policy lru
      nbdkit memory <region>                       (pre-filled with IMG's bytes by nbdcopy)
      nbdkit file IMG --filter=cache cache-on-read=true
+   Every blockwell serve is --read-only --shared (the jobs only read; the servers share the image).
    Ratios: blockwell / nbdkit-memory and blockwell / nbdkit-file+cache. Every job runs in each of four setups
    (--transports, --placements): over TCP on 127.0.0.1 and over a Unix socket; with fio on CPU 0 and the
    servers on the other CPUs ("split": every request is a cross-CPU wake-up) and with fio and the servers all
@@ -84,10 +85,20 @@ def connect_unix(path):
         s.connect(path)
 
 
+def shares(binary, _known={}):
+    """Whether `binary` knows `--shared` (builds before the exclusive claims neither need nor take it)."""
+    if binary not in _known:
+        out = subprocess.run([binary, "serve", "--help"], capture_output=True, text=True).stdout
+        _known[binary] = "--shared" in out
+    return _known[binary]
+
+
 def start_blockwell(binary, img, args, unix=None):
     listen = ["--unix", unix] if unix else ["--listen", "127.0.0.1:0"]
+    # Every job only reads, and several servers read the one image side by side: read-only, shared claims.
+    shared = ["--read-only", "--shared"] if shares(binary) else []
     p = subprocess.Popen(
-        [*SERVER_PIN, binary, "serve", "--backend", img, *listen, *args, *SERVE_ARGS],
+        [*SERVER_PIN, binary, "serve", "--backend", img, *listen, *shared, *args, *SERVE_ARGS],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
