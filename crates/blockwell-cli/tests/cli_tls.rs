@@ -234,3 +234,32 @@ fn listing_the_default_export_and_remote_listen_are_explicit() {
     let e = fails(&["serve", "--config", c, "--default-export", "c"]);
     assert!(e.contains("--default-export \"c\": no export has that name"), "{e}");
 }
+
+/// SIGHUP reads the certificate directory again: after a rotation to another CA, new clients need the new CA.
+#[test]
+fn sighup_rotates_the_certificates() {
+    let (Some(old), Some(new)) = (certs(), certs()) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let live = dir.path().join("tls");
+    std::fs::create_dir(&live).unwrap();
+    let install = |from: &Certs| {
+        for f in ["server-cert.pem", "server-key.pem", "ca-cert.pem"] {
+            std::fs::copy(from.server.join(f), live.join(f)).unwrap();
+        }
+    };
+    install(&old);
+    let d = disk(dir.path(), "disk.img", 4);
+    let s = Served::start(&["--backend", &d, "--tls", "require", "--tls-certificates", live.to_str().unwrap()]);
+    assert!(nbdinfo(&["--size", &tls_uri(&s, &old.client_anon)]).0);
+    install(&new);
+    assert!(Command::new("kill").args(["-HUP", &s.child.id().to_string()]).status().unwrap().success());
+    let t0 = std::time::Instant::now();
+    while !nbdinfo(&["--size", &tls_uri(&s, &new.client_anon)]).0 {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(10), "the new certificates were not taken");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let (ok, text) = nbdinfo(&["--size", &tls_uri(&s, &old.client_anon)]);
+    assert!(!ok, "a client of the old CA still trusts the server: {text}");
+    let (ok, out) = s.stop();
+    assert!(ok, "{out}");
+}

@@ -1711,9 +1711,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     };
     let uris: Vec<String> = live.iter().map(|l| uri(&l.name)).collect();
 
-    // The main thread sleeps until SIGINT or SIGTERM, then shuts the server down gracefully.
-    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
-        .context("installing signal handlers")?;
+    // The main thread sleeps until a signal: SIGHUP reloads the TLS certificates; SIGINT or SIGTERM shut the
+    // server down gracefully.
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
     let handle = server.spawn().context("starting the server")?;
     for (l, u) in live.iter().zip(&uris) {
         println!("blockwell: serving {} ({} bytes) at {u}", l.backend.display(), l.size);
@@ -1750,7 +1752,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             "metrics": metrics.as_ref().and_then(|m| m.local_addr()).map(|a| a.to_string()),
         }),
     );
-    let signal = signals.forever().next();
+    let signal = signals.forever().find(|&sig| {
+        if sig == SIGHUP {
+            reload(&cfg, &handle, &log);
+        }
+        sig != SIGHUP
+    });
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
     log.event("stop", json!({"reason": "signal", "signal": signal.and_then(signal_hook::low_level::signal_name)}));
     handle.shutdown().context("shutting down")?;
@@ -1788,6 +1795,23 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// SIGHUP: reads the TLS certificates again (rotated files) and serves new handshakes with them; connections
+/// already open keep theirs. Exports and the other settings change only with a restart.
+fn reload(cfg: &ServeConfig, handle: &blockwell_server::nbd::ServerHandle, log: &Log) {
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Reloading]);
+    let result = match &cfg.tls_certificates {
+        None => Err(anyhow!("nothing to reload: no TLS certificates (exports and settings change with a restart)")),
+        Some(dir) => tls::load(dir, cfg.tls_verify_peer)
+            .context("--tls-certificates")
+            .and_then(|c| handle.reload_tls(c).context("--tls-certificates")),
+    };
+    match result {
+        Ok(()) => log.event("reload", json!({"tls_certificates": cfg.tls_certificates})),
+        Err(e) => log.event("reload", json!({"error": format!("{e:#}"), "tls_certificates": cfg.tls_certificates})),
+    }
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
 }
 
 /// A listening socket handed over by a service manager (`LISTEN_FDS`/`LISTEN_PID`, the first one).

@@ -2,7 +2,7 @@
 //! flight per connection, several named exports, over TCP or a Unix socket.
 //!
 //! ```no_run
-//! use std::sync::Arc;
+//! use std::sync::{Arc, RwLock};
 //! use blockwell_server::backend::MemBackend;
 //! use blockwell_server::nbd::{Export, Server};
 //!
@@ -27,7 +27,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
@@ -364,7 +364,8 @@ pub struct Server {
     busy_poll: Duration,
     scheduling: Scheduling,
     limits: conn::Limits,
-    handshake: Arc<conn::Handshake>,
+    /// Swapped whole by [`ServerHandle::reload_tls`]; each connection takes the current one when it starts.
+    handshake: Arc<RwLock<Arc<conn::Handshake>>>,
     max_connections: usize,
     stop: Arc<Shutdown>,
 }
@@ -385,9 +386,21 @@ pub struct ServerHandle {
     thread: JoinHandle<io::Result<()>>,
     stop: Stopper,
     local_addr: Option<SocketAddr>,
+    handshake: Arc<RwLock<Arc<conn::Handshake>>>,
 }
 
 impl ServerHandle {
+    /// Serves new TLS handshakes with `cfg` (rotated certificates); connections already open keep theirs. An
+    /// error when the server runs without TLS.
+    pub fn reload_tls(&self, cfg: Arc<rustls::ServerConfig>) -> io::Result<()> {
+        let mut h = self.handshake.write().unwrap_or_else(|p| p.into_inner());
+        if h.tls.is_none() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "this server runs without TLS"));
+        }
+        *h = Arc::new(conn::Handshake { policy: h.policy.clone(), tls: Some(cfg) });
+        Ok(())
+    }
+
     /// The TCP address (None for a Unix socket).
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.local_addr
@@ -433,7 +446,7 @@ impl Server {
         };
         Ok(Server {
             listener,
-            handshake: Arc::new(handshake),
+            handshake: Arc::new(RwLock::new(Arc::new(handshake))),
             exports: Arc::new(exports),
             events: config.events,
             busy_poll: config.busy_poll,
@@ -494,8 +507,9 @@ impl Server {
     pub fn spawn(self) -> io::Result<ServerHandle> {
         let stop = self.stopper();
         let local_addr = self.local_addr();
+        let handshake = self.handshake.clone();
         let thread = thread::Builder::new().name("nbd-accept".into()).spawn(move || self.run())?;
-        Ok(ServerHandle { thread, stop, local_addr })
+        Ok(ServerHandle { thread, stop, local_addr, handshake })
     }
 
     /// Accepts and serves connections until stopped, then shuts down gracefully (see
@@ -541,7 +555,7 @@ impl Server {
             let id = next_id;
             next_id += 1;
             let (exports, infos, stop) = (self.exports.clone(), infos.clone(), self.stop.clone());
-            let handshake = self.handshake.clone();
+            let handshake = self.handshake.read().unwrap_or_else(|p| p.into_inner()).clone();
             let events = self.events.clone();
             let who = peer.clone();
             let (busy_poll, scheduling, limits) = (self.busy_poll, self.scheduling, self.limits);
