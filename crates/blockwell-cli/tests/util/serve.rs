@@ -64,8 +64,10 @@ impl Served {
             .filter(|w| w.starts_with("nbd://") || w.starts_with("nbds://"))
             .map(str::to_string)
             .collect();
-        assert!(!uris.is_empty(), "no URI in {banner:?}");
-        Served { uri: uris[0].clone(), uris, banner, child }
+        // Owned from here: a failed check below kills the server (Drop) instead of leaving it running.
+        let served = Served { uri: uris.first().cloned().unwrap_or_default(), uris, banner, child };
+        assert!(!served.uris.is_empty(), "no URI in {:?}", served.banner);
+        served
     }
 
     /// The address after `blockwell: metrics at http://`.
