@@ -32,10 +32,6 @@ fn peak_rss(pid: u32) -> u64 {
     kb * 1024
 }
 
-fn addr(s: &Served) -> String {
-    s.uri.trim_start_matches("nbd://").split('/').next().unwrap().to_string()
-}
-
 fn serve(dir: &tempfile::TempDir, size: u64) -> Served {
     let disk = dir.path().join("disk.img");
     std::fs::File::create(&disk).unwrap().set_len(size).unwrap();
@@ -49,7 +45,7 @@ fn serve(dir: &tempfile::TempDir, size: u64) -> Served {
 fn cache_requests_cannot_amplify_memory() {
     let dir = tempfile::tempdir().unwrap();
     let s = serve(&dir, 512 * MIB);
-    let a = addr(&s);
+    let a = s.addr();
     let mut clients: Vec<RawClient> = (0..4).map(|_| RawClient::open(&a, "blockwell").unwrap()).collect();
     // Every request asks for 32 MiB the cache does not hold, so each one reads from the backend.
     for (c, cl) in clients.iter_mut().enumerate() {
@@ -81,7 +77,7 @@ fn cache_requests_cannot_amplify_memory() {
 fn unread_replies_cost_at_most_the_connection_budget() {
     let dir = tempfile::tempdir().unwrap();
     let s = serve(&dir, 512 * MIB);
-    let a = addr(&s);
+    let a = s.addr();
     let mut flooders = Vec::new();
     for c in 0..4u64 {
         let mut cl = RawClient::open(&a, "blockwell").unwrap();
@@ -133,21 +129,16 @@ fn a_thread_limit_refuses_connections_and_keeps_serving() {
     std::fs::set_permissions(&disk, std::fs::Permissions::from_mode(0o666)).unwrap();
     // Runs the server as nobody with at most `nproc` threads of that user: its address and process.
     let start = |nproc: u64| {
-        let child = Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--", "prlimit"])
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--", "prlimit"])
             .arg(format!("--nproc={nproc}"))
             .arg("--")
             .arg(&bin)
             .args(["serve", "--backend", disk.to_str().unwrap(), "--cache", "16MiB", "--delay", "hdd"])
             .args(["--listen", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut child = Reaped(child);
-        let banner = util::serve::wait_ready(&mut child.0);
-        let a = banner.split_whitespace().find_map(|w| w.strip_prefix("nbd://")).unwrap().split('/').next().unwrap();
-        (a.to_string(), child)
+            .stderr(Stdio::piped());
+        let s = Served::spawn(cmd);
+        (s.addr(), s)
     };
     // The limit counts every thread of the user: those of an idle server and any other of nobody's, plus room
     // for one connection thread and three workers.
@@ -155,7 +146,7 @@ fn a_thread_limit_refuses_connections_and_keeps_serving() {
     let limit = threads_of_uid(65534) + 4;
     drop(idle);
     let (a, mut child) = start(limit);
-    let pid = child.0.id();
+    let pid = child.child.id();
     let mut c = RawClient::open(&a, "blockwell").unwrap();
     // 32 slow reads at once: every started worker is busy, so the connection keeps asking for more.
     for k in 0..32u64 {
@@ -175,20 +166,10 @@ fn a_thread_limit_refuses_connections_and_keeps_serving() {
     drop(c);
     assert!(Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap().success());
     let mut err = String::new();
-    child.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-    let status = child.0.wait().unwrap();
+    child.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let status = child.child.wait().unwrap();
     assert!(status.success(), "{status:?}: {err}");
     assert!(err.contains("refuse") && err.contains("cannot start a thread"), "{err}");
-}
-
-/// A child process killed and reaped when dropped (a failing test must not leave servers behind).
-struct Reaped(std::process::Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// Threads of every process whose real user is `uid` (what RLIMIT_NPROC counts).
@@ -214,18 +195,13 @@ fn connection_churn_leaves_nothing_behind() {
     // Normal scheduling: under the batch policy a connection woken while both CPUs run clients waits for a
     // time slice, which this test, about counts and not latency, does not need to measure. The log goes
     // nowhere: three lines per connection would fill an unread pipe and stall the server.
-    let mut child = util::bin()
-        .args(["serve", "--backend", disk.to_str().unwrap(), "--cache", "1MiB", "--sched", "normal"])
+    let mut cmd = util::bin();
+    cmd.args(["serve", "--backend", disk.to_str().unwrap(), "--cache", "1MiB", "--sched", "normal"])
         .args(["--listen", "127.0.0.1:0"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let banner = util::serve::wait_ready(&mut child);
-    let mut s = Reaped(child);
-    let a = banner.split_whitespace().find_map(|w| w.strip_prefix("nbd://")).unwrap().split('/').next().unwrap();
-    let a = a.to_string();
-    let pid = s.0.id();
+        .stderr(std::process::Stdio::null());
+    let mut s = Served::spawn(cmd);
+    let a = s.addr();
+    let pid = s.child.id();
     let count = |what: &str| -> usize {
         match what {
             "fds" => std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count(),
@@ -258,7 +234,7 @@ fn connection_churn_leaves_nothing_behind() {
     }
     assert_eq!(RawClient::open(&a, "blockwell").unwrap().read(0, 4096).unwrap().unwrap(), vec![0; 4096]);
     assert!(std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap().success());
-    assert!(s.0.wait().unwrap().success());
+    assert!(s.child.wait().unwrap().success());
 }
 
 /// A server out of file descriptors (RLIMIT_NOFILE) backs off accepting instead of dying, and serves again once
@@ -272,17 +248,14 @@ fn running_out_of_file_descriptors_is_survived() {
     let dir = tempfile::tempdir().unwrap();
     let disk = dir.path().join("disk.img");
     std::fs::File::create(&disk).unwrap().set_len(MIB).unwrap();
-    let child = Command::new("prlimit")
-        .args(["--nofile=32", "--"])
+    let mut cmd = Command::new("prlimit");
+    cmd.args(["--nofile=32", "--"])
         .arg(env!("CARGO_BIN_EXE_blockwell"))
         .args(["serve", "--backend", disk.to_str().unwrap(), "--cache", "1MiB", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = Reaped(child);
-    let banner = util::serve::wait_ready(&mut child.0);
-    let a = banner.split_whitespace().find_map(|w| w.strip_prefix("nbd://")).unwrap().split('/').next().unwrap();
+        .stderr(Stdio::piped());
+    let mut child = Served::spawn(cmd);
+    let a = child.addr();
+    let a = a.as_str();
     // More connections than descriptors: the ones past the limit wait in the listen queue, unanswered.
     let mut held = Vec::new();
     for _ in 0..40 {
@@ -309,6 +282,6 @@ fn running_out_of_file_descriptors_is_survived() {
         assert!(t0.elapsed() < Duration::from_secs(10), "no client served after the flood left");
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(Command::new("kill").args(["-TERM", &child.0.id().to_string()]).status().unwrap().success());
-    assert!(child.0.wait().unwrap().success());
+    assert!(Command::new("kill").args(["-TERM", &child.child.id().to_string()]).status().unwrap().success());
+    assert!(child.child.wait().unwrap().success());
 }

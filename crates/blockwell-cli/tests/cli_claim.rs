@@ -75,16 +75,8 @@ fn two_exports_of_one_config_on_one_file_are_refused() {
          [[export]]\nname = \"b\"\nbackend = \"disk.img\"\nread_only = true\nshared = true\n",
     )
     .unwrap();
-    let mut child = util::bin()
-        .args(["serve", "--config", cfg.to_str().unwrap()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let banner = util::serve::wait_ready(&mut child);
-    assert!(banner.contains("/a") && banner.contains("/b"), "{banner}");
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let s = Served::start(&["--config", cfg.to_str().unwrap()]);
+    assert!(s.banner.contains("/a") && s.banner.contains("/b"), "{}", s.banner);
 }
 
 #[test]

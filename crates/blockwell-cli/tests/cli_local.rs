@@ -7,6 +7,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use util::serve::Served;
 use util::{fails, ok};
 
 fn disk(dir: &Path) -> String {
@@ -16,16 +17,12 @@ fn disk(dir: &Path) -> String {
     p.to_str().unwrap().to_string()
 }
 
-/// Starts `blockwell serve ARGS` under umask 000 (through `sh`), waits for `ready`, returns the child.
-fn serve_umask0(args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
+/// Starts `blockwell serve ARGS` under umask 000 (through `sh`) and waits for `ready`.
+fn serve_umask0(args: &[&str]) -> Served {
     let mut cmd = Command::new("sh");
     cmd.arg("-c").arg("umask 000; exec \"$0\" serve \"$@\"").arg(env!("CARGO_BIN_EXE_blockwell")).args(args);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    util::serve::wait_ready(&mut child);
-    child
+    cmd.stderr(Stdio::piped());
+    Served::spawn(cmd)
 }
 
 fn mode(p: &Path) -> u32 {
@@ -42,10 +39,9 @@ fn the_nbd_socket_mode_is_explicit_whatever_the_umask() {
     {
         let mut all = vec!["--backend", &d, "--unix", s];
         all.extend(args);
-        let mut child = serve_umask0(&all, &[]);
+        let served = serve_umask0(&all);
         assert_eq!(mode(&sock), want, "{all:?}");
-        child.kill().unwrap();
-        child.wait().unwrap();
+        drop(served);
         let _ = std::fs::remove_file(&sock);
     }
     let e = fails(&["serve", "--backend", &d, "--unix", s, "--socket-mode", "0999"]);
@@ -59,12 +55,10 @@ fn the_control_socket_is_owner_only_whatever_the_umask() {
     let dir = tempfile::tempdir().unwrap();
     let d = disk(dir.path());
     let ctl = dir.path().join("ctl.sock");
-    let mut child =
-        serve_umask0(&["--backend", &d, "--listen", "127.0.0.1:0", "--control", ctl.to_str().unwrap()], &[]);
+    let served = serve_umask0(&["--backend", &d, "--listen", "127.0.0.1:0", "--control", ctl.to_str().unwrap()]);
     assert_eq!(mode(&ctl), 0o600);
     assert!(ok(&["status", "--control", ctl.to_str().unwrap()]).contains("blockwell"));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    drop(served);
 }
 
 #[test]
@@ -113,16 +107,15 @@ fn the_default_control_socket_lives_in_a_private_directory() {
         c.env_remove("XDG_RUNTIME_DIR").stdout(Stdio::piped()).stderr(Stdio::piped());
         c
     };
-    let mut child = nobody(&["serve", "--backend", &d, "--listen", "127.0.0.1:0", "--control"]).spawn().unwrap();
-    let banner = util::serve::wait_ready(&mut child);
+    let served = Served::spawn(nobody(&["serve", "--backend", &d, "--listen", "127.0.0.1:0", "--control"]));
+    let banner = &served.banner;
     assert!(banner.contains("control socket at /tmp/blockwell-65534/control.sock"), "{banner}");
     assert_eq!(mode(private), 0o700);
     assert_eq!(std::fs::metadata(private).unwrap().uid(), 65534);
     let out = nobody(&["status"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("disk.img"));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    drop(served);
     // A directory others can write is refused.
     std::fs::set_permissions(private, std::fs::Permissions::from_mode(0o777)).unwrap();
     let _ = std::fs::remove_file(private.join("control.sock"));

@@ -73,7 +73,7 @@ fn nbdinfo(args: &[&str]) -> (bool, String) {
 }
 
 fn port(s: &Served) -> String {
-    s.uri.split("//").nth(1).unwrap().split('/').next().unwrap().rsplit(':').next().unwrap().to_string()
+    s.addr().rsplit(':').next().unwrap().to_string()
 }
 
 /// A 4 MiB export served with `--tls MODE --tls-certificates` (the server's) and `extra`; the temporary directory
@@ -158,7 +158,7 @@ fn tls_on_lets_the_client_choose() {
 fn a_broken_tls_handshake_ends_only_its_connection() {
     let Some(c) = certs() else { return };
     let (_dir, s) = serve_tls(&c, "require", &["--handshake-timeout", "1"]);
-    let addr = s.uri.split("//").nth(1).unwrap().split('/').next().unwrap().to_string();
+    let addr = s.addr();
     let starttls = |junk: &[u8]| {
         let mut t = std::net::TcpStream::connect(&addr).unwrap();
         t.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
@@ -199,15 +199,9 @@ fn listing_the_default_export_and_remote_listen_are_explicit() {
     assert!(e.contains("--listen 0.0.0.0:0 is beyond this machine") && e.contains("--allow-insecure-listen"), "{e}");
     let e = fails(&["serve", "--backend", &d, "--tls", "require"]);
     assert!(e.contains("--tls require needs --tls-certificates"), "{e}");
-    let mut child = util::bin()
-        .args(["serve", "--backend", &d, "--listen", "0.0.0.0:0", "--allow-insecure-listen"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    util::serve::wait_ready(&mut child);
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let mut cmd = util::bin();
+    cmd.args(["serve", "--backend", &d, "--listen", "0.0.0.0:0", "--allow-insecure-listen"]);
+    drop(Served::spawn(cmd));
     if !have("nbdinfo") {
         return;
     }

@@ -36,7 +36,9 @@ pub fn wait_ready(child: &mut Child) -> String {
         let mut line = String::new();
         if out.read_line(&mut line).unwrap() == 0 {
             let mut err = String::new();
-            child.stderr.as_mut().unwrap().read_to_string(&mut err).unwrap();
+            if let Some(e) = child.stderr.as_mut() {
+                e.read_to_string(&mut err).unwrap();
+            }
             panic!("blockwell serve exited before ready; stdout: {banner}; stderr: {err}")
         }
         banner.push_str(&line);
@@ -49,25 +51,32 @@ pub fn wait_ready(child: &mut Child) -> String {
 }
 
 impl Served {
+    /// `blockwell serve --listen 127.0.0.1:0 ARGS`, its stderr kept in a pipe.
     pub fn start(args: &[&str]) -> Served {
-        let mut child = super::bin()
-            .arg("serve")
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start blockwell serve");
+        let mut cmd = super::bin();
+        cmd.arg("serve").args(["--listen", "127.0.0.1:0"]).args(args).stderr(Stdio::piped());
+        Served::spawn(cmd)
+    }
+
+    /// Runs `cmd`, a `blockwell serve` however started (under `setpriv`, `prlimit`...; its stderr as the caller
+    /// set it), up to `ready`.
+    pub fn spawn(mut cmd: Command) -> Served {
+        let mut child = cmd.stdout(Stdio::piped()).spawn().expect("start blockwell serve");
         let banner = wait_ready(&mut child);
         let uris: Vec<String> = banner
             .split_whitespace()
-            .filter(|w| w.starts_with("nbd://") || w.starts_with("nbds://"))
+            .filter(|w| w.starts_with("nbd") && w.contains("://"))
             .map(str::to_string)
             .collect();
         // Owned from here: a failed check below kills the server (Drop) instead of leaving it running.
         let served = Served { uri: uris.first().cloned().unwrap_or_default(), uris, banner, child };
         assert!(!served.uris.is_empty(), "no URI in {:?}", served.banner);
         served
+    }
+
+    /// The first export's `host:port`.
+    pub fn addr(&self) -> String {
+        self.uri.split("//").nth(1).and_then(|r| r.split('/').next()).unwrap_or_default().to_string()
     }
 
     /// The address after `blockwell: metrics at http://`.
