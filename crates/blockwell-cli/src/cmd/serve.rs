@@ -636,15 +636,26 @@ impl ServeConfig {
             }
         }
         if self.unix.is_none() {
-            let listen = self.listen.as_deref().unwrap_or("127.0.0.1:10809");
-            let addr: SocketAddr =
-                listen.parse().map_err(|_| anyhow!("--listen: '{listen}' is not an address:port"))?;
-            if !addr.ip().is_loopback() && mode != TlsMode::Require && !self.allow_insecure_listen {
-                bail!(
-                    "--listen {addr} is beyond this machine: without --tls require anyone who can reach it can read \
-                     and write the exports; give --tls require with --tls-certificates, or --allow-insecure-listen"
-                );
-            }
+            let addr = self.listen_addr()?;
+            self.check_reach(addr, &format!("--listen {addr}"))?;
+        }
+        Ok(())
+    }
+
+    /// The TCP address to listen on (`--listen`, by default 127.0.0.1:10809).
+    fn listen_addr(&self) -> anyhow::Result<SocketAddr> {
+        let listen = self.listen.as_deref().unwrap_or("127.0.0.1:10809");
+        listen.parse().map_err(|_| anyhow!("--listen: '{listen}' is not an address:port"))
+    }
+
+    /// A TCP address beyond loopback needs `--tls require` or `--allow-insecure-listen`; `what` names where the
+    /// address comes from.
+    fn check_reach(&self, addr: SocketAddr, what: &str) -> anyhow::Result<()> {
+        if !addr.ip().is_loopback() && self.tls_mode() != TlsMode::Require && !self.allow_insecure_listen {
+            bail!(
+                "{what} is beyond this machine: without --tls require anyone who can reach it can read and write \
+                 the exports; give --tls require with --tls-certificates, or --allow-insecure-listen"
+            );
         }
         Ok(())
     }
@@ -1686,9 +1697,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 (server, Some(p.clone()))
             }
             None => {
-                let listen = cfg.listen.as_deref().unwrap_or("127.0.0.1:10809");
-                let addr: SocketAddr =
-                    listen.parse().with_context(|| format!("--listen: '{listen}' is not an address:port"))?;
+                let addr = cfg.listen_addr()?;
                 (Server::bind_tcp(addr, config).with_context(|| format!("--listen {addr}"))?, None)
             }
         },
@@ -1829,12 +1838,7 @@ fn activated(cfg: &ServeConfig) -> anyhow::Result<Option<Activated>> {
     }
     if let Ok(Some(l)) = fds.take_tcp_listener(0) {
         let addr = l.local_addr().context("the activated socket")?;
-        if !addr.ip().is_loopback() && cfg.tls_mode() != TlsMode::Require && !cfg.allow_insecure_listen {
-            bail!(
-                "the activated socket listens on {addr}, beyond this machine: give --tls require with \
-                 --tls-certificates, or --allow-insecure-listen"
-            );
-        }
+        cfg.check_reach(addr, &format!("the activated socket listens on {addr}, which"))?;
         return Ok(Some(Activated::Tcp(l)));
     }
     match fds.take_unix_listener(0) {

@@ -432,7 +432,7 @@ impl Server {
             }
         }
         let default_export = match &config.default_export {
-            None => (exports.len() == 1).then_some(0),
+            None => Policy::for_exports(exports.len()).default_export,
             Some(name) => Some(exports.iter().position(|e| &e.name == name).ok_or_else(|| {
                 io::Error::new(io::ErrorKind::InvalidInput, format!("default export {name:?} is not an export"))
             })?),
