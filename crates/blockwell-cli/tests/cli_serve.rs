@@ -249,9 +249,12 @@ fn status_and_metrics_of_a_running_server() {
     assert!(m.contains("# TYPE blockwell_block_hits_total counter\n"), "{m}");
     assert!(m.contains("\nblockwell_block_hits_total{export=\"blockwell\",op=\"read\"} 16\n"), "{m}");
     // Connections: qemu-io's one, closed cleanly.
-    for line in
-        ["\nblockwell_connections 0\n", "\nblockwell_connections_total 1\n", "\nblockwell_connection_errors_total 0\n"]
-    {
+    for line in [
+        "\nblockwell_connections 0\n",
+        "\nblockwell_connections_total 1\n",
+        "\nblockwell_connection_errors_total 0\n",
+        "\nblockwell_log_lines_dropped_total 0\n",
+    ] {
         assert!(m.contains(line), "{line:?} in {m}");
     }
     assert!(http_get(&s.metrics_addr(), "/").starts_with("HTTP/1.1 404"));
@@ -348,6 +351,34 @@ fn structured_logs_are_one_json_object_per_line() {
     } else {
         assert_eq!(events, ["export", "start", "stop", "summary"], "{text}");
     }
+    assert!(lines.iter().all(|v| v["level"] == "info" && v["ts"].as_f64().unwrap() > 1.7e9), "{text}");
+}
+
+/// `--log-level warn` keeps the info events (start, connections, summary) out; a refused connection, a
+/// warning, still comes out.
+#[test]
+fn the_log_level_filters_events() {
+    let d = tempfile::tempdir().unwrap();
+    let img = disk(d.path(), 1);
+    let args = ["--backend", img.to_str().unwrap(), "--log-level", "warn", "--max-connections", "1"];
+    let mut s = Served::start(&args);
+    let mut err = s.child.stderr.take().unwrap();
+    let held = std::net::TcpStream::connect(s.addr()).unwrap();
+    // The server reads the first connection's greeting reply before the second arrives: wait for it to count.
+    let mut greeting = [0u8; 18];
+    std::io::Read::read_exact(&mut &held, &mut greeting).unwrap();
+    let refused = std::net::TcpStream::connect(s.addr()).unwrap();
+    let mut buf = [0u8; 1];
+    assert_eq!(std::io::Read::read(&mut &refused, &mut buf).unwrap(), 0, "closed unserved");
+    drop(held);
+    let (ok, _) = s.stop();
+    assert!(ok);
+    let mut text = String::new();
+    err.read_to_string(&mut text).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert!(lines[0].starts_with("blockwell: refuse level=warn peer=127.0.0.1:"), "{text}");
+    assert!(lines[0].ends_with(r#"reason="1 connections open (--max-connections)""#), "{text}");
 }
 
 #[test]

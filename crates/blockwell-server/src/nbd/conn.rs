@@ -451,7 +451,7 @@ fn worker<'scope>(s: &'scope thread::Scope<'scope, '_>, sh: &'scope Shared<'_>) 
             // A thread limit (RLIMIT_NPROC, memory) only means fewer workers: the started ones go on serving.
             if let Err(e) = thread::Builder::new().spawn_scoped(s, move || worker(s, sh)) {
                 sh.workers.fetch_sub(1, Ordering::SeqCst);
-                super::log(&format!("cannot start another worker thread: {e}"));
+                tracing::debug!(error = %e, "worker_thread_unavailable");
             }
         }
         let charged = job.charged;

@@ -531,7 +531,7 @@ impl Server {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning or dying.
-                    log(&format!("accept failed: {e}"));
+                    tracing::warn!(error = %e, "accept_error");
                     if self.stop.pause(ACCEPT_BACKOFF)? {
                         break;
                     }
@@ -562,7 +562,7 @@ impl Server {
             let spawned = thread::Builder::new().name(format!("nbd-conn-{id}")).spawn(move || {
                 if scheduling == Scheduling::Batch {
                     if let Err(e) = sched::set_batch() {
-                        log(&format!("connection {id}: cannot use SCHED_BATCH, staying normal: {e}"));
+                        tracing::debug!(conn = id, error = %e, "sched_batch_unavailable");
                     }
                 }
                 let emit = |e: ConnEvent| {
@@ -583,9 +583,6 @@ impl Server {
                     &mut |export, tls| emit(ConnEvent::Opened { id, export: exports[export].name.clone(), tls }),
                     &mut requests,
                 );
-                if let Err(e) = &res {
-                    log(&format!("connection {id} ended: {e}"));
-                }
                 emit(ConnEvent::Closed { id, requests, error: res.err().map(|e| e.to_string()) });
             });
             match spawned {
@@ -605,12 +602,5 @@ impl Server {
             }
         }
         first_err.map_or(Ok(()), Err)
-    }
-}
-
-/// Diagnostics go to stderr only when `BLOCKWELL_NBD_LOG` is set (quiet by default).
-fn log(msg: &str) {
-    if std::env::var_os("BLOCKWELL_NBD_LOG").is_some() {
-        eprintln!("blockwell-nbd: {msg}");
     }
 }

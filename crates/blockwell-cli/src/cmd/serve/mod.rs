@@ -44,6 +44,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use toml::de::{DeString, DeTable, DeValue};
 use toml::Spanned;
+use tracing::{info, warn};
+
+mod log;
+use log::Json;
+pub use log::{LogFormat, LogLevel};
 
 /// The layer stack of one export: backend, slow-disk emulation, RAM cache. The flags of `blockwell serve`
 /// (and of any command serving one cached device) and the keys of an `[[export]]` table in a config file.
@@ -955,16 +960,6 @@ impl<'i> Table<'i> {
     }
 }
 
-/// Log line format.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum LogFormat {
-    /// `blockwell: <event> key=value ...`
-    #[default]
-    Text,
-    /// One JSON object per line: `{"ts":…,"event":…,…}`.
-    Json,
-}
-
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
@@ -1074,9 +1069,14 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     pub pidfile: Option<PathBuf>,
 
-    /// Log format on stderr: one line per event (start, stop, summary).
+    /// Log format on stderr: one line per event (start, connections, reload, stop, summary).
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
+
+    /// The least severe events logged: error, warn, info (start, connections, reload, stop, summary) or debug
+    /// (also the server library's diagnostics).
+    #[arg(long, value_enum, default_value = "info")]
+    pub log_level: LogLevel,
 }
 
 impl Args {
@@ -1230,6 +1230,40 @@ impl Live {
         s
     }
 
+    /// Logs the `export` event: what it serves, at `uri`.
+    fn log_export(&self, uri: &str) {
+        info!(
+            name = self.name.as_str(),
+            backend = %self.backend.display(),
+            size = self.size,
+            mode = self.mode.name(),
+            policy = self.policy.as_str(),
+            uri,
+            "export"
+        );
+    }
+
+    /// The export's end: a clean shutdown of its cache device (everything committed, marked clean, dirty
+    /// blocks kept), then its `summary` events (the cache device's, then the RAM cache's and content cache's).
+    fn finish(&self) {
+        let stats = self.stats.as_ref();
+        if let Some(t) = stats.and_then(|s| s.tier.as_ref()) {
+            if let Err(e) = t.shutdown() {
+                tracing::error!(name = self.name.as_str(), cache_dev = %e, "error");
+            }
+        }
+        if let Some(t) = stats.and_then(|s| s.tier()) {
+            info!(name = self.name.as_str(), cache_dev = ?Json(json!(t)), "summary");
+        }
+        info!(
+            name = self.name.as_str(),
+            cache = ?Json(json!(stats.and_then(|s| s.snapshot()))),
+            content = ?Json(json!(stats.and_then(|s| s.content()))),
+            delay = ?Json(json!(stats.and_then(|s| s.delay()))),
+            "summary"
+        );
+    }
+
     fn json(&self) -> Value {
         let stats = self.stats.as_ref();
         json!({
@@ -1331,6 +1365,9 @@ impl ConnStats {
         for (name, ty, help, v) in families {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {ty}\n{name} {}", v.load(Relaxed));
         }
+        let name = "blockwell_log_lines_dropped_total";
+        let help = "Log lines dropped because the reader of stderr fell behind (the server never waits for it).";
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", log::dropped_lines());
     }
 }
 
@@ -1563,55 +1600,9 @@ fn metrics_text(live: &[Live], conns: Option<&ConnStats>) -> String {
     out
 }
 
-/// One log line per event on stderr.
-struct Log(LogFormat);
-
-impl Log {
-    fn event(&self, event: &str, fields: Value) {
-        let line = match self.0 {
-            LogFormat::Json => {
-                let ts = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_secs_f64())
-                    .unwrap_or(0.0);
-                let mut m = serde_json::Map::new();
-                m.insert("ts".into(), json!((ts * 1000.0).round() / 1000.0));
-                m.insert("event".into(), json!(event));
-                if let Value::Object(f) = fields {
-                    m.extend(f);
-                }
-                Value::Object(m).to_string()
-            }
-            LogFormat::Text => {
-                let mut s = format!("blockwell: {event}");
-                if let Value::Object(f) = fields {
-                    for (k, v) in f {
-                        match v {
-                            Value::String(x) if !x.contains(char::is_whitespace) && !x.is_empty() => {
-                                let _ = write!(s, " {k}={x}");
-                            }
-                            // Nested objects (counters) flatten to `cache.read_block_hits=12`.
-                            Value::Object(m) => {
-                                for (k2, v2) in m {
-                                    let _ = write!(s, " {k}.{k2}={v2}");
-                                }
-                            }
-                            _ => {
-                                let _ = write!(s, " {k}={v}");
-                            }
-                        }
-                    }
-                }
-                s
-            }
-        };
-        eprintln!("{line}");
-    }
-}
-
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let cfg = a.config()?;
-    let log = Log(a.log_format);
+    let _log = log::init(a.log_format, a.log_level);
     let mut live = Vec::new();
     let mut exports = Vec::new();
     // One content cache, shared by every export with content = true.
@@ -1642,7 +1633,6 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     let live = Arc::new(live);
 
-    let fmt = a.log_format;
     let busy_poll = cfg.busy_poll_us.map_or(DEFAULT_BUSY_POLL, Duration::from_micros);
     let scheduling = cfg.sched.unwrap_or_default();
     let mut config = ServerConfig::from(exports).with_busy_poll(busy_poll).with_scheduling(scheduling);
@@ -1670,19 +1660,14 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let counted = conn_stats.clone();
     let config = config.with_events(Arc::new(move |e: &ConnEvent| {
         counted.count(e);
-        let log = Log(fmt);
         match e {
-            ConnEvent::Connected { id, peer } => log.event("connect", json!({"conn": id, "peer": peer})),
-            ConnEvent::Opened { id, export, tls } => {
-                log.event("open", json!({"conn": id, "export": export, "tls": tls}))
-            }
-            ConnEvent::Closed { id, requests, error: None } => {
-                log.event("disconnect", json!({"conn": id, "requests": requests}))
-            }
+            ConnEvent::Connected { id, peer } => info!(conn = id, peer = peer.as_str(), "connect"),
+            ConnEvent::Opened { id, export, tls } => info!(conn = id, export = export.as_str(), tls, "open"),
+            ConnEvent::Closed { id, requests, error: None } => info!(conn = id, requests, "disconnect"),
             ConnEvent::Closed { id, requests, error: Some(err) } => {
-                log.event("disconnect", json!({"conn": id, "requests": requests, "error": err}))
+                info!(conn = id, requests, error = err.as_str(), "disconnect")
             }
-            ConnEvent::Refused { peer, reason } => log.event("refuse", json!({"peer": peer, "reason": reason})),
+            ConnEvent::Refused { peer, reason } => warn!(peer = peer.as_str(), reason = reason.as_str(), "refuse"),
         }
     }));
     // Socket activation (systemd's LISTEN_FDS) replaces --listen and --unix: the server takes the first socket.
@@ -1746,43 +1731,31 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     // Under systemd (Type=notify): ready now. Without NOTIFY_SOCKET this does nothing.
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     for (l, u) in live.iter().zip(&uris) {
-        log.event(
-            "export",
-            json!({"name": l.name, "backend": l.backend, "size": l.size, "mode": l.mode.name(), "policy": l.policy, "uri": u}),
-        );
+        l.log_export(u);
     }
-    log.event(
-        "start",
-        json!({
-            "exports": live.len(),
-            "listen": unix_path.as_ref().map(|p| p.display().to_string())
-                .or_else(|| server_addr(&handle)),
-            "control": cfg.control,
-            "metrics": metrics.as_ref().and_then(|m| m.local_addr()).map(|a| a.to_string()),
-        }),
+    let listen = unix_path.as_ref().map(|p| p.display().to_string()).or_else(|| server_addr(&handle));
+    info!(
+        exports = live.len(),
+        listen = ?Json(json!(listen)),
+        control = ?Json(json!(cfg.control)),
+        metrics = ?Json(json!(metrics.as_ref().and_then(|m| m.local_addr()).map(|a| a.to_string()))),
+        "start"
     );
     let signal = signals.forever().find(|&sig| {
         if sig == SIGHUP {
-            reload(&cfg, &handle, &log);
+            reload(&cfg, &handle);
         }
         sig != SIGHUP
     });
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
-    log.event("stop", json!({"reason": "signal", "signal": signal.and_then(signal_hook::low_level::signal_name)}));
+    info!(reason = "signal", signal = ?Json(json!(signal.and_then(signal_hook::low_level::signal_name))), "stop");
     handle.shutdown().context("shutting down")?;
     drop(pidfile);
     drop(ctl);
     drop(metrics);
     for l in live.iter() {
-        if let Some(t) = l.stats.as_ref().and_then(|s| s.tier.as_ref()) {
-            // A clean shutdown of the cache device: everything committed, marked clean, dirty blocks kept.
-            if let Err(e) = t.shutdown() {
-                log.event("error", json!({"name": l.name, "cache_dev": e.to_string()}));
-            }
-        }
-        let tier = l.stats.as_ref().and_then(|s| s.tier());
-        if let Some(t) = &tier {
-            log.event("summary", json!({"name": l.name, "cache_dev": t}));
+        l.finish();
+        if let Some(t) = &l.stats.as_ref().and_then(|s| s.tier()) {
             println!(
                 "blockwell: {}{}",
                 if live.len() == 1 { String::new() } else { format!("{}: ", l.name) },
@@ -1791,10 +1764,6 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
         let snap = l.stats.as_ref().and_then(|s| s.snapshot());
         let content = l.stats.as_ref().and_then(|s| s.content());
-        log.event(
-            "summary",
-            json!({"name": l.name, "cache": snap, "content": content, "delay": l.stats.as_ref().and_then(|s| s.delay())}),
-        );
         let prefix = if live.len() == 1 { String::new() } else { format!("{}: ", l.name) };
         match (snap, content) {
             (Some(s), Some(c)) => println!("blockwell: stopped; {prefix}{} {}", s.to_status_line(), content_fields(&c)),
@@ -1808,7 +1777,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
 
 /// SIGHUP: reads the TLS certificates again (rotated files) and serves new handshakes with them; connections
 /// already open keep theirs. Exports and the other settings change only with a restart.
-fn reload(cfg: &ServeConfig, handle: &blockwell_server::nbd::ServerHandle, log: &Log) {
+fn reload(cfg: &ServeConfig, handle: &blockwell_server::nbd::ServerHandle) {
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Reloading]);
     let result = match &cfg.tls_certificates {
         None => Err(anyhow!("nothing to reload: no TLS certificates (exports and settings change with a restart)")),
@@ -1817,8 +1786,10 @@ fn reload(cfg: &ServeConfig, handle: &blockwell_server::nbd::ServerHandle, log: 
             .and_then(|c| handle.reload_tls(c).context("--tls-certificates")),
     };
     match result {
-        Ok(()) => log.event("reload", json!({"tls_certificates": cfg.tls_certificates})),
-        Err(e) => log.event("reload", json!({"error": format!("{e:#}"), "tls_certificates": cfg.tls_certificates})),
+        Ok(()) => info!(tls_certificates = ?Json(json!(cfg.tls_certificates)), "reload"),
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), tls_certificates = ?Json(json!(cfg.tls_certificates)), "reload")
+        }
     }
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
 }
