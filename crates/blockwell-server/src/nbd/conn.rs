@@ -44,10 +44,48 @@ pub(crate) struct Limits {
     pub idle: Option<Duration>,
 }
 
-/// What the handshake allows ([`Policy`]) and the TLS certificates, shared by every connection.
-pub(crate) struct Handshake {
+/// What a connection is offered: the exports, what the handshake allows ([`Policy`]) and the TLS
+/// certificates. The server swaps it whole ([`super::ServerHandle::set_exports`],
+/// [`super::ServerHandle::reload_tls`]); a connection keeps the one it started with until it enters
+/// transmission.
+pub(crate) struct Offer {
+    pub exports: Vec<Export>,
+    pub infos: Vec<ExportInfo>,
     pub policy: Policy,
     pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+impl Offer {
+    /// Checks and describes `exports`: at least one, names unique and at most 4096 bytes, `default_export`
+    /// one of them (None: the only export when there is one).
+    pub fn new(
+        exports: Vec<Export>,
+        default_export: Option<&str>,
+        list: bool,
+        tls_mode: TlsMode,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> io::Result<Offer> {
+        let bad = |msg: String| io::Error::new(io::ErrorKind::InvalidInput, msg);
+        if exports.is_empty() {
+            return Err(bad("an NBD server needs at least one export".into()));
+        }
+        for (i, e) in exports.iter().enumerate() {
+            if e.name.len() > 4096 || exports[..i].iter().any(|o| o.name == e.name) {
+                return Err(bad(format!("export name {:?} is duplicated or too long", e.name)));
+            }
+        }
+        let default_export = match default_export {
+            None => Policy::for_exports(exports.len()).default_export,
+            Some(name) => Some(
+                exports
+                    .iter()
+                    .position(|e| e.name == name)
+                    .ok_or_else(|| bad(format!("default export {name:?} is not an export")))?,
+            ),
+        };
+        let infos = exports.iter().map(Export::info).collect();
+        Ok(Offer { exports, infos, policy: Policy { tls: tls_mode, list, default_export }, tls })
+    }
 }
 
 /// Reads exactly `buf`. Returns `Ok(false)` on a clean end: EOF before the first byte, or the server stopping
@@ -87,18 +125,17 @@ fn read_all(rd: &mut impl Read, buf: &mut [u8]) -> io::Result<()> {
 /// in flight (within the shutdown timeout) and returns. `stream` is non-blocking: every wait is a poll on the
 /// socket and the stop signal.
 ///
-/// `opened` hears which export the client chose and whether over TLS; `requests` counts the transmission
-/// requests read.
+/// `opened` hears the name of the export the client chose and whether over TLS; `requests` counts the
+/// transmission requests read. The connection lets go of `offer` when it enters transmission, holding only
+/// its export (counted as open on it until the connection ends, see [`super::Retired`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn serve(
     stream: Stream,
-    exports: &[Export],
-    infos: &[ExportInfo],
+    offer: Arc<Offer>,
     stop: &Arc<Shutdown>,
     busy_poll: Duration,
     limits: Limits,
-    handshake: &Handshake,
-    opened: &mut dyn FnMut(usize, bool),
+    opened: &mut dyn FnMut(&str, bool),
     requests: &mut u64,
 ) -> io::Result<()> {
     let handshake_until = limits.handshake.map(|d| Instant::now() + d);
@@ -118,7 +155,7 @@ pub(crate) fn serve(
     // The TLS pump, once TLS is up: it ends when the connection's plain stream closes.
     let mut pump = None;
     wr.begin().write_all(&proto::greeting())?;
-    let mut n = Negotiation::with_policy(infos, handshake.policy.clone());
+    let mut n = Negotiation::with_policy(&offer.infos, offer.policy.clone());
     let mut flags = [0; 4];
     if !read_msg(&mut rd, &mut flags)? {
         return Ok(());
@@ -141,7 +178,7 @@ pub(crate) fn serve(
             Step::Close => return Ok(()),
             Step::Transmit { export } => break export,
             Step::StartTls => {
-                let cfg = handshake.tls.clone().ok_or_else(|| io::Error::other("STARTTLS without certificates"))?;
+                let cfg = offer.tls.clone().ok_or_else(|| io::Error::other("STARTTLS without certificates"))?;
                 let (plain, p) = super::tls::upgrade(wr.stream, cfg, stop, handshake_until)?;
                 pump = Some(p);
                 rd = polled(&plain)?;
@@ -151,8 +188,14 @@ pub(crate) fn serve(
         }
     };
     let neg = n.negotiated(export);
-    let e = &exports[export];
-    opened(export, pump.is_some());
+    drop(n);
+    let e = offer.exports[export].clone();
+    drop(offer);
+    // An export removed while this client negotiated (from the offer before the change) is not entered.
+    let Some(_open) = e.enter() else {
+        return Err(io::Error::new(io::ErrorKind::NotFound, format!("export {:?} was removed", e.name)));
+    };
+    opened(&e.name, pump.is_some());
     rd.poll = busy_poll;
     rd.handshake_until = None;
     let res = transmission(rd, wr, e.backend.clone(), e.read_only || e.backend.is_read_only(), neg, stop, requests);

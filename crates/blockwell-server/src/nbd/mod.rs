@@ -2,7 +2,7 @@
 //! flight per connection, several named exports, over TCP or a Unix socket.
 //!
 //! ```no_run
-//! use std::sync::{Arc, RwLock};
+//! use std::sync::{Arc, Condvar, Mutex, RwLock};
 //! use blockwell_server::backend::MemBackend;
 //! use blockwell_server::nbd::{Export, Server};
 //!
@@ -27,7 +27,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
@@ -35,7 +35,7 @@ use crate::backend::Backend;
 use proto::*;
 use stop::{Shutdown, Woken};
 
-/// One named export.
+/// One named export. Clones are the same export ([`ServerHandle::set_exports`] tells exports apart by that).
 #[derive(Clone)]
 pub struct Export {
     pub name: String,
@@ -43,11 +43,47 @@ pub struct Export {
     pub backend: Arc<dyn Backend>,
     /// Refuse writes even if the backend accepts them.
     pub read_only: bool,
+    users: Arc<Users>,
+}
+
+/// The connections in transmission on an export, and whether it was removed (then no new one enters).
+#[derive(Default)]
+struct Users {
+    state: Mutex<(usize, bool)>,
+    left: Condvar,
+}
+
+/// A connection's hold on its export ([`Export::enter`]); dropping it lets the export go.
+struct InUse(Arc<Users>);
+
+impl Drop for InUse {
+    fn drop(&mut self) {
+        let mut s = self.0.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.0 -= 1;
+        if s.0 == 0 {
+            self.0.left.notify_all();
+        }
+    }
 }
 
 impl Export {
     pub fn new(name: impl Into<String>, backend: Arc<dyn Backend>) -> Self {
-        Export { name: name.into(), description: String::new(), backend, read_only: false }
+        Export { name: name.into(), description: String::new(), backend, read_only: false, users: Arc::default() }
+    }
+
+    /// Whether `other` is this export (a clone of it), not only one with the same name.
+    pub fn same(&self, other: &Export) -> bool {
+        Arc::ptr_eq(&self.users, &other.users)
+    }
+
+    /// Counts a connection as open on the export until the guard drops; None once the export is removed.
+    fn enter(&self) -> Option<InUse> {
+        let mut s = self.users.state.lock().unwrap_or_else(|p| p.into_inner());
+        if s.1 {
+            return None;
+        }
+        s.0 += 1;
+        Some(InUse(self.users.clone()))
     }
 
     pub fn description(mut self, d: impl Into<String>) -> Self {
@@ -359,13 +395,13 @@ impl Drop for Listener {
 /// A bound NBD server, not yet accepting.
 pub struct Server {
     listener: Listener,
-    exports: Arc<Vec<Export>>,
     events: Option<EventSink>,
     busy_poll: Duration,
     scheduling: Scheduling,
     limits: conn::Limits,
-    /// Swapped whole by [`ServerHandle::reload_tls`]; each connection takes the current one when it starts.
-    handshake: Arc<RwLock<Arc<conn::Handshake>>>,
+    /// Swapped whole by [`ServerHandle::set_exports`] and [`ServerHandle::reload_tls`]; each connection takes
+    /// the current one when it starts.
+    offer: Arc<RwLock<Arc<conn::Offer>>>,
     max_connections: usize,
     stop: Arc<Shutdown>,
 }
@@ -386,19 +422,84 @@ pub struct ServerHandle {
     thread: JoinHandle<io::Result<()>>,
     stop: Stopper,
     local_addr: Option<SocketAddr>,
-    handshake: Arc<RwLock<Arc<conn::Handshake>>>,
+    offer: Arc<RwLock<Arc<conn::Offer>>>,
+}
+
+/// An export taken out of service by [`ServerHandle::set_exports`]: new clients no longer see it; clients in
+/// transmission on it go on until they disconnect.
+pub struct Retired(Export);
+
+impl Retired {
+    /// The export.
+    pub fn export(&self) -> &Export {
+        &self.0
+    }
+
+    /// Connections still in transmission on it.
+    pub fn connections(&self) -> usize {
+        self.0.users.state.lock().unwrap_or_else(|p| p.into_inner()).0
+    }
+
+    /// Waits until its last connection has ended, then flushes its backend (as a server shutdown does). The
+    /// export is returned for the caller to drop when done with it: the backend closes (and its file is
+    /// released) when the last clone goes.
+    pub fn wait(self) -> io::Result<Export> {
+        let u = &self.0.users;
+        let mut s = u.state.lock().unwrap_or_else(|p| p.into_inner());
+        while s.0 > 0 {
+            s = u.left.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+        drop(s);
+        self.0.backend.flush()?;
+        Ok(self.0)
+    }
 }
 
 impl ServerHandle {
     /// Serves new TLS handshakes with `cfg` (rotated certificates); connections already open keep theirs. An
     /// error when the server runs without TLS.
     pub fn reload_tls(&self, cfg: Arc<rustls::ServerConfig>) -> io::Result<()> {
-        let mut h = self.handshake.write().unwrap_or_else(|p| p.into_inner());
-        if h.tls.is_none() {
+        let mut o = self.offer.write().unwrap_or_else(|p| p.into_inner());
+        if o.tls.is_none() {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "this server runs without TLS"));
         }
-        *h = Arc::new(conn::Handshake { policy: h.policy.clone(), tls: Some(cfg) });
+        *o = Arc::new(conn::Offer {
+            exports: o.exports.clone(),
+            infos: o.infos.clone(),
+            policy: o.policy.clone(),
+            tls: Some(cfg),
+        });
         Ok(())
+    }
+
+    /// The exports offered now.
+    pub fn exports(&self) -> Vec<Export> {
+        self.offer.read().unwrap_or_else(|p| p.into_inner()).exports.clone()
+    }
+
+    /// Offers `exports` to new clients from now on, with `default_export` (see
+    /// [`ServerConfig::default_export`]) and listing as `list`. An export of the current set is kept (its
+    /// clients, cache and counters untouched) when `exports` holds it (a clone from [`ServerHandle::exports`]);
+    /// the others are returned as [`Retired`]: hidden from new clients at once, served to their open
+    /// connections until those end. A client that was negotiating when its export was removed is disconnected
+    /// instead of entering it. On an error (no export, a duplicate or too long name, an unknown default)
+    /// nothing changes.
+    pub fn set_exports(
+        &self,
+        exports: Vec<Export>,
+        default_export: Option<&str>,
+        list: bool,
+    ) -> io::Result<Vec<Retired>> {
+        let mut o = self.offer.write().unwrap_or_else(|p| p.into_inner());
+        let next = conn::Offer::new(exports, default_export, list, o.policy.tls, o.tls.clone())?;
+        let retired: Vec<Retired> =
+            o.exports.iter().filter(|e| !next.exports.iter().any(|n| n.same(e))).cloned().map(Retired).collect();
+        *o = Arc::new(next);
+        drop(o);
+        for r in &retired {
+            r.0.users.state.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
+        }
+        Ok(retired)
     }
 
     /// The TCP address (None for a Unix socket).
@@ -419,35 +520,15 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
 
 impl Server {
     fn new(listener: Listener, config: ServerConfig) -> io::Result<Server> {
-        let exports = config.exports;
-        if exports.is_empty() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "an NBD server needs at least one export"));
-        }
-        for (i, e) in exports.iter().enumerate() {
-            if e.name.len() > 4096 || exports[..i].iter().any(|o| o.name == e.name) {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("export name {:?} is duplicated or too long", e.name),
-                ));
-            }
-        }
-        let default_export = match &config.default_export {
-            None => Policy::for_exports(exports.len()).default_export,
-            Some(name) => Some(exports.iter().position(|e| &e.name == name).ok_or_else(|| {
-                io::Error::new(io::ErrorKind::InvalidInput, format!("default export {name:?} is not an export"))
-            })?),
-        };
         if config.tls_mode != TlsMode::Off && config.tls.is_none() {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "TLS on or required, but no certificates"));
         }
-        let handshake = conn::Handshake {
-            policy: Policy { tls: config.tls_mode, list: config.list, default_export },
-            tls: config.tls.filter(|_| config.tls_mode != TlsMode::Off),
-        };
+        let tls = config.tls.filter(|_| config.tls_mode != TlsMode::Off);
+        let offer =
+            conn::Offer::new(config.exports, config.default_export.as_deref(), config.list, config.tls_mode, tls)?;
         Ok(Server {
             listener,
-            handshake: Arc::new(RwLock::new(Arc::new(handshake))),
-            exports: Arc::new(exports),
+            offer: Arc::new(RwLock::new(Arc::new(offer))),
             events: config.events,
             busy_poll: config.busy_poll,
             scheduling: config.scheduling,
@@ -507,15 +588,14 @@ impl Server {
     pub fn spawn(self) -> io::Result<ServerHandle> {
         let stop = self.stopper();
         let local_addr = self.local_addr();
-        let handshake = self.handshake.clone();
+        let offer = self.offer.clone();
         let thread = thread::Builder::new().name("nbd-accept".into()).spawn(move || self.run())?;
-        Ok(ServerHandle { thread, stop, local_addr, handshake })
+        Ok(ServerHandle { thread, stop, local_addr, offer })
     }
 
     /// Accepts and serves connections until stopped, then shuts down gracefully (see
     /// [`ServerHandle::shutdown`]).
     pub fn run(self) -> io::Result<()> {
-        let infos: Arc<Vec<ExportInfo>> = Arc::new(self.exports.iter().map(Export::info).collect());
         let mut threads: Vec<JoinHandle<()>> = Vec::new();
         let mut next_id = 0u64;
         loop {
@@ -554,8 +634,8 @@ impl Server {
             }
             let id = next_id;
             next_id += 1;
-            let (exports, infos, stop) = (self.exports.clone(), infos.clone(), self.stop.clone());
-            let handshake = self.handshake.read().unwrap_or_else(|p| p.into_inner()).clone();
+            let stop = self.stop.clone();
+            let offer = self.offer.read().unwrap_or_else(|p| p.into_inner()).clone();
             let events = self.events.clone();
             let who = peer.clone();
             let (busy_poll, scheduling, limits) = (self.busy_poll, self.scheduling, self.limits);
@@ -574,13 +654,11 @@ impl Server {
                 let mut requests = 0;
                 let res = conn::serve(
                     stream,
-                    &exports,
-                    &infos,
+                    offer,
                     &stop,
                     busy_poll,
                     limits,
-                    &handshake,
-                    &mut |export, tls| emit(ConnEvent::Opened { id, export: exports[export].name.clone(), tls }),
+                    &mut |export, tls| emit(ConnEvent::Opened { id, export: export.to_string(), tls }),
                     &mut requests,
                 );
                 emit(ConnEvent::Closed { id, requests, error: res.err().map(|e| e.to_string()) });
@@ -596,7 +674,8 @@ impl Server {
             let _ = t.join();
         }
         let mut first_err = None;
-        for e in self.exports.iter() {
+        let offer = self.offer.read().unwrap_or_else(|p| p.into_inner()).clone();
+        for e in offer.exports.iter() {
             if let Err(err) = e.backend.flush() {
                 first_err.get_or_insert(err);
             }
