@@ -295,4 +295,8 @@ fn running_out_of_file_descriptors_is_survived() {
     }
     assert!(Command::new("kill").args(["-TERM", &child.child.id().to_string()]).status().unwrap().success());
     assert!(child.child.wait().unwrap().success());
+    // The accept loop said why it backed off.
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut child.child.stderr.take().unwrap(), &mut log).unwrap();
+    assert!(log.contains("blockwell: accept_error level=warn error=\"Too many open files"), "{log}");
 }

@@ -6,7 +6,7 @@
 //! device still holds the file), flushes the backend, prints the cache's counters and exits 0; so does an
 //! unmount from outside (`fusermount3 -u`, `umount`). `--control` answers `blockwell status` as `serve` does.
 
-use super::serve::{control_path, serve_control, Live, StackArgs};
+use super::serve::{control_path, serve_control, Current, Live, StackArgs};
 use anyhow::Context;
 use blockwell_cachedev::CacheMode;
 use std::path::PathBuf;
@@ -48,7 +48,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let mode = a.stack.write_mode();
     let read_only = mode == CacheMode::ReadOnly;
     let source = a.stack.backend.clone().unwrap_or_default();
-    let live = Arc::new(vec![Live::new(&a.name, &a.stack, backend.size(), mode, stats.clone())]);
+    let live = Current::new(vec![Live::new(&a.name, &a.stack, backend.size(), mode, stats.clone())]);
     let control = a.control.as_ref().map(|c| control_path(c.as_deref()));
     let ctl = control.as_deref().map(|p| serve_control(p, live)).transpose()?;
     // Handlers first, so a signal that arrives while mounting still ends in a clean unmount.

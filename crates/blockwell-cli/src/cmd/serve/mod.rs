@@ -10,7 +10,8 @@
 //!
 //! Around the server: an optional control socket (`--control`, read by `blockwell status`), an optional
 //! loopback Prometheus endpoint (`--metrics`), and one log line per event on stderr (`--log-format`).
-//! SIGINT or SIGTERM stops accepting, drains in-flight requests, flushes, prints the counters and exits 0.
+//! SIGHUP reloads the TLS certificates and the config file's exports (`reload`); SIGINT or SIGTERM stops
+//! accepting, drains in-flight requests, flushes, prints the counters and exits 0.
 
 use super::options::{
     de, defaults, deserialize_from_str, parse_arg, AdmitArgs, BlockSize, CacheArgs, FixedSize, Fraction, One,
@@ -47,6 +48,7 @@ use toml::Spanned;
 use tracing::{info, warn};
 
 mod log;
+mod reload;
 use log::Json;
 pub use log::{LogFormat, LogLevel};
 
@@ -965,7 +967,8 @@ pub struct Args {
     #[command(flatten)]
     pub stack: StackArgs,
 
-    /// Serve the exports of a TOML config file (see docs/serve.md) instead of one export from the flags.
+    /// Serve the exports of a TOML config file (see docs/serve.md) instead of one export from the flags;
+    /// SIGHUP reads it again (exports added, kept or retired; see docs/serve.md).
     /// `--listen`, `--unix`, `--control` and `--metrics` given on the command line override the file's.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -1164,6 +1167,46 @@ impl Args {
     }
 }
 
+/// Builds one export of a config: its layers (claiming its files) and what status shows of it. `file`, the
+/// config file, names the export in errors.
+fn build_export(
+    e: &ExportConfig,
+    store: Option<&Arc<ContentStore>>,
+    file: Option<&Path>,
+) -> anyhow::Result<(Export, Live)> {
+    let (backend, stats) = match file {
+        Some(file) => e.stack.build_in(store).with_context(|| format!("{}: export \"{}\"", file.display(), e.name))?,
+        None => e.stack.build_in(store)?,
+    };
+    let mode = e.stack.write_mode();
+    let size = backend.size();
+    let mut export = Export::new(&e.name, backend);
+    if let Some(d) = &e.description {
+        export = export.description(d);
+    }
+    if mode == CacheMode::ReadOnly {
+        export = export.read_only();
+    }
+    Ok((export, Live::new(&e.name, &e.stack, size, mode, stats)))
+}
+
+/// The exports served now, as status, metrics and the control socket see them; a reload swaps the list.
+pub(crate) struct Current(std::sync::RwLock<Arc<[Arc<Live>]>>);
+
+impl Current {
+    pub(crate) fn new(live: Vec<Live>) -> Arc<Current> {
+        Arc::new(Current(std::sync::RwLock::new(live.into_iter().map(Arc::new).collect())))
+    }
+
+    fn now(&self) -> Arc<[Arc<Live>]> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set(&self, live: Vec<Arc<Live>>) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = live.into();
+    }
+}
+
 /// A built export, kept for status, metrics and the summary (also `blockwell mount`'s one file).
 pub(crate) struct Live {
     name: String,
@@ -1299,12 +1342,12 @@ fn content_fields(c: &ContentSnapshot) -> String {
     s
 }
 
-fn status_text(live: &[Live]) -> String {
+fn status_text(live: &[Arc<Live>]) -> String {
     live.iter().map(|l| l.status_line() + "\n").collect()
 }
 
-fn status_json(live: &[Live]) -> String {
-    json!({ "exports": live.iter().map(Live::json).collect::<Vec<_>>() }).to_string() + "\n"
+fn status_json(live: &[Arc<Live>]) -> String {
+    json!({ "exports": live.iter().map(|l| l.json()).collect::<Vec<_>>() }).to_string() + "\n"
 }
 
 /// Escapes a Prometheus label value.
@@ -1371,7 +1414,8 @@ impl ConnStats {
     }
 }
 
-fn metrics_text(live: &[Live], conns: Option<&ConnStats>) -> String {
+fn metrics_text(live: &[Arc<Live>], conns: Option<&ConnStats>) -> String {
+    let live: Vec<&Live> = live.iter().map(|l| &**l).collect();
     type Get = fn(&StatsSnapshot) -> u64;
     /// A metric family: name, type, help, and its series as (extra labels, value).
     type Family = (&'static str, &'static str, &'static str, &'static [(&'static str, Get)]);
@@ -1480,7 +1524,7 @@ fn metrics_text(live: &[Live], conns: Option<&ConnStats>) -> String {
     ];
     let snaps: Vec<(&Live, Option<StatsSnapshot>, Option<DelayStats>)> = live
         .iter()
-        .map(|l| (l, l.stats.as_ref().and_then(|s| s.snapshot()), l.stats.as_ref().and_then(|s| s.delay())))
+        .map(|l| (*l, l.stats.as_ref().and_then(|s| s.snapshot()), l.stats.as_ref().and_then(|s| s.delay())))
         .collect();
     let mut out = String::new();
     if let Some(c) = conns {
@@ -1508,7 +1552,7 @@ fn metrics_text(live: &[Live], conns: Option<&ConnStats>) -> String {
         }
     }
     let tiers: Vec<(&Live, blockwell_server::tier::TierSnapshot)> =
-        live.iter().filter_map(|l| Some((l, l.stats.as_ref()?.tier()?))).collect();
+        live.iter().filter_map(|l| Some((*l, l.stats.as_ref()?.tier()?))).collect();
     if !tiers.is_empty() {
         for (name, ty, help, get) in super::tier::metric_families() {
             head(&mut out, name, ty, help);
@@ -1521,7 +1565,7 @@ fn metrics_text(live: &[Live], conns: Option<&ConnStats>) -> String {
         }
     }
     let contents: Vec<(&Live, ContentSnapshot)> =
-        live.iter().filter_map(|l| Some((l, l.stats.as_ref()?.content()?))).collect();
+        live.iter().filter_map(|l| Some((*l, l.stats.as_ref()?.content()?))).collect();
     if !contents.is_empty() {
         let name = "blockwell_content_accesses_total";
         head(&mut out, name, "counter", "Block accesses of a content export, per category of the paper's Table 1.");
@@ -1612,26 +1656,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         (Some(c), None) => Some(c.build()?),
     };
     for e in &cfg.exports {
-        let (backend, stats) = match &a.config {
-            Some(file) => e
-                .stack
-                .build_in(store.as_ref())
-                .with_context(|| format!("{}: export \"{}\"", file.display(), e.name))?,
-            None => e.stack.build_in(store.as_ref())?,
-        };
-        let mode = e.stack.write_mode();
-        let size = backend.size();
-        let mut export = Export::new(&e.name, backend);
-        if let Some(d) = &e.description {
-            export = export.description(d);
-        }
-        if mode == CacheMode::ReadOnly {
-            export = export.read_only();
-        }
+        let (export, l) = build_export(e, store.as_ref(), a.config.as_deref())?;
         exports.push(export);
-        live.push(Live::new(&e.name, &e.stack, size, mode, stats));
+        live.push(l);
     }
-    let live = Arc::new(live);
+    let live = Current::new(live);
 
     let busy_poll = cfg.busy_poll_us.map_or(DEFAULT_BUSY_POLL, Duration::from_micros);
     let scheduling = cfg.sched.unwrap_or_default();
@@ -1692,27 +1721,31 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             let addr: SocketAddr = m.parse().with_context(|| format!("--metrics: '{m}' is not an address:port"))?;
             let l = live.clone();
             let c = conn_stats.clone();
-            Some(control::serve_metrics(addr, Arc::new(move || metrics_text(&l, Some(&c)))).context("--metrics")?)
+            Some(
+                control::serve_metrics(addr, Arc::new(move || metrics_text(&l.now(), Some(&c))))
+                    .context("--metrics")?,
+            )
         }
         None => None,
     };
     let ctl = cfg.control.as_deref().map(|p| serve_control(p, live.clone())).transpose()?;
     // A client must use TLS: nbds:// (a client that may or may not gets the plain URI).
     let s = if cfg.tls_mode() == TlsMode::Require { "s" } else { "" };
+    let tcp = server.local_addr().map(|x| x.to_string()).unwrap_or_default();
     let uri = |name: &str| match &unix_path {
         Some(p) => format!("nbd{s}+unix:///{name}?socket={}", p.display()),
-        None => format!("nbd{s}://{}/{name}", server.local_addr().map(|x| x.to_string()).unwrap_or_default()),
+        None => format!("nbd{s}://{tcp}/{name}"),
     };
-    let uris: Vec<String> = live.iter().map(|l| uri(&l.name)).collect();
+    let first = live.now();
 
-    // The main thread sleeps until a signal: SIGHUP reloads the TLS certificates; SIGINT or SIGTERM shut the
-    // server down gracefully.
+    // The main thread sleeps until a signal: SIGHUP reloads (the TLS certificates and the config file's
+    // exports, see `reload`); SIGINT or SIGTERM shut the server down gracefully.
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let mut signals =
         signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
     let handle = server.spawn().context("starting the server")?;
-    for (l, u) in live.iter().zip(&uris) {
-        println!("blockwell: serving {} ({} bytes) at {u}", l.backend.display(), l.size);
+    for l in first.iter() {
+        println!("blockwell: serving {} ({} bytes) at {}", l.backend.display(), l.size, uri(&l.name));
     }
     if let Some(m) = &metrics {
         println!("blockwell: metrics at http://{}/metrics", m.local_addr().map(|x| x.to_string()).unwrap_or_default());
@@ -1722,37 +1755,46 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     println!(
         "blockwell: ready ({} export{}; SIGINT or SIGTERM stops)",
-        live.len(),
-        if live.len() == 1 { "" } else { "s" }
+        first.len(),
+        if first.len() == 1 { "" } else { "s" }
     );
     use std::io::Write as _;
     std::io::stdout().flush()?;
     let pidfile = cfg.pidfile.as_deref().map(Pidfile::write).transpose()?;
     // Under systemd (Type=notify): ready now. Without NOTIFY_SOCKET this does nothing.
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
-    for (l, u) in live.iter().zip(&uris) {
-        l.log_export(u);
+    for l in first.iter() {
+        l.log_export(&uri(&l.name));
     }
+    drop(first);
     let listen = unix_path.as_ref().map(|p| p.display().to_string()).or_else(|| server_addr(&handle));
     info!(
-        exports = live.len(),
+        exports = live.now().len(),
         listen = ?Json(json!(listen)),
         control = ?Json(json!(cfg.control)),
         metrics = ?Json(json!(metrics.as_ref().and_then(|m| m.local_addr()).map(|a| a.to_string()))),
         "start"
     );
+    let mut reloader =
+        reload::Reloader { args: &a, cfg, store, handle: &handle, current: live.clone(), uri: &uri, retiring: vec![] };
     let signal = signals.forever().find(|&sig| {
         if sig == SIGHUP {
-            reload(&cfg, &handle);
+            reloader.reload();
         }
         sig != SIGHUP
     });
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
     info!(reason = "signal", signal = ?Json(json!(signal.and_then(signal_hook::low_level::signal_name))), "stop");
+    let retiring = reloader.retiring;
     handle.shutdown().context("shutting down")?;
+    // Exports removed by a reload close once their last connection has (all have, now).
+    for t in retiring {
+        let _ = t.join();
+    }
     drop(pidfile);
     drop(ctl);
     drop(metrics);
+    let live = live.now();
     for l in live.iter() {
         l.finish();
         if let Some(t) = &l.stats.as_ref().and_then(|s| s.tier()) {
@@ -1773,25 +1815,6 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// SIGHUP: reads the TLS certificates again (rotated files) and serves new handshakes with them; connections
-/// already open keep theirs. Exports and the other settings change only with a restart.
-fn reload(cfg: &ServeConfig, handle: &blockwell_server::nbd::ServerHandle) {
-    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Reloading]);
-    let result = match &cfg.tls_certificates {
-        None => Err(anyhow!("nothing to reload: no TLS certificates (exports and settings change with a restart)")),
-        Some(dir) => tls::load(dir, cfg.tls_verify_peer)
-            .context("--tls-certificates")
-            .and_then(|c| handle.reload_tls(c).context("--tls-certificates")),
-    };
-    match result {
-        Ok(()) => info!(tls_certificates = ?Json(json!(cfg.tls_certificates)), "reload"),
-        Err(e) => {
-            tracing::error!(error = %format!("{e:#}"), tls_certificates = ?Json(json!(cfg.tls_certificates)), "reload")
-        }
-    }
-    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
 }
 
 /// A listening socket handed over by a service manager (`LISTEN_FDS`/`LISTEN_PID`, the first one).
@@ -1841,22 +1864,22 @@ impl Drop for Pidfile {
 }
 
 /// Answers `blockwell status` for `live` on the control socket `path` (`--control`).
-pub(crate) fn serve_control(path: &Path, live: Arc<Vec<Live>>) -> anyhow::Result<control::Endpoint> {
+pub(crate) fn serve_control(path: &Path, live: Arc<Current>) -> anyhow::Result<control::Endpoint> {
     let render = Arc::new(move |r: Request| match r {
-        Request::Status => status_text(&live),
-        Request::StatusJson => status_json(&live),
+        Request::Status => status_text(&live.now()),
+        Request::StatusJson => status_json(&live.now()),
         Request::CacheFlush(name) => {
-            cache_command(&live, name.as_deref(), |t| t.clean_all().map(|n| format!("{n} block(s) written back")))
+            cache_command(&live.now(), name.as_deref(), |t| t.clean_all().map(|n| format!("{n} block(s) written back")))
         }
         Request::CacheMode(mode, name) => {
-            cache_command(&live, name.as_deref(), |t| t.set_mode(mode).map(|()| format!("now {mode}")))
+            cache_command(&live.now(), name.as_deref(), |t| t.set_mode(mode).map(|()| format!("now {mode}")))
         }
     });
     control::serve_control(path, render).context("--control")
 }
 
 /// Runs `f` on the cache device of every export (or of the one named), one reply line each.
-fn cache_command(live: &[Live], name: Option<&str>, f: impl Fn(&Tier) -> std::io::Result<String>) -> String {
+fn cache_command(live: &[Arc<Live>], name: Option<&str>, f: impl Fn(&Tier) -> std::io::Result<String>) -> String {
     let mut out = String::new();
     for l in live.iter().filter(|l| name.map_or(true, |n| n == l.name)) {
         let Some(t) = l.stats.as_ref().and_then(|s| s.tier.as_ref()) else { continue };
@@ -2068,14 +2091,14 @@ mod tests {
 
     #[test]
     fn status_and_metrics_render_without_a_cache() {
-        let l = vec![Live {
+        let l = vec![Arc::new(Live {
             name: "a\"b".into(),
             backend: "/x".into(),
             size: 1 << 20,
             mode: CacheMode::ReadOnly,
             policy: "none".into(),
             stats: None,
-        }];
+        })];
         assert_eq!(status_text(&l), "a\"b: 0 2048 blockwell read-only none 0 0 cache off redcap n/a\n");
         let m = metrics_text(&l, None);
         assert!(m.contains("blockwell_export_size_bytes{export=\"a\\\"b\"} 1048576\n"), "{m}");
