@@ -19,6 +19,7 @@ pub mod gen_content;
 pub mod layout;
 pub mod mrc;
 pub mod replay;
+pub mod size;
 pub mod tier;
 pub mod vtime;
 pub mod workload;

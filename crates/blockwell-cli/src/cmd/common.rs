@@ -1,6 +1,6 @@
 //! Options shared by subcommands: which trace to read and how, and size parsing.
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use blockwell_trace::{Format, ReaderOptions, Request, TraceReader};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -130,91 +130,11 @@ pub fn report_skipped(r: &dyn TraceReader) {
 
 /// Parses a byte count: `4096`, `4KiB`, `64MiB`, `1.5GiB`, `10MB` (SI), `512B`.
 pub fn parse_bytes(s: &str) -> anyhow::Result<u64> {
-    let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kib" => 1 << 10,
-        "m" | "mib" => 1 << 20,
-        "g" | "gib" => 1 << 30,
-        "t" | "tib" => 1 << 40,
-        "kb" => 1_000,
-        "mb" => 1_000_000,
-        "gb" => 1_000_000_000,
-        "tb" => 1_000_000_000_000,
-        _ => bail!("'{s}': unknown unit '{unit}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"),
-    };
-    let v: f64 = num.parse().map_err(|_| anyhow::anyhow!("'{s}': expected a number with an optional unit"))?;
-    let bytes = v * mult as f64;
-    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 / 2.0 {
-        bail!("'{s}': out of range");
-    }
-    Ok(bytes.round() as u64)
+    Ok(blockwell_sim::size::parse_bytes(s)?)
 }
 
-/// A cache size as given on the command line.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum SizeSpec {
-    Bytes(u64),
-    Blocks(u64),
-    /// Percent of the trace's footprint (distinct blocks).
-    Percent(f64),
-}
-
-impl SizeSpec {
-    /// `64MiB`, `4096` (bytes), `1000blocks`, `1%`.
-    pub fn parse(s: &str) -> anyhow::Result<Self> {
-        let t = s.trim();
-        if let Some(p) = t.strip_suffix('%') {
-            let v: f64 = p.trim().parse().map_err(|_| anyhow::anyhow!("'{s}': expected a percentage like 5%"))?;
-            if !(v > 0.0 && v <= 100_000.0) {
-                bail!("'{s}': a percentage must be above 0");
-            }
-            return Ok(SizeSpec::Percent(v));
-        }
-        for suf in ["blocks", "block", "blk"] {
-            if let Some(n) = t.strip_suffix(suf) {
-                let v: u64 =
-                    n.trim().parse().map_err(|_| anyhow::anyhow!("'{s}': expected a whole number of blocks"))?;
-                return Ok(SizeSpec::Blocks(v));
-            }
-        }
-        Ok(SizeSpec::Bytes(parse_bytes(t)?))
-    }
-
-    /// Blocks at `block_size`, with `footprint` distinct blocks for percentages (rounded down, at least one
-    /// block: the same rule as `blockwell sim`).
-    pub fn blocks(&self, block_size: u64, footprint: u64) -> u64 {
-        match *self {
-            SizeSpec::Bytes(b) => b / block_size,
-            SizeSpec::Blocks(n) => n,
-            SizeSpec::Percent(p) => blockwell_sim::replay::CacheSize::PercentOfFootprint(p).blocks(footprint),
-        }
-    }
-
-    pub fn needs_footprint(&self) -> bool {
-        matches!(self, SizeSpec::Percent(_))
-    }
-}
-
-impl std::str::FromStr for SizeSpec {
-    type Err = anyhow::Error;
-    fn from_str(s: &str) -> anyhow::Result<Self> {
-        SizeSpec::parse(s)
-    }
-}
-
-impl std::fmt::Display for SizeSpec {
-    /// As written on the command line: `4096 B`, `10blocks`, `5%`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SizeSpec::Bytes(b) => write!(f, "{b} B"),
-            SizeSpec::Blocks(n) => write!(f, "{n}blocks"),
-            SizeSpec::Percent(p) => write!(f, "{p}%"),
-        }
-    }
-}
+/// A cache size as given on the command line (`64MiB`, `1000blocks`, `1%`).
+pub use blockwell_sim::size::SizeSpec;
 
 #[cfg(test)]
 mod tests {
