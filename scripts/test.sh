@@ -4,9 +4,10 @@
 #     xfsprogs (the FUSE export with ext4/xfs on top), openssl (TLS test certificates), systemd
 #     (systemd-socket-activate) and util-linux (setpriv, prlimit).
 #   - Rust: rustfmt and clippy components (the toolchain itself comes with the machine).
-#   - Python: libcachesim 0.3.5 (the peer for the miss-ratio cross-check) and numpy.
+#   - Python: libcachesim 0.3.5 (the peer for the miss-ratio cross-check) and numpy; maturin, and a venv in
+#     target/pyenv with pandas and pytest, for the blockwell Python package.
 # Runs: cargo fmt --check, cargo clippy -D warnings, cargo test (unit, property, golden and CLI integration
-# tests), the libcachesim cross-check on generated traces, then the cargo-fuzz targets of the NBD negotiation
+# tests), the libcachesim cross-check on generated traces, the Python package's pytest suite, then the cargo-fuzz targets of the NBD negotiation
 # and request parsers for FUZZ_SECONDS (default 20) each (scripts/fuzz.sh installs cargo-fuzz if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,6 +61,20 @@ cargo test --workspace --locked
 step "cross-check against libcachesim"
 cargo build --release --locked -p blockwell-cli
 "$PY" scripts/crosscheck_libcachesim.py --bin target/release/blockwell
+
+step "python package (crates/blockwell-py): wheel, venv, pytest"
+# The abi3 wheel goes into a venv under target/ (system site-packages visible, for numpy and libcachesim);
+# pandas and pytest are installed there when the system lacks them.
+command -v maturin >/dev/null 2>&1 || "$PY" -m pip install --quiet --disable-pip-version-check --no-input "maturin>=1.5,<2"
+VENV=target/pyenv
+[ -x "$VENV/bin/python" ] || "$PY" -m venv --system-site-packages "$VENV"
+for mod in pandas pytest; do
+  "$VENV/bin/python" -c "import $mod" 2>/dev/null || "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "$mod"
+done
+rm -rf target/wheels
+maturin build --release --locked --quiet -m crates/blockwell-py/Cargo.toml -o target/wheels
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input --force-reinstall --no-deps target/wheels/blockwell-*.whl
+BLOCKWELL_BIN=target/release/blockwell "$VENV/bin/python" -m pytest -q -p no:cacheprovider crates/blockwell-py/tests
 
 step "fuzz the NBD parsers (bounded)"
 FUZZ_SECONDS=${FUZZ_SECONDS:-20} scripts/fuzz.sh

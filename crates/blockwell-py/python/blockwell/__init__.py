@@ -1,0 +1,312 @@
+"""Blockwell from Python: read block I/O traces, replay them through cache policies, drive a cache step by step.
+
+The engine is the Rust one the ``blockwell`` command runs (``blockwell sim``, ``blockwell serve``): the same
+trace readers, policies, prefetchers and admission, and the same numbers.
+
+Quick start::
+
+    import blockwell
+    df = blockwell.sim("trace.csv", policies=["lru", "arc"], cache=["1%", "10%"])
+    print(df[["policy", "cache_blocks", "block_miss_ratio"]])
+
+See docs/python.md for the whole API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, Iterator, List, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _native
+from ._native import Cache as _NativeCache
+from ._native import TraceError
+
+__all__ = ["Cache", "Trace", "TraceError", "read_trace", "sim", "__version__"]
+__version__: str = _native.__version__
+
+PathLike = Union[str, "os.PathLike[str]"]
+Sizes = Union[str, int, Sequence[Union[str, int]]]
+
+#: Columns of a trace batch, in order.
+TRACE_COLUMNS = ("time_ns", "volume", "op", "offset", "len")
+
+
+def _size(s: Union[str, int]) -> str:
+    return str(int(s)) if isinstance(s, (int, np.integer)) else str(s)
+
+
+def _list(x: Union[str, int, Sequence[Union[str, int]]]) -> List[str]:
+    if isinstance(x, (str, int, np.integer)):
+        return [_size(x)]
+    return [_size(v) for v in x]
+
+
+class Trace:
+    """A trace opened for reading: iterate for batches (dicts of numpy arrays ``time_ns``, ``volume``, ``op``
+    (0 read, 1 write), ``offset``, ``len``), or call :meth:`to_pandas` for the whole trace in one DataFrame.
+
+    Every format of ``blockwell list`` is read (``format=None`` detects it from the name or first line);
+    ``.gz`` and ``.zst`` files are decompressed on the fly. A malformed line raises :class:`TraceError`
+    naming ``file:line`` unless ``skip_bad_lines`` allows it.
+    """
+
+    def __init__(
+        self,
+        path: PathLike,
+        format: Optional[str] = None,
+        *,
+        skip_bad_lines: int = 0,
+        object_size: Union[str, int] = 4096,
+        csv_columns: Optional[str] = None,
+        batch_size: int = 65536,
+    ) -> None:
+        self.path = os.fspath(path)
+        self._batches = _native.read_trace(
+            self.path,
+            format,
+            skip_bad_lines=skip_bad_lines,
+            object_size=_size(object_size),
+            csv_columns=csv_columns,
+            batch_size=batch_size,
+        )
+
+    def __iter__(self) -> Iterator[Dict[str, np.ndarray]]:
+        return iter(self._batches)
+
+    @property
+    def volumes(self) -> List[str]:
+        """Names of the volumes read so far, indexed by the ``volume`` column."""
+        return self._batches.volumes
+
+    @property
+    def skipped_lines(self) -> int:
+        """Malformed lines skipped so far (``skip_bad_lines``)."""
+        return self._batches.skipped_lines
+
+    def to_pandas(self):
+        """The rest of the trace as one ``pandas.DataFrame`` (columns :data:`TRACE_COLUMNS`; ``op`` as the strings
+        ``read``/``write``; ``volume`` as the trace's volume names, categorical). For traces that fit in memory."""
+        import pandas as pd
+
+        parts = list(self)
+        if parts:
+            cols = {c: np.concatenate([p[c] for p in parts]) for c in TRACE_COLUMNS}
+        else:
+            cols = {
+                "time_ns": np.zeros(0, np.uint64),
+                "volume": np.zeros(0, np.uint32),
+                "op": np.zeros(0, np.uint8),
+                "offset": np.zeros(0, np.uint64),
+                "len": np.zeros(0, np.uint64),
+            }
+        df = pd.DataFrame(cols)
+        df["op"] = pd.Categorical.from_codes(df["op"].astype(np.int8), categories=["read", "write"])
+        names = self.volumes
+        if names:
+            df["volume"] = pd.Categorical.from_codes(df["volume"].astype(np.int64), categories=names)
+        return df
+
+
+def read_trace(path: PathLike, format: Optional[str] = None, **options) -> Trace:
+    """Opens a trace: ``blockwell.read_trace("x.csv").to_pandas()``, or iterate for batches of numpy arrays.
+    Options: ``skip_bad_lines``, ``object_size``, ``csv_columns``, ``batch_size`` (see :class:`Trace`)."""
+    return Trace(path, format, **options)
+
+
+#: The columns of :func:`sim`'s DataFrame, as ``blockwell sim --csv`` prints them (``trace`` first).
+SIM_COLUMNS = [
+    "trace", "policy", "cache_blocks", "cache_bytes", "block_size", "requests", "blocks", "block_misses",
+    "block_miss_ratio", "read_blocks", "read_block_misses", "read_block_miss_ratio", "write_blocks",
+    "write_block_misses", "write_block_miss_ratio", "request_misses", "request_miss_ratio", "read_requests",
+    "read_request_misses", "write_requests", "write_request_misses", "prefetch_issued", "prefetch_used",
+    "prefetch_late", "prefetch_wasted", "prefetch_accuracy", "prefetch_coverage", "admission_rejections",
+    "bypassed", "evictions", "associativity", "sets",
+]
+
+
+def _ratio(m: int, n: int) -> float:
+    return m / n if n else 0.0
+
+
+def _row(trace: str, block_size: int, c: dict) -> dict:
+    st = c["stats"]
+    rd, wr = st["read"], st["write"]
+    blocks = rd["blocks"] + wr["blocks"]
+    rd_miss = rd["blocks"] - rd["block_hits"]
+    wr_miss = wr["blocks"] - wr["block_hits"]
+    requests = rd["requests"] + wr["requests"]
+    rd_req_miss = rd["requests"] - rd["request_hits"]
+    wr_req_miss = wr["requests"] - wr["request_hits"]
+    used = st["prefetch_used"]
+    return {
+        "trace": trace,
+        "policy": c["policy"],
+        "cache_blocks": c["cache_blocks"],
+        "cache_bytes": c["cache_bytes"],
+        "block_size": block_size,
+        "requests": requests,
+        "blocks": blocks,
+        "block_misses": rd_miss + wr_miss,
+        "block_miss_ratio": _ratio(rd_miss + wr_miss, blocks),
+        "read_blocks": rd["blocks"],
+        "read_block_misses": rd_miss,
+        "read_block_miss_ratio": _ratio(rd_miss, rd["blocks"]),
+        "write_blocks": wr["blocks"],
+        "write_block_misses": wr_miss,
+        "write_block_miss_ratio": _ratio(wr_miss, wr["blocks"]),
+        "request_misses": rd_req_miss + wr_req_miss,
+        "request_miss_ratio": _ratio(rd_req_miss + wr_req_miss, requests),
+        "read_requests": rd["requests"],
+        "read_request_misses": rd_req_miss,
+        "write_requests": wr["requests"],
+        "write_request_misses": wr_req_miss,
+        "prefetch_issued": st["prefetch_issued"],
+        "prefetch_used": used,
+        "prefetch_late": st["prefetch_late"],
+        "prefetch_wasted": st["prefetch_wasted"],
+        "prefetch_accuracy": _ratio(used + st["prefetch_late"], st["prefetch_issued"]),
+        "prefetch_coverage": _ratio(used, used + rd_miss),
+        "admission_rejections": st["admission_rejections"],
+        "bypassed": st["bypassed"],
+        "evictions": st["evictions"],
+        "associativity": c.get("associativity"),
+        "sets": c["sets"],
+    }
+
+
+def sim(
+    trace: PathLike,
+    policies: Union[str, Sequence[str]] = "lru",
+    cache: Sizes = "10%",
+    *,
+    format: Optional[str] = None,
+    block_size: int = 4096,
+    preset: str = "default",
+    prefetch: str = "none",
+    admission: str = "always",
+    sequential_cutoff: Union[str, int] = 0,
+    associativity: Optional[int] = None,
+    reads_only: bool = False,
+    warmup: int = 0,
+    volumes: Optional[Sequence[str]] = None,
+    threads: int = 0,
+    skip_bad_lines: int = 0,
+    object_size: Union[str, int] = 4096,
+    csv_columns: Optional[str] = None,
+):
+    """Replays ``trace`` through every (policy × cache size) in one pass, as ``blockwell sim`` does, and returns
+    a ``pandas.DataFrame`` with one row per cache (columns :data:`SIM_COLUMNS`, those of ``blockwell sim
+    --csv`` with ``trace`` first). ``df.attrs`` holds the run's totals (``requests``, ``footprint_blocks``, ...).
+
+    ``policies`` and ``cache`` take what ``--policy`` and ``--cache`` take (``"arc"``, ``"lru-k(k=3)"``;
+    ``"64MiB"``, ``"1000blocks"``, ``"5%"`` of the footprint, or an int of bytes). The GIL is released while
+    the engine runs, on ``threads`` worker threads (0: one per core).
+    """
+    import pandas as pd
+
+    path = os.fspath(trace)
+    report = json.loads(
+        _native.sim(
+            path,
+            [policies] if isinstance(policies, str) else list(policies),
+            _list(cache),
+            format=format,
+            block_size=block_size,
+            preset_=preset,
+            prefetch=prefetch,
+            admission_=admission,
+            sequential_cutoff=_size(sequential_cutoff),
+            associativity=associativity,
+            reads_only=reads_only,
+            warmup=warmup,
+            volumes=None if volumes is None else list(volumes),
+            threads=threads,
+            skip_bad_lines=skip_bad_lines,
+            object_size=_size(object_size),
+            csv_columns=csv_columns,
+        )
+    )
+    df = pd.DataFrame([_row(path, report["block_size"], c) for c in report["results"]], columns=SIM_COLUMNS)
+    df.attrs = {k: v for k, v in report.items() if k != "results"}
+    return df
+
+
+class Cache:
+    """One cache, driven request by request: the engine's cache step (policy, prefetcher, admission, sequential
+    cutoff) that ``blockwell sim`` and ``blockwell serve`` run, with every read completing at once.
+
+    >>> c = blockwell.Cache("lru", "64MiB")
+    >>> c.access("read", offset=0, length=8192)
+    (0, 2)
+    >>> c.access("read", 0, 8192)
+    (2, 0)
+
+    :meth:`access_many` takes numpy arrays and runs at engine speed with the GIL released.
+    """
+
+    def __init__(
+        self,
+        policy: str,
+        size: Union[str, int],
+        *,
+        block_size: int = 4096,
+        preset: str = "default",
+        prefetch: str = "none",
+        admission: str = "always",
+        sequential_cutoff: Union[str, int] = 0,
+    ) -> None:
+        self._c = _NativeCache(
+            policy,
+            _size(size),
+            block_size=block_size,
+            preset_=preset,
+            prefetch=prefetch,
+            admission_=admission,
+            sequential_cutoff=_size(sequential_cutoff),
+        )
+
+    def access(self, op: Union[str, int], offset: int, length: int, volume: int = 0):
+        """One request (``op``: ``"read"``/``"write"`` or 0/1) of ``length`` bytes at byte ``offset``. Returns
+        ``(hit_blocks, missed_blocks)`` of its blocks."""
+        return self._c.access(op, offset, length, volume)
+
+    def access_many(self, op, offset, length, volume=None):
+        """Many requests from array-likes of equal length (``op`` 0 read / 1 write, ``offset`` and ``length`` in
+        bytes, ``volume``). Returns ``(hit_blocks, missed_blocks)`` summed over them."""
+        return self._c.access_many(
+            np.ascontiguousarray(op, dtype=np.uint8),
+            np.ascontiguousarray(offset, dtype=np.uint64),
+            np.ascontiguousarray(length, dtype=np.uint64),
+            None if volume is None else np.ascontiguousarray(volume, dtype=np.uint32),
+        )
+
+    @property
+    def stats(self) -> dict:
+        """The counters so far (``read``/``write`` requests, blocks, hits; evictions; prefetch counts; ...)."""
+        return json.loads(self._c.stats)
+
+    @property
+    def capacity(self) -> int:
+        """Capacity in blocks."""
+        return self._c.capacity
+
+    @property
+    def block_size(self) -> int:
+        return self._c.block_size
+
+    @property
+    def policy(self) -> str:
+        return self._c.policy
+
+    def reset_stats(self) -> None:
+        """Zeroes the counters; the contents stay (after a warm-up)."""
+        self._c.reset_stats()
+
+    def __len__(self) -> int:
+        return len(self._c)
+
+    def __repr__(self) -> str:
+        return f"blockwell.Cache({self.policy!r}, {self.capacity} blocks of {self.block_size} B)"

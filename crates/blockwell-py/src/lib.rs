@@ -1,0 +1,403 @@
+//! `blockwell._native`: the Rust side of the `blockwell` Python package (`python/blockwell/`, which wraps it in
+//! pandas DataFrames and documents it).
+//!
+//! - [`TraceBatches`]: a trace read in batches of numpy arrays, by every reader of `blockwell-trace`.
+//! - [`sim`]: `blockwell sim`'s one-pass replay of a trace through every (policy × size), the GIL released
+//!   while it runs; the report comes back as the JSON `blockwell sim --json` prints.
+//! - [`Cache`]: one cache level (the engine's [`CacheLevel`], the same step `sim` and the server drive) for
+//!   step-by-step experiments, with a bulk [`Cache::access_many`] over numpy arrays.
+//!
+//! Errors are Python exceptions carrying the engine's message: `TraceError` (a `ValueError`) for a trace
+//! that does not read, naming `file:line`; `ValueError` for a bad setting, naming it.
+
+use blockwell_core::admission::AdmissionSpec;
+use blockwell_core::level::{self, CacheLevel, Fate, LevelConfig, StepPlan};
+use blockwell_core::policy::{PolicySpec, Preset};
+use blockwell_core::prefetch::{PrefetcherKind, PrefetcherSpec};
+use blockwell_core::{CacheConfig, Op};
+use blockwell_sim::replay::{replay, CacheSpec, ReplayConfig, ReplayHooks};
+use blockwell_sim::size::SizeSpec;
+use blockwell_trace::{Format, ReaderOptions, Request, TraceError as EngineTraceError, TraceReader};
+use numpy::{IntoPyArray, PyReadonlyArray1};
+use pyo3::exceptions::{PyStopIteration, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+pyo3::create_exception!(_native, TraceError, PyValueError, "A trace that does not read; the message names file:line.");
+
+fn trace_err(e: EngineTraceError) -> PyErr {
+    TraceError::new_err(e.to_string())
+}
+
+fn value_err(what: &str, e: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(format!("{what}: {e}"))
+}
+
+/// How to open a trace: the same options as the command line's `--format`, `--skip-bad-lines`,
+/// `--object-size`, `--csv-columns`.
+#[derive(Clone)]
+struct Source {
+    path: PathBuf,
+    format: Option<Format>,
+    options: ReaderOptions,
+}
+
+impl Source {
+    fn new(
+        path: PathBuf,
+        format: Option<&str>,
+        skip_bad_lines: u64,
+        object_size: &str,
+        csv_columns: Option<&str>,
+    ) -> PyResult<Source> {
+        let format = format.map(Format::from_name).transpose().map_err(|e| value_err("format", e))?;
+        let object_size = blockwell_sim::size::parse_bytes(object_size).map_err(|e| value_err("object_size", e))?;
+        let csv = csv_columns
+            .map(blockwell_trace::formats::csv::CsvMapping::parse)
+            .transpose()
+            .map_err(|e| value_err("csv_columns", e))?;
+        Ok(Source { path, format, options: ReaderOptions { skip_bad_lines, csv, object_size: Some(object_size) } })
+    }
+
+    fn open(&self) -> Result<Box<dyn TraceReader>, EngineTraceError> {
+        blockwell_trace::open(&self.path, self.format, &self.options)
+    }
+}
+
+/// A trace read in batches: each `next()` is a dict of numpy arrays `time_ns` (uint64), `volume` (uint32),
+/// `op` (uint8: 0 read, 1 write), `offset` and `len` (uint64, bytes), at most `batch_size` requests long.
+/// `volumes` names the volumes seen so far (index = `volume`).
+#[pyclass(module = "blockwell._native")]
+struct TraceBatches {
+    reader: Mutex<Option<Box<dyn TraceReader>>>,
+    batch_size: usize,
+    buf: Mutex<Vec<Request>>,
+}
+
+#[pymethods]
+impl TraceBatches {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let n = self.batch_size;
+        let mut guard = self.reader.lock().map_err(|_| PyValueError::new_err("trace reader poisoned"))?;
+        let Some(reader) = guard.as_mut() else { return Err(PyStopIteration::new_err(())) };
+        let mut buf = self.buf.lock().map_err(|_| PyValueError::new_err("trace buffer poisoned"))?;
+        let batch: &mut Vec<Request> = &mut buf;
+        let got = py.detach(|| reader.read_batch(batch, n)).map_err(trace_err)?;
+        if got == 0 {
+            *guard = None;
+            return Err(PyStopIteration::new_err(()));
+        }
+        let d = PyDict::new(py);
+        d.set_item("time_ns", buf.iter().map(|r| r.time_ns).collect::<Vec<u64>>().into_pyarray(py))?;
+        d.set_item("volume", buf.iter().map(|r| r.volume).collect::<Vec<u32>>().into_pyarray(py))?;
+        d.set_item("op", buf.iter().map(|r| u8::from(r.op == Op::Write)).collect::<Vec<u8>>().into_pyarray(py))?;
+        d.set_item("offset", buf.iter().map(|r| r.offset).collect::<Vec<u64>>().into_pyarray(py))?;
+        d.set_item("len", buf.iter().map(|r| r.len).collect::<Vec<u64>>().into_pyarray(py))?;
+        Ok(d)
+    }
+
+    /// Names of the volumes seen so far, indexed by the `volume` column.
+    #[getter]
+    fn volumes(&self) -> PyResult<Vec<String>> {
+        let guard = self.reader.lock().map_err(|_| PyValueError::new_err("trace reader poisoned"))?;
+        Ok(guard.as_ref().map(|r| r.volumes().to_vec()).unwrap_or_default())
+    }
+
+    /// Malformed lines skipped so far (with `skip_bad_lines`).
+    #[getter]
+    fn skipped_lines(&self) -> PyResult<u64> {
+        let guard = self.reader.lock().map_err(|_| PyValueError::new_err("trace reader poisoned"))?;
+        Ok(guard.as_ref().map_or(0, |r| r.skipped().count))
+    }
+}
+
+/// Opens a trace for reading in batches (see [`TraceBatches`]).
+#[pyfunction]
+#[pyo3(signature = (path, format=None, *, skip_bad_lines=0, object_size="4096", csv_columns=None, batch_size=65536))]
+fn read_trace(
+    path: PathBuf,
+    format: Option<&str>,
+    skip_bad_lines: u64,
+    object_size: &str,
+    csv_columns: Option<&str>,
+    batch_size: usize,
+) -> PyResult<TraceBatches> {
+    let src = Source::new(path, format, skip_bad_lines, object_size, csv_columns)?;
+    let reader = src.open().map_err(trace_err)?;
+    Ok(TraceBatches {
+        reader: Mutex::new(Some(reader)),
+        batch_size: batch_size.max(1),
+        buf: Mutex::new(Vec::with_capacity(batch_size.clamp(1, 1 << 20))),
+    })
+}
+
+fn policies(list: Vec<String>) -> PyResult<Vec<PolicySpec>> {
+    list.iter().map(|p| p.parse::<PolicySpec>().map_err(|e| value_err("policies", e))).collect()
+}
+
+fn prefetcher(s: &str) -> PyResult<PrefetcherSpec> {
+    s.parse::<PrefetcherSpec>().map_err(|e| value_err("prefetch", e))
+}
+
+fn admission(s: &str) -> PyResult<AdmissionSpec> {
+    s.parse::<AdmissionSpec>().map_err(|e| value_err("admission", e))
+}
+
+fn preset(s: &str) -> PyResult<Preset> {
+    s.parse::<Preset>().map_err(|e| value_err("preset", e))
+}
+
+fn check_block_size(block_size: u64) -> PyResult<u64> {
+    CacheConfig::new(block_size, block_size).map(|_| block_size).map_err(|e| value_err("block_size", e))
+}
+
+/// Replays a trace through every (policy × cache size), as `blockwell sim --json`; returns that JSON text.
+#[pyfunction]
+#[pyo3(signature = (
+    trace, policies_, caches, *, format=None, block_size=4096, preset_="default", prefetch="none",
+    admission_="always", sequential_cutoff="0", associativity=None, reads_only=false, warmup=0, volumes=None,
+    threads=0, skip_bad_lines=0, object_size="4096", csv_columns=None
+))]
+#[allow(clippy::too_many_arguments)]
+fn sim(
+    py: Python<'_>,
+    trace: PathBuf,
+    policies_: Vec<String>,
+    caches: Vec<String>,
+    format: Option<&str>,
+    block_size: u64,
+    preset_: &str,
+    prefetch: &str,
+    admission_: &str,
+    sequential_cutoff: &str,
+    associativity: Option<usize>,
+    reads_only: bool,
+    warmup: u64,
+    volumes: Option<Vec<String>>,
+    threads: usize,
+    skip_bad_lines: u64,
+    object_size: &str,
+    csv_columns: Option<&str>,
+) -> PyResult<String> {
+    let src = Source::new(trace, format, skip_bad_lines, object_size, csv_columns)?;
+    let bs = check_block_size(block_size)?;
+    let mut specs = Vec::new();
+    for p in policies(policies_)? {
+        for c in &caches {
+            let size = c.parse::<SizeSpec>().and_then(|s| s.cache_size(bs)).map_err(|e| value_err("cache", e))?;
+            specs.push(CacheSpec { policy: p.clone(), size });
+        }
+    }
+    let associativity = match associativity {
+        None => None,
+        Some(w) => Some(NonZeroUsize::new(w).ok_or_else(|| value_err("associativity", "must be at least 1"))?),
+    };
+    let cfg = ReplayConfig {
+        block_size: bs,
+        preset: preset(preset_)?,
+        reads_only,
+        volumes,
+        warmup,
+        threads,
+        prefetch: prefetcher(prefetch)?,
+        admission: admission(admission_)?,
+        sequential_cutoff: blockwell_sim::size::parse_bytes(sequential_cutoff)
+            .map_err(|e| value_err("sequential_cutoff", e))?,
+        associativity,
+    };
+    let report = py.detach(|| replay(&|| src.open(), &specs, &cfg, ReplayHooks::default())).map_err(|e| match e {
+        blockwell_sim::replay::ReplayError::Trace(t) => trace_err(t),
+        e => PyValueError::new_err(format!("{}: {e}", src.path.display())),
+    })?;
+    let mut v = serde_json::to_value(&report).map_err(|e| value_err("report", e))?;
+    v["trace"] = src.path.display().to_string().into();
+    v["prefetch"] = cfg.prefetch.label().into();
+    v["admission"] = cfg.admission.to_string().into();
+    v["sequential_cutoff"] = cfg.sequential_cutoff.into();
+    Ok(v.to_string())
+}
+
+/// One cache level driven request by request: the engine's cache step (policy, prefetcher, admission,
+/// sequential cutoff), with reads completing at once as in `sim`.
+#[pyclass(module = "blockwell._native")]
+struct Cache {
+    level: Mutex<CacheLevel>,
+    plan: Mutex<StepPlan>,
+    block_size: u64,
+    policy: String,
+}
+
+#[pymethods]
+impl Cache {
+    #[new]
+    #[pyo3(signature = (policy, size, *, block_size=4096, preset_="default", prefetch="none", admission_="always", sequential_cutoff="0"))]
+    fn new(
+        policy: &str,
+        size: &str,
+        block_size: u64,
+        preset_: &str,
+        prefetch: &str,
+        admission_: &str,
+        sequential_cutoff: &str,
+    ) -> PyResult<Cache> {
+        let bs = check_block_size(block_size)?;
+        let spec = policy.parse::<PolicySpec>().map_err(|e| value_err("policy", e))?;
+        if spec.kind.needs_next_use() {
+            return Err(value_err(
+                "policy",
+                format!("{} needs the future of the trace; use blockwell.sim", spec.label()),
+            ));
+        }
+        let size = size.parse::<SizeSpec>().map_err(|e| value_err("size", e))?;
+        if size.needs_footprint() {
+            return Err(value_err("size", "a percentage needs the whole trace; give bytes or blocks"));
+        }
+        let blocks = size.blocks(bs, 0);
+        let config = CacheConfig::new(bs, blocks.saturating_mul(bs)).map_err(|e| value_err("size", e))?;
+        let p = config.build_policy(&spec, preset(preset_)?).map_err(|e| value_err("policy", e))?;
+        let pf = prefetcher(prefetch)?;
+        let pf = match pf.kind {
+            PrefetcherKind::NoPrefetch => None,
+            _ => Some(pf.build(bs).map_err(|e| value_err("prefetch", e))?),
+        };
+        let mut lc = LevelConfig::new(config);
+        lc.admission = admission(admission_)?;
+        lc.sequential_cutoff =
+            blockwell_sim::size::parse_bytes(sequential_cutoff).map_err(|e| value_err("sequential_cutoff", e))?;
+        Ok(Cache {
+            level: Mutex::new(CacheLevel::new(lc, p, pf)),
+            plan: Mutex::new(StepPlan::default()),
+            block_size: bs,
+            policy: spec.label().to_string(),
+        })
+    }
+
+    /// One request: `op` is "read"/"r"/0 or "write"/"w"/1. Returns `(hit_blocks, missed_blocks)` of the request's
+    /// blocks (a miss: fetched, or passed to the next level).
+    #[pyo3(signature = (op, offset, length, volume=0))]
+    fn access(&self, op: &Bound<'_, PyAny>, offset: u64, length: u64, volume: u32) -> PyResult<(u64, u64)> {
+        let op = parse_op(op)?;
+        let mut level = self.level.lock().map_err(|_| PyValueError::new_err("cache poisoned"))?;
+        let mut plan = self.plan.lock().map_err(|_| PyValueError::new_err("cache poisoned"))?;
+        step(&mut level, &mut plan, op, volume, offset, length, self.block_size)
+    }
+
+    /// Many requests at engine speed (the GIL released): numpy arrays `op` (0 read, 1 write), `offset`,
+    /// `length` and optionally `volume`, all the same length. Returns `(hit_blocks, missed_blocks)` summed.
+    #[pyo3(signature = (op, offset, length, volume=None))]
+    fn access_many(
+        &self,
+        py: Python<'_>,
+        op: PyReadonlyArray1<'_, u8>,
+        offset: PyReadonlyArray1<'_, u64>,
+        length: PyReadonlyArray1<'_, u64>,
+        volume: Option<PyReadonlyArray1<'_, u32>>,
+    ) -> PyResult<(u64, u64)> {
+        let (op, offset, length) = (op.as_slice()?, offset.as_slice()?, length.as_slice()?);
+        let volume = volume.as_ref().map(|v| v.as_slice()).transpose()?;
+        if offset.len() != op.len() || length.len() != op.len() || volume.is_some_and(|v| v.len() != op.len()) {
+            return Err(PyValueError::new_err("op, offset, length and volume must have the same length"));
+        }
+        let mut level = self.level.lock().map_err(|_| PyValueError::new_err("cache poisoned"))?;
+        let mut plan = self.plan.lock().map_err(|_| PyValueError::new_err("cache poisoned"))?;
+        let bs = self.block_size;
+        let (level, plan): (&mut CacheLevel, &mut StepPlan) = (&mut level, &mut plan);
+        py.detach(|| {
+            let (mut hits, mut misses) = (0, 0);
+            for i in 0..op.len() {
+                let o = if op[i] == 0 { Op::Read } else { Op::Write };
+                let (h, m) = step(level, plan, o, volume.map_or(0, |v| v[i]), offset[i], length[i], bs)?;
+                hits += h;
+                misses += m;
+            }
+            Ok((hits, misses))
+        })
+    }
+
+    /// The counters so far, as `blockwell sim --json` prints a cache's `stats`.
+    #[getter]
+    fn stats(&self) -> PyResult<String> {
+        let level = self.level.lock().map_err(|_| PyValueError::new_err("cache poisoned"))?;
+        serde_json::to_string(level.stats()).map_err(|e| value_err("stats", e))
+    }
+
+    /// Blocks in the cache now.
+    fn __len__(&self) -> PyResult<usize> {
+        let level = self.level.lock().map_err(|_| PyValueError::new_err("cache poisoned"))?;
+        Ok(level.policy().len())
+    }
+
+    /// Capacity in blocks.
+    #[getter]
+    fn capacity(&self) -> PyResult<usize> {
+        let level = self.level.lock().map_err(|_| PyValueError::new_err("cache poisoned"))?;
+        Ok(level.config().cache.capacity_blocks())
+    }
+
+    #[getter]
+    fn block_size(&self) -> u64 {
+        self.block_size
+    }
+
+    #[getter]
+    fn policy(&self) -> String {
+        self.policy.clone()
+    }
+
+    /// Zeroes the counters (the contents stay: a warm-up).
+    fn reset_stats(&self) -> PyResult<()> {
+        self.level.lock().map_err(|_| PyValueError::new_err("cache poisoned"))?.reset_stats();
+        Ok(())
+    }
+}
+
+fn parse_op(op: &Bound<'_, PyAny>) -> PyResult<Op> {
+    if let Ok(n) = op.extract::<u8>() {
+        return match n {
+            0 => Ok(Op::Read),
+            1 => Ok(Op::Write),
+            _ => Err(value_err("op", format!("{n} (use 0 for read, 1 for write)"))),
+        };
+    }
+    let s: String = op.extract().map_err(|_| value_err("op", "expected 'read', 'write', 0 or 1"))?;
+    match s.to_ascii_lowercase().as_str() {
+        "read" | "r" => Ok(Op::Read),
+        "write" | "w" => Ok(Op::Write),
+        _ => Err(value_err("op", format!("'{s}' (use 'read' or 'write')"))),
+    }
+}
+
+/// One request through the level, completing its reads at once; (hit blocks, missed blocks).
+fn step(
+    level: &mut CacheLevel,
+    plan: &mut StepPlan,
+    op: Op,
+    volume: u32,
+    offset: u64,
+    length: u64,
+    bs: u64,
+) -> PyResult<(u64, u64)> {
+    let req = level::Request::bytes(op, volume, offset, length, bs).map_err(|e| value_err("request", e))?;
+    level.access(&req, plan);
+    level.complete_all();
+    let hits = plan.fates.iter().filter(|f| matches!(f, Fate::Hit | Fate::Update)).count() as u64;
+    Ok((hits, plan.fates.len() as u64 - hits))
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("TraceError", m.py().get_type::<TraceError>())?;
+    m.add_function(wrap_pyfunction!(read_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(sim, m)?)?;
+    m.add_class::<TraceBatches>()?;
+    m.add_class::<Cache>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,146 @@
+"""The Python package against the command line: the same trace and settings give the same numbers, errors name
+the file and line or the option, and the step-by-step Cache equals the one-pass simulation."""
+
+import csv
+import io
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import blockwell
+
+ROOT = Path(__file__).resolve().parents[3]
+BIN = Path(os.environ.get("BLOCKWELL_BIN", ROOT / "target" / "release" / "blockwell"))
+CLOUDPHYSICS = ROOT.parent / "shared" / "traces" / "cloudphysics" / "cloudPhysicsIO.csv"
+
+
+def shared_trace() -> Path:
+    if not CLOUDPHYSICS.exists():
+        pytest.skip(f"SKIPPED LOUDLY: {CLOUDPHYSICS} is missing (../shared beside the checkout)")
+    return CLOUDPHYSICS
+
+
+def cli_csv(*args: str):
+    if not BIN.exists():
+        pytest.fail(f"{BIN} is missing: build it first (cargo build --release -p blockwell-cli)")
+    out = subprocess.run([str(BIN), "sim", "--csv", *args], check=True, capture_output=True, text=True).stdout
+    return list(csv.DictReader(io.StringIO(out)))
+
+
+COUNTS = [
+    "cache_blocks", "cache_bytes", "block_size", "requests", "blocks", "block_misses", "read_blocks",
+    "read_block_misses", "write_blocks", "write_block_misses", "request_misses", "read_requests",
+    "read_request_misses", "write_requests", "write_request_misses", "prefetch_issued", "prefetch_used",
+    "prefetch_late", "prefetch_wasted", "admission_rejections", "bypassed", "evictions", "sets",
+]
+RATIOS = ["block_miss_ratio", "read_block_miss_ratio", "write_block_miss_ratio", "request_miss_ratio",
+          "prefetch_accuracy", "prefetch_coverage"]
+
+
+@pytest.mark.parametrize(
+    "py_kwargs,cli_args",
+    [
+        (dict(policies=["lru", "arc", "2q", "lirs"], cache=["1%", "10%", "16MiB"]),
+         ["--policy", "lru,arc,2q,lirs", "--cache", "1%,10%,16MiB"]),
+        (dict(policies="lru", cache="5%", prefetch="linux26", admission="n-hit:2", reads_only=True),
+         ["--policy", "lru", "--cache", "5%", "--prefetch", "linux26", "--admission", "n-hit:2", "--reads-only"]),
+        (dict(policies=["opt", "fifo"], cache=[2000 * 4096], block_size=4096, warmup=10000),
+         ["--policy", "opt,fifo", "--cache", str(2000 * 4096), "--warmup", "10000"]),
+    ],
+)
+def test_sim_equals_the_command_line(py_kwargs, cli_args):
+    trace = shared_trace()
+    df = blockwell.sim(trace, **py_kwargs)
+    rows = cli_csv("--trace", str(trace), *cli_args)
+    assert len(df) == len(rows) > 0
+    for (_, got), want in zip(df.iterrows(), rows):
+        assert got["policy"] == want["policy"]
+        assert got["trace"] == str(trace)
+        for c in COUNTS:
+            assert int(got[c]) == int(want[c]), (got["policy"], c)
+        for c in RATIOS:
+            assert got[c] == pytest.approx(float(want[c]), abs=1e-6), (got["policy"], c)
+    assert df.attrs["requests"] == int(rows[0]["requests"]) or py_kwargs.get("warmup")
+
+
+def test_read_trace_batches_and_pandas():
+    trace = shared_trace()
+    batches = list(blockwell.read_trace(trace, batch_size=10000))
+    assert [len(b["offset"]) for b in batches[:-1]] == [10000] * (len(batches) - 1)
+    total = sum(len(b["offset"]) for b in batches)
+    df = blockwell.read_trace(trace).to_pandas()
+    assert len(df) == total == blockwell.sim(trace, "lru", "1%").attrs["requests"]
+    assert list(df.columns) == list(blockwell.TRACE_COLUMNS)
+    assert set(df["op"].unique()) <= {"read", "write"}
+    assert df["offset"].dtype == np.uint64 and (df["len"] > 0).all()
+    first = batches[0]
+    assert first["offset"].dtype == np.uint64 and first["op"].dtype == np.uint8
+
+
+def test_trace_errors_name_file_and_line(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("time,volume,op,offset,len\n0,0,R,0,4096\n1,0,R,zzz,4096\n")
+    cols = "time=0,volume=1,op=2,offset=3,len=4"
+    with pytest.raises(blockwell.TraceError, match=r"bad\.csv:3: "):
+        blockwell.read_trace(bad, "csv", csv_columns=cols).to_pandas()
+    with pytest.raises(blockwell.TraceError, match=r"bad\.csv:3: "):
+        blockwell.sim(bad, "lru", "10blocks", format="csv", csv_columns=cols)
+    df = blockwell.sim(bad, "lru", "10blocks", format="csv", csv_columns=cols, skip_bad_lines=1)
+    assert df.attrs["requests"] == 1 and df.attrs["skipped_lines"] == 1
+    with pytest.raises(blockwell.TraceError, match="missing.csv"):
+        blockwell.read_trace(tmp_path / "missing.csv")
+
+
+def test_bad_settings_name_the_option(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("0,0,R,0,4096\n")
+    kw = dict(format="csv", csv_columns="time=0,volume=1,op=2,offset=3,len=4")
+    for bad, option in [
+        (dict(policies="nosuch"), "policies"),
+        (dict(cache="12XB"), "cache"),
+        (dict(prefetch="nope"), "prefetch"),
+        (dict(admission="nope"), "admission"),
+        (dict(preset="nope"), "preset"),
+        (dict(block_size=3000), "block_size"),
+    ]:
+        with pytest.raises(ValueError, match=f"^{option}: "):
+            blockwell.sim(trace, **{**kw, **bad})
+    with pytest.raises(ValueError, match="^policy: "):
+        blockwell.Cache("opt", "1MiB")
+    with pytest.raises(ValueError, match="^size: "):
+        blockwell.Cache("lru", "5%")
+    with pytest.raises(ValueError, match="^op: "):
+        blockwell.Cache("lru", "1MiB").access("erase", 0, 4096)
+
+
+def test_cache_steps_equal_the_one_pass_simulation():
+    trace = shared_trace()
+    for policy, kwargs in [("lru", {}), ("arc", {}), ("lru", dict(prefetch="linux26"))]:
+        c = blockwell.Cache(policy, "1000blocks", **kwargs)
+        hits = misses = 0
+        for b in blockwell.read_trace(trace):
+            h, m = c.access_many(b["op"], b["offset"], b["len"], b["volume"])
+            hits, misses = hits + h, misses + m
+        row = blockwell.sim(trace, policy, "1000blocks", **kwargs).iloc[0]
+        assert misses == row["block_misses"], policy
+        assert hits + misses == row["blocks"]
+        st = c.stats
+        assert st["read"]["blocks"] - st["read"]["block_hits"] == row["read_block_misses"]
+        assert st["prefetch_issued"] == row["prefetch_issued"]
+        assert len(c) == c.capacity == 1000
+
+
+def test_cache_step_by_step():
+    c = blockwell.Cache("lru", "2blocks")
+    assert c.access("read", 0, 8192) == (0, 2)
+    assert c.access("r", 0, 4096) == (1, 0)
+    assert c.access(0, 8192, 4096) == (0, 1)  # evicts block 1 (LRU)
+    assert c.access("read", 4096, 4096) == (0, 1)
+    assert c.access("write", 0, 4096, volume=1) == (0, 1)
+    assert c.stats["evictions"] == 3
+    c.reset_stats()
+    assert c.stats["read"]["requests"] == 0 and len(c) == 2
+    assert repr(c) == "blockwell.Cache('lru', 2 blocks of 4096 B)"
