@@ -162,7 +162,7 @@ pub(crate) fn serve(
     }
     n.client_flags(u32::from_be_bytes(flags)).map_err(invalid)?;
     let mut out = Vec::new();
-    let export = loop {
+    let (export, _open) = loop {
         let mut h = [0; OPTION_HEADER_LEN];
         if stop.is_set() || !read_msg(&mut rd, &mut h)? {
             return Ok(());
@@ -172,11 +172,24 @@ pub(crate) fn serve(
         read_all(&mut rd, &mut data)?;
         out.clear();
         let step = n.option(opt, &data, &mut out).map_err(invalid)?;
+        // The connection counts as open on its export before the client hears that it may use it, so removing
+        // the export from then on waits for this connection. An export removed while this client negotiated
+        // (from the offer before the change) is not entered: the client is disconnected before the go-ahead.
+        let entered = match step {
+            Step::Transmit { export } => match offer.exports[export].enter() {
+                Some(open) => Some(open),
+                None => {
+                    let name = &offer.exports[export].name;
+                    return Err(io::Error::new(io::ErrorKind::NotFound, format!("export {name:?} was removed")));
+                }
+            },
+            _ => None,
+        };
         wr.begin().write_all(&out)?;
         match step {
             Step::Continue => {}
             Step::Close => return Ok(()),
-            Step::Transmit { export } => break export,
+            Step::Transmit { export } => break (export, entered),
             Step::StartTls => {
                 let cfg = offer.tls.clone().ok_or_else(|| io::Error::other("STARTTLS without certificates"))?;
                 let (plain, p) = super::tls::upgrade(wr.stream, cfg, stop, handshake_until)?;
@@ -191,10 +204,6 @@ pub(crate) fn serve(
     drop(n);
     let e = offer.exports[export].clone();
     drop(offer);
-    // An export removed while this client negotiated (from the offer before the change) is not entered.
-    let Some(_open) = e.enter() else {
-        return Err(io::Error::new(io::ErrorKind::NotFound, format!("export {:?} was removed", e.name)));
-    };
     opened(&e.name, pump.is_some());
     rd.poll = busy_poll;
     rd.handshake_until = None;
