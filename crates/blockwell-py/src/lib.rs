@@ -12,7 +12,7 @@
 
 use blockwell_core::admission::AdmissionSpec;
 use blockwell_core::level::{self, CacheLevel, Fate, LevelConfig, StepPlan};
-use blockwell_core::policy::{PolicySpec, Preset};
+use blockwell_core::policy::{DynPolicy, PolicySpec, Preset};
 use blockwell_core::prefetch::{PrefetcherKind, PrefetcherSpec};
 use blockwell_core::{CacheConfig, Op};
 use blockwell_sim::replay::{replay, CacheSpec, ReplayConfig, ReplayHooks};
@@ -25,6 +25,9 @@ use pyo3::types::PyDict;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::Mutex;
+
+mod hooks;
+use hooks::{HookErrors, PyPolicy};
 
 pyo3::create_exception!(_native, TraceError, PyValueError, "A trace that does not read; the message names file:line.");
 
@@ -232,6 +235,8 @@ struct Cache {
     plan: Mutex<StepPlan>,
     block_size: u64,
     policy: String,
+    /// Errors raised by a Python policy's hooks ([`hooks`]).
+    hook_errors: HookErrors,
 }
 
 #[pymethods]
@@ -239,7 +244,7 @@ impl Cache {
     #[new]
     #[pyo3(signature = (policy, size, *, block_size=4096, preset_="default", prefetch="none", admission_="always", sequential_cutoff="0"))]
     fn new(
-        policy: &str,
+        policy: &Bound<'_, PyAny>,
         size: &str,
         block_size: u64,
         preset_: &str,
@@ -248,20 +253,42 @@ impl Cache {
         sequential_cutoff: &str,
     ) -> PyResult<Cache> {
         let bs = check_block_size(block_size)?;
-        let spec = policy.parse::<PolicySpec>().map_err(|e| value_err("policy", e))?;
-        if spec.kind.needs_next_use() {
-            return Err(value_err(
-                "policy",
-                format!("{} needs the future of the trace; use blockwell.sim", spec.label()),
-            ));
-        }
         let size = size.parse::<SizeSpec>().map_err(|e| value_err("size", e))?;
         if size.needs_footprint() {
             return Err(value_err("size", "a percentage needs the whole trace; give bytes or blocks"));
         }
         let blocks = size.blocks(bs, 0);
         let config = CacheConfig::new(bs, blocks.saturating_mul(bs)).map_err(|e| value_err("size", e))?;
-        let p = config.build_policy(&spec, preset(preset_)?).map_err(|e| value_err("policy", e))?;
+        let hook_errors = HookErrors::default();
+        let (p, label): (Box<dyn DynPolicy>, String) = match policy.extract::<String>() {
+            Ok(name) => {
+                let spec = name.parse::<PolicySpec>().map_err(|e| value_err("policy", e))?;
+                if spec.kind.needs_next_use() {
+                    return Err(value_err(
+                        "policy",
+                        format!("{} needs the future of the trace; use blockwell.sim", spec.label()),
+                    ));
+                }
+                let p = config.build_policy(&spec, preset(preset_)?).map_err(|e| value_err("policy", e))?;
+                (p, spec.label().to_string())
+            }
+            // A policy written in Python: a class (called with the capacity in blocks) or an object.
+            Err(_) => {
+                for hook in ["access", "insert", "evict", "remove"] {
+                    if !policy.hasattr(hook)? {
+                        return Err(value_err("policy", format!("a Python policy needs a method {hook}()")));
+                    }
+                }
+                let obj = if policy.is_instance_of::<pyo3::types::PyType>() {
+                    policy.call1((config.capacity_blocks(),))?
+                } else {
+                    policy.clone()
+                };
+                let label = obj.get_type().name()?.to_string();
+                let p = PyPolicy::new(obj.unbind(), config.capacity_blocks(), hook_errors.clone());
+                (Box::new(p), label)
+            }
+        };
         let pf = prefetcher(prefetch)?;
         let pf = match pf.kind {
             PrefetcherKind::NoPrefetch => None,
@@ -275,7 +302,8 @@ impl Cache {
             level: Mutex::new(CacheLevel::new(lc, p, pf)),
             plan: Mutex::new(StepPlan::default()),
             block_size: bs,
-            policy: spec.label().to_string(),
+            policy: label,
+            hook_errors,
         })
     }
 
@@ -286,7 +314,9 @@ impl Cache {
         let op = parse_op(op)?;
         let mut level = self.level.lock().map_err(|_| PyValueError::new_err("cache poisoned"))?;
         let mut plan = self.plan.lock().map_err(|_| PyValueError::new_err("cache poisoned"))?;
-        step(&mut level, &mut plan, op, volume, offset, length, self.block_size)
+        let r = step(&mut level, &mut plan, op, volume, offset, length, self.block_size);
+        self.hook_errors.check()?;
+        r
     }
 
     /// Many requests at engine speed (the GIL released): numpy arrays `op` (0 read, 1 write), `offset`,
@@ -309,6 +339,7 @@ impl Cache {
         let mut plan = self.plan.lock().map_err(|_| PyValueError::new_err("cache poisoned"))?;
         let bs = self.block_size;
         let (level, plan): (&mut CacheLevel, &mut StepPlan) = (&mut level, &mut plan);
+        let errors = &self.hook_errors;
         py.detach(|| {
             let (mut hits, mut misses) = (0, 0);
             for i in 0..op.len() {
@@ -316,6 +347,8 @@ impl Cache {
                 let (h, m) = step(level, plan, o, volume.map_or(0, |v| v[i]), offset[i], length[i], bs)?;
                 hits += h;
                 misses += m;
+                // A Python policy's hook raised: stop at the request that made it.
+                errors.check()?;
             }
             Ok((hits, misses))
         })

@@ -144,3 +144,67 @@ def test_cache_step_by_step():
     c.reset_stats()
     assert c.stats["read"]["requests"] == 0 and len(c) == 2
     assert repr(c) == "blockwell.Cache('lru', 2 blocks of 4096 B)"
+
+
+class PyLRU(blockwell.PolicyHooks):
+    """LRU in Python: an ordered dict, oldest first."""
+
+    def __init__(self, capacity):
+        super().__init__(capacity)
+        from collections import OrderedDict
+
+        self.order = OrderedDict()
+
+    def access(self, key):
+        self.order.move_to_end(key)
+
+    def insert(self, key, prefetched):
+        self.order[key] = None
+
+    def evict(self):
+        return self.order.popitem(last=False)[0]
+
+    def remove(self, key):
+        del self.order[key]
+
+
+def test_an_lru_written_in_python_equals_the_engines_lru():
+    trace = shared_trace()
+    df = blockwell.sim(trace, policies=["lru", PyLRU], cache=["1%", "500blocks"])
+    assert list(df["policy"]) == ["lru", "lru", "PyLRU", "PyLRU"]
+    engine, python = df.iloc[:2].reset_index(drop=True), df.iloc[2:].reset_index(drop=True)
+    for c in COUNTS + RATIOS:
+        assert list(engine[c]) == list(python[c]), c
+    # With a prefetcher and warm-up too (prefetched blocks enter through insert(key, True)).
+    kw = dict(cache="2000blocks", prefetch="linux26", warmup=5000, reads_only=True)
+    a, b = blockwell.sim(trace, "lru", **kw).iloc[0], blockwell.sim(trace, PyLRU, **kw).iloc[0]
+    for c in COUNTS:
+        assert a[c] == b[c], c
+
+
+def test_python_policy_errors_reach_the_caller():
+    class Bad(PyLRU):
+        def evict(self):
+            return 123456789
+
+    c = blockwell.Cache(Bad, "2blocks")
+    c.access("read", 0, 8192)
+    with pytest.raises(ValueError, match="evict\\(\\) returned 123456789, which is not in the cache"):
+        c.access("read", 8192, 4096)
+    assert len(c) == 2, "the step finished consistently"
+
+    class Raises(PyLRU):
+        def insert(self, key, prefetched):
+            raise RuntimeError("boom")
+
+    c = blockwell.Cache(Raises, "2blocks")
+    with pytest.raises(RuntimeError, match="boom"):
+        c.access_many([0, 0], [0, 4096], [4096, 4096])
+    class NoEvict:
+        def __init__(self, capacity):
+            pass
+
+        access = insert = remove = lambda self, *a: None
+
+    with pytest.raises(ValueError, match=r"^policy: a Python policy needs a method evict\(\)"):
+        blockwell.Cache(NoEvict, "2blocks")

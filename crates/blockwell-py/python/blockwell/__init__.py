@@ -24,7 +24,7 @@ from . import _native
 from ._native import Cache as _NativeCache
 from ._native import TraceError
 
-__all__ = ["Cache", "Trace", "TraceError", "read_trace", "sim", "__version__"]
+__all__ = ["Cache", "PolicyHooks", "Trace", "TraceError", "read_trace", "sim", "__version__"]
 __version__: str = _native.__version__
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -179,7 +179,7 @@ def _row(trace: str, block_size: int, c: dict) -> dict:
 
 def sim(
     trace: PathLike,
-    policies: Union[str, Sequence[str]] = "lru",
+    policies: Union[str, type, Sequence[Union[str, type]]] = "lru",
     cache: Sizes = "10%",
     *,
     format: Optional[str] = None,
@@ -203,35 +203,96 @@ def sim(
 
     ``policies`` and ``cache`` take what ``--policy`` and ``--cache`` take (``"arc"``, ``"lru-k(k=3)"``;
     ``"64MiB"``, ``"1000blocks"``, ``"5%"`` of the footprint, or an int of bytes). The GIL is released while
-    the engine runs, on ``threads`` worker threads (0: one per core).
+    the engine runs, on ``threads`` worker threads (0: one per core). A policy may also be a Python class
+    (:class:`PolicyHooks`): it runs after the engine's, request by request through :class:`Cache`, its rows
+    after theirs.
     """
     import pandas as pd
 
     path = os.fspath(trace)
-    report = json.loads(
-        _native.sim(
-            path,
-            [policies] if isinstance(policies, str) else list(policies),
-            _list(cache),
-            format=format,
-            block_size=block_size,
-            preset_=preset,
-            prefetch=prefetch,
-            admission_=admission,
-            sequential_cutoff=_size(sequential_cutoff),
-            associativity=associativity,
-            reads_only=reads_only,
-            warmup=warmup,
-            volumes=None if volumes is None else list(volumes),
-            threads=threads,
-            skip_bad_lines=skip_bad_lines,
-            object_size=_size(object_size),
-            csv_columns=csv_columns,
-        )
+    given = [policies] if isinstance(policies, (str, type)) else list(policies)
+    named = [p for p in given if isinstance(p, str)]
+    hooked = [p for p in given if not isinstance(p, str)]
+    common = dict(
+        format=format,
+        block_size=block_size,
+        preset_=preset,
+        prefetch=prefetch,
+        admission_=admission,
+        sequential_cutoff=_size(sequential_cutoff),
+        associativity=associativity,
+        reads_only=reads_only,
+        warmup=warmup,
+        volumes=None if volumes is None else list(volumes),
+        threads=threads,
+        skip_bad_lines=skip_bad_lines,
+        object_size=_size(object_size),
+        csv_columns=csv_columns,
     )
-    df = pd.DataFrame([_row(path, report["block_size"], c) for c in report["results"]], columns=SIM_COLUMNS)
+    # The engine's policies in one pass; FIFO (cheap) sizes the caches of Python policies when only they run.
+    report = json.loads(_native.sim(path, named or ["fifo"], _list(cache), **common))
+    results = report["results"] if named else []
+    if hooked:
+        if volumes is not None or associativity is not None:
+            raise ValueError("policies: Python policies do not take volumes or associativity yet")
+        sized = report["results"][: len(_list(cache))]
+        opts = dict(format=format, skip_bad_lines=skip_bad_lines, object_size=object_size, csv_columns=csv_columns)
+        for p in hooked:
+            for s in sized:
+                c = Cache(p, f"{s['cache_blocks']}blocks", block_size=block_size, preset=preset, prefetch=prefetch,
+                          admission=admission, sequential_cutoff=sequential_cutoff)
+                _replay(c, Trace(path, **opts), reads_only, warmup)
+                results.append({**s, "policy": c.policy, "config": None, "stats": c.stats})
+    df = pd.DataFrame([_row(path, report["block_size"], c) for c in results], columns=SIM_COLUMNS)
     df.attrs = {k: v for k, v in report.items() if k != "results"}
     return df
+
+
+def _replay(cache: "Cache", trace: Trace, reads_only: bool, warmup: int) -> None:
+    """Every request of ``trace`` through ``cache``, as ``sim`` replays it (writes dropped with ``reads_only``; the
+    counters zeroed after ``warmup`` requests)."""
+    seen = 0
+    for b in trace:
+        cols = [b["op"], b["offset"], b["len"], b["volume"]]
+        if reads_only:
+            keep = b["op"] == 0
+            cols = [c[keep] for c in cols]
+        n = len(cols[0])
+        if seen < warmup <= seen + n:
+            cut = warmup - seen
+            cache.access_many(*(c[:cut] for c in cols))
+            cache.reset_stats()
+            cols = [c[cut:] for c in cols]
+        cache.access_many(*cols)
+        seen += n
+
+
+class PolicyHooks:
+    """A replacement policy written in Python. Subclass it (or write any class with these four methods) and pass
+    the class where a policy name goes: ``blockwell.Cache(MyPolicy, "64MiB")``, ``blockwell.sim(trace,
+    policies=[MyPolicy, "lru"])``. The class is called with the capacity in blocks.
+
+    The engine keeps the set of resident blocks and asks the policy only what to do; a key is an int (the volume in
+    the top 16 bits, the block number in the low 48). Every call takes the GIL: expect about a microsecond per
+    call on top of the hook's own work (``bench/py_bench.py`` measures it), against tens of nanoseconds for the
+    engine's own policies.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+
+    def access(self, key: int) -> None:
+        """A demand access to a resident block (a hit)."""
+
+    def insert(self, key: int, prefetched: bool) -> None:
+        """A block enters the cache: a demand miss, or a prefetch when ``prefetched``."""
+
+    def evict(self) -> int:
+        """The cache is full: return the key of a resident block to evict."""
+        raise NotImplementedError
+
+    def remove(self, key: int) -> None:
+        """A resident block leaves without an eviction (a write-around write, a TRIM)."""
 
 
 class Cache:
@@ -249,7 +310,7 @@ class Cache:
 
     def __init__(
         self,
-        policy: str,
+        policy: Union[str, type, PolicyHooks],
         size: Union[str, int],
         *,
         block_size: int = 4096,
