@@ -227,6 +227,115 @@ fn sim(
     Ok(v.to_string())
 }
 
+fn mrc_err(e: blockwell_sim::mrc::MrcError) -> PyErr {
+    match e {
+        blockwell_sim::mrc::MrcError::Trace(t) => trace_err(t),
+        e => PyValueError::new_err(e.to_string()),
+    }
+}
+
+/// The LRU miss-ratio curve in one pass (exact, or SHARDS-sampled with `sample` or `shards_max`), as
+/// `blockwell mrc --json`: at `sizes` (as `--cache` takes them) or at `points` even sizes. Returns JSON text.
+#[pyfunction]
+#[pyo3(signature = (
+    trace, *, sizes=None, points=20, block_size=4096, reads_only=false, sample=None, shards_max=None, format=None,
+    skip_bad_lines=0, object_size="4096", csv_columns=None
+))]
+#[allow(clippy::too_many_arguments)]
+fn mrc(
+    py: Python<'_>,
+    trace: PathBuf,
+    sizes: Option<Vec<String>>,
+    points: usize,
+    block_size: u64,
+    reads_only: bool,
+    sample: Option<f64>,
+    shards_max: Option<usize>,
+    format: Option<&str>,
+    skip_bad_lines: u64,
+    object_size: &str,
+    csv_columns: Option<&str>,
+) -> PyResult<String> {
+    use blockwell_sim::mrc::{from_reader, MrcConfig, Sampling};
+    let src = Source::new(trace, format, skip_bad_lines, object_size, csv_columns)?;
+    let sampling = match (sample, shards_max) {
+        (Some(_), Some(_)) => return Err(value_err("sample", "give sample or shards_max, not both")),
+        (Some(r), None) => Sampling::Rate(r),
+        (None, Some(n)) => Sampling::MaxBlocks(n),
+        (None, None) => Sampling::Exact,
+    };
+    let config = MrcConfig { block_size, reads_only, sampling };
+    config.validate().map_err(|e| value_err(if sample.is_some() { "sample" } else { "block_size" }, e))?;
+    let sizes: Option<Vec<SizeSpec>> = sizes
+        .map(|l| l.iter().map(|s| s.parse::<SizeSpec>().map_err(|e| value_err("sizes", e))).collect())
+        .transpose()?;
+    if points == 0 {
+        return Err(value_err("points", "must be at least 1"));
+    }
+    let curve = py.detach(|| {
+        let mut reader = src.open()?;
+        from_reader(reader.as_mut(), config)
+    });
+    let curve = curve.map_err(mrc_err)?;
+    let blocks: Vec<u64> = match &sizes {
+        Some(list) => list
+            .iter()
+            .map(|s| match s.blocks(block_size, curve.footprint) {
+                0 => Err(value_err("sizes", format!("{s} holds no {block_size} B block"))),
+                b => Ok(b),
+            })
+            .collect::<PyResult<_>>()?,
+        None => curve.even_sizes(points),
+    };
+    let pts: Vec<serde_json::Value> = curve
+        .curve(&blocks)
+        .iter()
+        .map(|p| serde_json::json!({"cache_blocks": p.cache_blocks, "cache_bytes": p.cache_bytes, "miss_ratio": p.miss_ratio}))
+        .collect();
+    Ok(serde_json::json!({
+        "trace": src.path.display().to_string(),
+        "block_size": curve.block_size,
+        "reads_only": curve.reads_only,
+        "exact": curve.is_exact(),
+        "final_rate": curve.final_rate,
+        "requests": curve.requests,
+        "accesses": curve.accesses,
+        "footprint": curve.footprint,
+        "points": pts,
+    })
+    .to_string())
+}
+
+/// A trace's summary, as `blockwell trace stats --json` (without its `trace` key). Returns JSON text.
+#[pyfunction]
+#[pyo3(signature = (trace, *, block_size=4096, reuse=true, format=None, skip_bad_lines=0, object_size="4096", csv_columns=None))]
+#[allow(clippy::too_many_arguments)]
+fn trace_stats(
+    py: Python<'_>,
+    trace: PathBuf,
+    block_size: u64,
+    reuse: bool,
+    format: Option<&str>,
+    skip_bad_lines: u64,
+    object_size: &str,
+    csv_columns: Option<&str>,
+) -> PyResult<String> {
+    use blockwell_sim::analysis::{StatsBuilder, StatsConfig};
+    let src = Source::new(trace, format, skip_bad_lines, object_size, csv_columns)?;
+    let mut builder = StatsBuilder::new(StatsConfig { block_size, reuse }).map_err(|e| value_err("block_size", e))?;
+    let stats = py.detach(|| -> Result<_, blockwell_sim::mrc::MrcError> {
+        let mut reader = src.open()?;
+        let mut buf = Vec::with_capacity(4096);
+        while reader.read_batch(&mut buf, 4096)? > 0 {
+            for r in &buf {
+                builder.request(r)?;
+            }
+        }
+        Ok(builder.finish(reader.volumes()))
+    });
+    serde_json::to_string(&stats.map_err(mrc_err)?).map_err(|e| value_err("stats", e))
+}
+
 /// One cache level driven request by request: the engine's cache step (policy, prefetcher, admission,
 /// sequential cutoff), with reads completing at once as in `sim`.
 #[pyclass(module = "blockwell._native")]
@@ -429,6 +538,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TraceError", m.py().get_type::<TraceError>())?;
     m.add_function(wrap_pyfunction!(read_trace, m)?)?;
     m.add_function(wrap_pyfunction!(sim, m)?)?;
+    m.add_function(wrap_pyfunction!(mrc, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
     m.add_class::<TraceBatches>()?;
     m.add_class::<Cache>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

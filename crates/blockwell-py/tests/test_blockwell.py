@@ -208,3 +208,29 @@ def test_python_policy_errors_reach_the_caller():
 
     with pytest.raises(ValueError, match=r"^policy: a Python policy needs a method evict\(\)"):
         blockwell.Cache(NoEvict, "2blocks")
+
+
+def test_mrc_and_trace_stats_equal_the_command_line():
+    trace = shared_trace()
+    df = blockwell.mrc(trace, sizes=["1%", "10%", "64MiB"])
+    out = subprocess.run([str(BIN), "mrc", "--trace", str(trace), "--cache", "1%,10%,64MiB", "--csv"],
+                         check=True, capture_output=True, text=True).stdout
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [int(r["cache_blocks"]) for r in rows] == list(df["cache_blocks"])
+    for r, got in zip(rows, df["miss_ratio"]):
+        assert got == pytest.approx(float(r["miss_ratio"]), abs=1e-6)
+    # The exact curve at a size equals LRU's block miss ratio in sim.
+    lru = blockwell.sim(trace, "lru", "1%").iloc[0]
+    assert df["miss_ratio"].iloc[0] == pytest.approx(lru["block_miss_ratio"], abs=1e-9)
+    assert df.attrs["exact"] and df.attrs["footprint"] == blockwell.sim(trace, "lru", "1%").attrs["footprint_blocks"]
+    sampled = blockwell.mrc(trace, points=5, sample=0.1)
+    assert len(sampled) == 5 and not sampled.attrs["exact"]
+
+    st = blockwell.trace_stats(trace)
+    cli = subprocess.run([str(BIN), "trace", "stats", "--trace", str(trace), "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    import json
+
+    want = json.loads(cli)
+    want.pop("trace")
+    assert st == want

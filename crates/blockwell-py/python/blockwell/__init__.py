@@ -24,7 +24,7 @@ from . import _native
 from ._native import Cache as _NativeCache
 from ._native import TraceError
 
-__all__ = ["Cache", "PolicyHooks", "Trace", "TraceError", "read_trace", "sim", "__version__"]
+__all__ = ["Cache", "PolicyHooks", "Trace", "TraceError", "mrc", "read_trace", "sim", "trace_stats", "__version__"]
 __version__: str = _native.__version__
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -265,6 +265,72 @@ def _replay(cache: "Cache", trace: Trace, reads_only: bool, warmup: int) -> None
             cols = [c[cut:] for c in cols]
         cache.access_many(*cols)
         seen += n
+
+
+def mrc(
+    trace: PathLike,
+    sizes: Optional[Sizes] = None,
+    *,
+    points: int = 20,
+    block_size: int = 4096,
+    reads_only: bool = False,
+    sample: Optional[float] = None,
+    shards_max: Optional[int] = None,
+    format: Optional[str] = None,
+    skip_bad_lines: int = 0,
+    object_size: Union[str, int] = 4096,
+    csv_columns: Optional[str] = None,
+):
+    """The LRU miss-ratio curve of ``trace`` in one pass, as ``blockwell mrc``: a ``pandas.DataFrame`` with
+    ``cache_blocks``, ``cache_bytes``, ``miss_ratio``, at ``sizes`` (as ``--cache`` takes them) or at ``points``
+    even sizes up to the footprint. Exact by default (about 40 bytes per distinct block); ``sample`` (a rate in
+    (0, 1]) or ``shards_max`` (blocks tracked) use SHARDS sampling. ``df.attrs`` has ``footprint``,
+    ``requests``, ``accesses``, ``exact`` and ``final_rate``."""
+    import pandas as pd
+
+    r = json.loads(
+        _native.mrc(
+            os.fspath(trace),
+            sizes=None if sizes is None else _list(sizes),
+            points=points,
+            block_size=block_size,
+            reads_only=reads_only,
+            sample=sample,
+            shards_max=shards_max,
+            format=format,
+            skip_bad_lines=skip_bad_lines,
+            object_size=_size(object_size),
+            csv_columns=csv_columns,
+        )
+    )
+    df = pd.DataFrame(r.pop("points"), columns=["cache_blocks", "cache_bytes", "miss_ratio"])
+    df.attrs = r
+    return df
+
+
+def trace_stats(
+    trace: PathLike,
+    *,
+    block_size: int = 4096,
+    reuse: bool = True,
+    format: Optional[str] = None,
+    skip_bad_lines: int = 0,
+    object_size: Union[str, int] = 4096,
+    csv_columns: Optional[str] = None,
+) -> dict:
+    """A trace's summary as ``blockwell trace stats --json`` gives it (requests and bytes by op, request sizes,
+    volumes, footprint, reuse distances when ``reuse``, time span), as a dict."""
+    return json.loads(
+        _native.trace_stats(
+            os.fspath(trace),
+            block_size=block_size,
+            reuse=reuse,
+            format=format,
+            skip_bad_lines=skip_bad_lines,
+            object_size=_size(object_size),
+            csv_columns=csv_columns,
+        )
+    )
 
 
 class PolicyHooks:

@@ -47,10 +47,35 @@ def sim(
     csv_columns: Optional[str] = None,
 ) -> str: ...
 
+def mrc(
+    trace: str,
+    *,
+    sizes: Optional[List[str]] = None,
+    points: int = 20,
+    block_size: int = 4096,
+    reads_only: bool = False,
+    sample: Optional[float] = None,
+    shards_max: Optional[int] = None,
+    format: Optional[str] = None,
+    skip_bad_lines: int = 0,
+    object_size: str = "4096",
+    csv_columns: Optional[str] = None,
+) -> str: ...
+def trace_stats(
+    trace: str,
+    *,
+    block_size: int = 4096,
+    reuse: bool = True,
+    format: Optional[str] = None,
+    skip_bad_lines: int = 0,
+    object_size: str = "4096",
+    csv_columns: Optional[str] = None,
+) -> str: ...
+
 class Cache:
     def __init__(
         self,
-        policy: str,
+        policy: object,
         size: str,
         *,
         block_size: int = 4096,
