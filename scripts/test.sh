@@ -5,7 +5,7 @@
 #     (systemd-socket-activate) and util-linux (setpriv, prlimit).
 #   - Rust: rustfmt and clippy components (the toolchain itself comes with the machine).
 #   - Python: libcachesim 0.3.5 (the peer for the miss-ratio cross-check) and numpy; maturin, and a venv in
-#     target/pyenv with pandas and pytest, for the blockwell Python package.
+#     target/pyenv with pandas, pytest, pyarrow and dask[distributed], for the blockwell Python package.
 # Runs: cargo fmt --check, cargo clippy -D warnings, cargo test (unit, property, golden and CLI integration
 # tests), the libcachesim cross-check on generated traces, the Python package's pytest suite, then the cargo-fuzz targets of the NBD negotiation
 # and request parsers for FUZZ_SECONDS (default 20) each (scripts/fuzz.sh installs cargo-fuzz if missing).
@@ -64,12 +64,14 @@ cargo build --release --locked -p blockwell-cli
 
 step "python package (crates/blockwell-py): wheel, venv, pytest"
 # The abi3 wheel goes into a venv under target/ (system site-packages visible, for numpy and libcachesim);
-# pandas and pytest are installed there when the system lacks them.
+# pandas, pytest, pyarrow (sweep results as Parquet) and dask.distributed (sweeps on a LocalCluster) are
+# installed there when the system lacks them.
 command -v maturin >/dev/null 2>&1 || "$PY" -m pip install --quiet --disable-pip-version-check --no-input "maturin>=1.5,<2"
 VENV=target/pyenv
 [ -x "$VENV/bin/python" ] || "$PY" -m venv --system-site-packages "$VENV"
-for mod in pandas pytest; do
-  "$VENV/bin/python" -c "import $mod" 2>/dev/null || "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "$mod"
+for pair in pandas:pandas pytest:pytest pyarrow:pyarrow distributed:dask[distributed]; do
+  mod=${pair%%:*} pkg=${pair#*:}
+  "$VENV/bin/python" -c "import $mod" 2>/dev/null || "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "$pkg"
 done
 rm -rf target/wheels
 maturin build --release --locked --quiet -m crates/blockwell-py/Cargo.toml -o target/wheels

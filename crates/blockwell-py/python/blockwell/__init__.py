@@ -24,7 +24,9 @@ from . import _native
 from ._native import Cache as _NativeCache
 from ._native import TraceError
 
-__all__ = ["Cache", "PolicyHooks", "Trace", "TraceError", "mrc", "read_trace", "sim", "trace_stats", "__version__"]
+__all__ = [
+    "Cache", "PolicyHooks", "Trace", "TraceError", "mrc", "read_trace", "sim", "sweep", "trace_stats", "__version__",
+]
 __version__: str = _native.__version__
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -437,3 +439,6 @@ class Cache:
 
     def __repr__(self) -> str:
         return f"blockwell.Cache({self.policy!r}, {self.capacity} blocks of {self.block_size} B)"
+
+
+from .sweep import sweep  # noqa: E402  (uses the names above)
