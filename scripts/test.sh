@@ -69,7 +69,7 @@ step "python package (crates/blockwell-py): wheel, venv, pytest"
 command -v maturin >/dev/null 2>&1 || "$PY" -m pip install --quiet --disable-pip-version-check --no-input "maturin>=1.5,<2"
 VENV=target/pyenv
 [ -x "$VENV/bin/python" ] || "$PY" -m venv --system-site-packages "$VENV"
-for pair in pandas:pandas pytest:pytest pyarrow:pyarrow distributed:dask[distributed]; do
+for pair in pandas:pandas pytest:pytest pyarrow:pyarrow distributed:dask[distributed] matplotlib:matplotlib; do
   mod=${pair%%:*} pkg=${pair#*:}
   "$VENV/bin/python" -c "import $mod" 2>/dev/null || "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "$pkg"
 done
