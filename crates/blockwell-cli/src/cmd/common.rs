@@ -12,6 +12,13 @@ pub struct TraceArgs {
     #[arg(long, short = 't', value_name = "FILE")]
     pub trace: PathBuf,
 
+    #[command(flatten)]
+    pub read: ReadArgs,
+}
+
+/// How to read a trace file (every trace of a command alike): its format and the reader's settings.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ReadArgs {
     /// The trace format; detected from the file name or first line when unambiguous (see `blockwell list`).
     #[arg(long, short = 'f', value_name = "FORMAT")]
     pub format: Option<String>,
@@ -30,7 +37,13 @@ pub struct TraceArgs {
     pub csv_columns: Option<String>,
 }
 
-impl TraceArgs {
+impl ReadArgs {
+    /// For a trace that a command opens with its own options, not these flags: `format`, and the flags'
+    /// defaults for the rest (nothing skipped, 4 KiB objects, no column mapping).
+    pub fn with_format(format: Option<String>) -> Self {
+        ReadArgs { format, skip_bad_lines: 0, object_size: "4096".into(), csv_columns: None }
+    }
+
     pub fn format(&self) -> anyhow::Result<Option<Format>> {
         self.format.as_deref().map(Format::from_name).transpose().context("--format")
     }
@@ -42,6 +55,16 @@ impl TraceArgs {
             None => None,
         };
         Ok(ReaderOptions { skip_bad_lines: self.skip_bad_lines, csv, object_size: Some(object_size) })
+    }
+}
+
+impl TraceArgs {
+    pub fn format(&self) -> anyhow::Result<Option<Format>> {
+        self.read.format()
+    }
+
+    pub fn reader_options(&self) -> anyhow::Result<ReaderOptions> {
+        self.read.reader_options()
     }
 
     /// Opens the trace.
