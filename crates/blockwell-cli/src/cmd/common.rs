@@ -12,6 +12,13 @@ pub struct TraceArgs {
     #[arg(long, short = 't', value_name = "FILE")]
     pub trace: PathBuf,
 
+    #[command(flatten)]
+    pub read: ReadArgs,
+}
+
+/// How to read a trace file (every trace of a command alike): its format and the reader's settings.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ReadArgs {
     /// The trace format; detected from the file name or first line when unambiguous (see `blockwell list`).
     #[arg(long, short = 'f', value_name = "FORMAT")]
     pub format: Option<String>,
@@ -30,7 +37,13 @@ pub struct TraceArgs {
     pub csv_columns: Option<String>,
 }
 
-impl TraceArgs {
+impl ReadArgs {
+    /// For a trace that a command opens with its own options, not these flags: `format`, and the flags'
+    /// defaults for the rest (nothing skipped, 4 KiB objects, no column mapping).
+    pub fn with_format(format: Option<String>) -> Self {
+        ReadArgs { format, skip_bad_lines: 0, object_size: "4096".into(), csv_columns: None }
+    }
+
     pub fn format(&self) -> anyhow::Result<Option<Format>> {
         self.format.as_deref().map(Format::from_name).transpose().context("--format")
     }
@@ -43,11 +56,88 @@ impl TraceArgs {
         };
         Ok(ReaderOptions { skip_bad_lines: self.skip_bad_lines, csv, object_size: Some(object_size) })
     }
+}
+
+impl TraceArgs {
+    pub fn format(&self) -> anyhow::Result<Option<Format>> {
+        self.read.format()
+    }
+
+    pub fn reader_options(&self) -> anyhow::Result<ReaderOptions> {
+        self.read.reader_options()
+    }
 
     /// Opens the trace.
     pub fn open(&self) -> anyhow::Result<Box<dyn TraceReader>> {
         Ok(blockwell_trace::open(&self.trace, self.format()?, &self.reader_options()?)?)
     }
+}
+
+/// Several traces, read alike (`blockwell sim`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct TraceListArgs {
+    /// The trace file (`.gz` and `.zst` are decompressed transparently). Several traces: repeat the option
+    /// (`-t a.csv -t b.csv`), give several files after it, or a quoted glob pattern (`-t 'traces/*.csv'`).
+    #[arg(long = "trace", short = 't', value_name = "FILE", required = true, num_args = 1..)]
+    pub traces: Vec<PathBuf>,
+
+    #[command(flatten)]
+    pub read: ReadArgs,
+}
+
+/// The traces of a [`TraceListArgs`], patterns expanded.
+#[derive(Debug)]
+pub struct TraceList {
+    pub traces: Vec<TraceArgs>,
+    /// More than one `--trace` value, or a glob pattern: a report per trace, even if the pattern found one.
+    pub many: bool,
+}
+
+impl TraceListArgs {
+    /// The traces in the order given, each glob pattern replaced by the files it matches, sorted.
+    pub fn expand(&self) -> anyhow::Result<TraceList> {
+        let mut many = self.traces.len() > 1;
+        let mut traces = Vec::new();
+        for value in &self.traces {
+            match expand_pattern(value)? {
+                Some(files) => {
+                    many = true;
+                    traces.extend(files);
+                }
+                None => traces.push(value.clone()),
+            }
+        }
+        Ok(TraceList {
+            traces: traces.into_iter().map(|trace| TraceArgs { trace, read: self.read.clone() }).collect(),
+            many,
+        })
+    }
+}
+
+/// The files a `--trace` value names when it is a glob pattern (it has `*`, `?` or `[`, and no file has that
+/// very name), sorted, directories left out; `None` for a plain path. A pattern that matches no file is an
+/// error naming the option and the pattern.
+pub fn expand_pattern(value: &Path) -> anyhow::Result<Option<Vec<PathBuf>>> {
+    let Some(pattern) = value.to_str() else { return Ok(None) };
+    if !pattern.contains(['*', '?', '[']) || value.exists() {
+        return Ok(None);
+    }
+    // As a shell matches: no wildcard matches a leading dot.
+    let options = glob::MatchOptions { require_literal_leading_dot: true, ..glob::MatchOptions::new() };
+    let paths = glob::glob_with(pattern, options)
+        .map_err(|e| anyhow::anyhow!("--trace '{pattern}': not a glob pattern: {e}"))?;
+    let mut files = Vec::new();
+    for p in paths {
+        let p = p.with_context(|| format!("--trace '{pattern}'"))?;
+        if !p.is_dir() {
+            files.push(p);
+        }
+    }
+    if files.is_empty() {
+        bail!("--trace '{pattern}': no file matches the pattern");
+    }
+    files.sort();
+    Ok(Some(files))
 }
 
 /// A progress bar on stderr over the (compressed) bytes of `path`, or `None` when stderr is not a terminal
@@ -154,5 +244,41 @@ mod tests {
         assert_eq!("1%,5%,64MiB".parse::<crate::cmd::options::List<SizeSpec>>().unwrap().len(), 3);
         assert_eq!(SizeSpec::Percent(5.0).blocks(4096, 269_210), 13460, "rounded down, as the reference");
         assert_eq!(SizeSpec::Percent(0.0001).blocks(4096, 10), 1, "at least one block");
+    }
+
+    #[test]
+    fn trace_patterns_expand_to_sorted_files() {
+        let d = tempfile::tempdir().unwrap();
+        for f in ["b.csv", "a.csv", ".hidden.csv", "c.txt", "odd[1].csv"] {
+            std::fs::write(d.path().join(f), "x").unwrap();
+        }
+        std::fs::create_dir(d.path().join("dir.csv")).unwrap();
+        let p = |s: &str| d.path().join(s);
+        let pat = p("*.csv");
+        assert_eq!(
+            expand_pattern(&pat).unwrap(),
+            Some(vec![p("a.csv"), p("b.csv"), p("odd[1].csv")]),
+            "sorted; no directory, no dot file"
+        );
+        assert_eq!(expand_pattern(&p("?.csv")).unwrap(), Some(vec![p("a.csv"), p("b.csv")]));
+        assert_eq!(expand_pattern(&p("odd[1].csv")).unwrap(), None, "an existing file is taken by its name");
+        assert_eq!(expand_pattern(&p("missing.csv")).unwrap(), None, "a plain path is left to the reader");
+        let e = expand_pattern(&p("*.zst")).unwrap_err().to_string();
+        assert_eq!(e, format!("--trace '{}': no file matches the pattern", p("*.zst").display()));
+        let e = expand_pattern(&p("[.csv")).unwrap_err().to_string();
+        assert!(e.starts_with("--trace '") && e.contains("not a glob pattern"), "{e}");
+
+        let list = |values: &[PathBuf]| {
+            let args = TraceListArgs { traces: values.to_vec(), read: ReadArgs::with_format(None) };
+            let l = args.expand().unwrap();
+            (l.traces.into_iter().map(|t| t.trace).collect::<Vec<_>>(), l.many)
+        };
+        assert_eq!(list(&[p("b.csv")]), (vec![p("b.csv")], false), "one trace");
+        assert_eq!(list(&[p("a*.csv")]), (vec![p("a.csv")], true), "a pattern gives several traces' output");
+        assert_eq!(
+            list(&[p("c.txt"), p("[ab].csv")]),
+            (vec![p("c.txt"), p("a.csv"), p("b.csv")], true),
+            "in the order given, each pattern's files in place"
+        );
     }
 }

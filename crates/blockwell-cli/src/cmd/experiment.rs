@@ -3,7 +3,7 @@
 //! parses options, prints and plots, and dispatches the experiments with modules of their own (dedup,
 //! es-equivalence, device-caches).
 
-use crate::cmd::common::{SizeSpec, TraceArgs};
+use crate::cmd::common::{ReadArgs, SizeSpec, TraceArgs};
 use crate::cmd::options::{parse_arg, BlockSize, Format, List, OutputArgs, PolicyList};
 use crate::cmd::plot::{drawing_error, save, Figure, PlotKind};
 use crate::cmd::tsim::parse_scheduler;
@@ -361,13 +361,7 @@ fn redcap(a: RedcapArgs) -> anyhow::Result<ExitCode> {
 fn policies(a: PolicyArgs) -> anyhow::Result<ExitCode> {
     let plot_kind = a.output.plot_kind()?;
     let source = if let Some(path) = &a.trace {
-        let args = TraceArgs {
-            trace: path.clone(),
-            format: a.format.clone(),
-            skip_bad_lines: 0,
-            object_size: "4096".into(),
-            csv_columns: None,
-        };
+        let args = TraceArgs { trace: path.clone(), read: ReadArgs::with_format(a.format.clone()) };
         let mut reader = args.open().context("--trace")?;
         let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
         Source::from_trace(name, reader.as_mut()).context("--trace")?

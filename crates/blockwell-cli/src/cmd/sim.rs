@@ -1,19 +1,30 @@
 //! `blockwell sim`: replay a trace through every (policy × cache size) combination in one pass; with
 //! `--cache-dev-size`, through each RAM cache over a simulated cache device ([`super::sim_tier`]).
+//!
+//! Several traces (`--trace` repeated, or a glob pattern) replay in parallel, a bounded number at once
+//! ([`split_threads`]), into one document: the table has a block per trace, the CSV a first column `trace`,
+//! the JSON an array of the single-trace reports, in the order the traces were given. A trace that fails
+//! leaves the others' results: they are printed, each failure is reported on stderr with the message a
+//! single-trace run gives, and the exit code is 1. A failed trace has no rows in the CSV (it has no results);
+//! the table says `trace FILE: error: MESSAGE` in its place, and the JSON has `{"trace": FILE, "error":
+//! MESSAGE}` there.
 
-use super::common::{SizeSpec, TraceArgs};
+use super::common::{SizeSpec, TraceArgs, TraceListArgs};
 use super::options::{AdmitArgs, CacheArgs, Format, Many, OutputArgs};
 use anyhow::bail;
 use blockwell_core::policy::{PolicyError, PolicySpec};
 use blockwell_sim::analysis::human_bytes;
 use blockwell_sim::replay::{replay, CacheSize, CacheSpec, ReplayConfig, ReplayError, ReplayHooks, ReplayReport};
 use blockwell_sim::tier::{replay_tier, TierReplayConfig};
+use std::path::Path;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
-    pub trace: TraceArgs,
+    pub trace: TraceListArgs,
 
     // Policies and cache sizes (lists: every combination runs), block size, preset, prefetcher.
     #[command(flatten)]
@@ -43,7 +54,8 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub warmup: u64,
 
-    /// Worker threads (default: one per core).
+    /// Worker threads (default: one per core). With several traces, in all: min(traces, N) traces replay at
+    /// once, sharing the N threads evenly.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub threads: usize,
 
@@ -93,12 +105,20 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         associativity: a.cache.ways(),
     };
     let dev = a.dev.spec(bs)?;
+    let list = a.trace.expand()?;
+    if list.many {
+        if dev.is_some() {
+            bail!("--cache-dev-size simulates one trace at a time: give one --trace FILE, not several nor a pattern");
+        }
+        return run_many(&a, &list.traces, &caches, cfg);
+    }
+    let Some(trace) = list.traces.first() else { bail!("--trace: no trace given") };
     // Check the trace opens (and its format is known) before anything else.
-    a.trace.open()?;
+    trace.open()?;
     if let Some(p) = &a.output.output {
         super::common::check_writable("--output", p)?;
     }
-    let bar = super::common::progress_bar(&a.trace.trace, "reading");
+    let bar = super::common::progress_bar(&trace.trace, "reading");
     // A pre-pass (footprint for % sizes, next-use times for OPT) reads the trace once more: say which pass.
     let tick = |bytes: u64| {
         if let Some(b) = &bar {
@@ -108,12 +128,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             b.set_position(bytes);
         }
     };
-    let open = || {
-        a.trace.open().map_err(|e| match e.downcast::<blockwell_trace::TraceError>() {
-            Ok(t) => t,
-            Err(e) => blockwell_trace::TraceError::Invalid { file: a.trace.trace.clone(), message: e.to_string() },
-        })
-    };
+    let open = opener(trace);
     if let Some(dev) = dev {
         let rams = super::sim_tier::rams(&a.cache.policy, &a.cache.cache, bs)?;
         let tcfg = TierReplayConfig {
@@ -126,9 +141,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         if let Some(b) = bar {
             b.finish_and_clear();
         }
-        let report = report.map_err(|e| trace_error(e, &a.trace.trace))?;
+        let report = report.map_err(|e| trace_error(e, &trace.trace))?;
         skipped(report.skipped_lines, &report.skipped_examples);
-        let text = super::sim_tier::render(&report, &a.trace.trace.display().to_string(), &a.output)?;
+        let text = super::sim_tier::render(&report, &trace.trace.display().to_string(), &a.output)?;
         a.output.write(&text)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -136,35 +151,190 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let report = report.map_err(|e| trace_error(e, &a.trace.trace))?;
+    let report = report.map_err(|e| trace_error(e, &trace.trace))?;
     skipped(report.skipped_lines, &report.skipped_examples);
+    let name = trace.trace.display().to_string();
     let text = match a.output.format() {
-        Format::Json => {
-            let mut v = serde_json::to_value(&report)?;
-            v["trace"] = serde_json::Value::String(a.trace.trace.display().to_string());
-            v["prefetch"] = serde_json::Value::String(a.cache.prefetch.label().to_string());
-            v["admission"] = serde_json::Value::String(a.admit.admission.to_string());
-            v["sequential_cutoff"] = a.admit.sequential_cutoff.0.into();
-            if let Some(results) = v["results"].as_array_mut() {
-                for (j, c) in results.iter_mut().zip(&report.results) {
-                    j["ratios"] = ratios(&c.stats);
-                }
-            }
-            OutputArgs::json(&v)?
-        }
+        Format::Json => OutputArgs::json(&report_json(&report, &name, &a)?)?,
         Format::Csv => csv(&report),
-        Format::Table => table(&report, &a.trace.trace.display().to_string(), a.cache.prefetching()),
+        Format::Table => table(&report, &name, a.cache.prefetching()),
     };
     a.output.write(&text)?;
     Ok(ExitCode::SUCCESS)
 }
 
+/// Opens `trace` for the replay, which takes the trace's own errors.
+fn opener(
+    trace: &TraceArgs,
+) -> impl Fn() -> Result<Box<dyn blockwell_trace::TraceReader>, blockwell_trace::TraceError> + '_ {
+    move || {
+        trace.open().map_err(|e| match e.downcast::<blockwell_trace::TraceError>() {
+            Ok(t) => t,
+            Err(e) => blockwell_trace::TraceError::Invalid { file: trace.trace.clone(), message: e.to_string() },
+        })
+    }
+}
+
+/// The JSON report of one trace.
+fn report_json(report: &ReplayReport, trace: &str, a: &Args) -> anyhow::Result<serde_json::Value> {
+    let mut v = serde_json::to_value(report)?;
+    v["trace"] = serde_json::Value::String(trace.to_string());
+    v["prefetch"] = serde_json::Value::String(a.cache.prefetch.label().to_string());
+    v["admission"] = serde_json::Value::String(a.admit.admission.to_string());
+    v["sequential_cutoff"] = a.admit.sequential_cutoff.0.into();
+    if let Some(results) = v["results"].as_array_mut() {
+        for (j, c) in results.iter_mut().zip(&report.results) {
+            j["ratios"] = ratios(&c.stats);
+        }
+    }
+    Ok(v)
+}
+
+/// Several traces (see the module's documentation): replayed in parallel, reported in the order given.
+fn run_many(a: &Args, traces: &[TraceArgs], caches: &[CacheSpec], cfg: ReplayConfig) -> anyhow::Result<ExitCode> {
+    // What every trace shares is checked once, before anything runs: a bad value is one error (exit 2).
+    a.trace.read.format()?;
+    a.trace.read.reader_options()?;
+    check_caches(caches, &cfg)?;
+    if let Some(p) = &a.output.output {
+        super::common::check_writable("--output", p)?;
+    }
+    let total =
+        if a.threads == 0 { std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) } else { a.threads };
+    let (at_once, threads) = split_threads(total, traces.len());
+    let bar = super::common::job_bar(traces.len() as u64, "traces");
+    let outcomes = run_ordered(traces.len(), at_once, |worker, i| {
+        let t = &traces[i];
+        let cfg = ReplayConfig { threads: threads(worker), ..cfg.clone() };
+        let r = t.open().and_then(|_| {
+            replay(&opener(t), caches, &cfg, ReplayHooks { progress: None, validate: a.validate })
+                .map_err(|e| trace_error_of_many(e, &t.trace))
+        });
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+        r
+    });
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    for r in outcomes.iter().flatten() {
+        skipped(r.skipped_lines, &r.skipped_examples);
+    }
+    let names: Vec<String> = traces.iter().map(|t| t.trace.display().to_string()).collect();
+    let text = match a.output.format() {
+        Format::Json => {
+            let mut all = Vec::with_capacity(outcomes.len());
+            for (name, o) in names.iter().zip(&outcomes) {
+                all.push(match o {
+                    Ok(r) => report_json(r, name, a)?,
+                    Err(e) => serde_json::json!({ "trace": name, "error": crate::message(e) }),
+                });
+            }
+            OutputArgs::json(&all)?
+        }
+        Format::Csv => csv_many(names.iter().map(String::as_str).zip(outcomes.iter().map(|o| o.as_ref().ok()))),
+        Format::Table => {
+            let mut s = String::new();
+            for (name, o) in names.iter().zip(&outcomes) {
+                if !s.is_empty() {
+                    s.push('\n');
+                }
+                match o {
+                    Ok(r) => s.push_str(&table_block(r, name, a.cache.prefetching())),
+                    Err(e) => s.push_str(&format!("trace {name}: error: {}\n", crate::message(e))),
+                }
+            }
+            s.push_str(&legend(a.cache.prefetching()));
+            s
+        }
+    };
+    a.output.write(&text)?;
+    let mut failed = false;
+    for e in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+        eprintln!("blockwell: error: {}", crate::message(e));
+        failed = true;
+    }
+    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// Checks the caches' configuration (sizes, policies with the preset, the prefetcher, associativity) on a
+/// one-request trace of its own, so that with several traces a bad option is one error, as with one trace, and
+/// not one per trace. A cache at a time, so that the check holds no more memory than the largest cache. (A size
+/// in % of the footprint is one block here: the check refuses nothing that a trace would accept.)
+fn check_caches(caches: &[CacheSpec], cfg: &ReplayConfig) -> anyhow::Result<()> {
+    let one = blockwell_trace::Request {
+        time_ns: 0,
+        volume: 0,
+        op: blockwell_core::Op::Read,
+        offset: 0,
+        len: cfg.block_size,
+        digest: None,
+    };
+    let open = || -> Result<Box<dyn blockwell_trace::TraceReader>, blockwell_trace::TraceError> {
+        Ok(Box::new(blockwell_sim::replay::VecReader::new(vec![one])))
+    };
+    let cfg = ReplayConfig { volumes: None, warmup: 0, threads: 1, ..cfg.clone() };
+    for c in caches {
+        if let Err(e) = replay(&open, std::slice::from_ref(c), &cfg, ReplayHooks { progress: None, validate: false }) {
+            // (The check's trace has a request and no volume filter: no error here is about a trace.)
+            return Err(trace_error(e, Path::new("--trace")));
+        }
+    }
+    Ok(())
+}
+
+/// How `total` threads (`--threads`, or one per core) are shared by `traces` traces: `min(traces, total)`
+/// traces replay at once, and the returned function gives the worker threads of the replay running in slot `w`
+/// of those: `total / at_once`, one more for the first `total % at_once` slots, so that the slots use exactly
+/// `total` (each replay also reads its trace on one more thread, as a single-trace run does). With more traces
+/// than threads each replay runs single-threaded and the traces are the parallelism; with fewer, each replay
+/// spreads its caches over its share (more threads than caches are not started).
+pub fn split_threads(total: usize, traces: usize) -> (usize, impl Fn(usize) -> usize) {
+    let total = total.max(1);
+    let at_once = total.min(traces).max(1);
+    let (each, extra) = (total / at_once, total % at_once);
+    (at_once, move |w: usize| each + usize::from(w < extra))
+}
+
+/// Runs `job(slot, i)` for every `i` in `0..n` on at most `slots` threads at once (each thread is a slot and
+/// takes the next `i` when it is done with one), and returns the results in the order of `i`, whichever
+/// finished first.
+pub fn run_ordered<T: Send>(n: usize, slots: usize, job: impl Fn(usize, usize) -> T + Sync) -> Vec<T> {
+    let next = AtomicUsize::new(0);
+    let done: Vec<Mutex<Option<T>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for slot in 0..slots.clamp(1, n.max(1)) {
+            let (next, done, job) = (&next, &done, &job);
+            s.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                let r = job(slot, i);
+                *done[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+            });
+        }
+    });
+    // Every index was taken by exactly one slot, and the scope joined them all (or passed on a panic).
+    done.into_iter().map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()).expect("every job ran")).collect()
+}
+
 /// Errors about the trace as a whole name it (read errors already do); an associativity error names the option.
-fn trace_error(e: ReplayError, trace: &std::path::Path) -> anyhow::Error {
+fn trace_error(e: ReplayError, trace: &Path) -> anyhow::Error {
     match e {
         ReplayError::Empty(_) | ReplayError::NoSuchVolume { .. } => anyhow::anyhow!("{}: {e}", trace.display()),
         ReplayError::Policy(PolicyError::AssociativityQuirks { .. }) => anyhow::anyhow!("--associativity: {e}"),
         e => e.into(),
+    }
+}
+
+/// With several traces, an error names its trace: those of [`trace_error`] that do not already say which one
+/// get its name in front.
+fn trace_error_of_many(e: ReplayError, trace: &Path) -> anyhow::Error {
+    match e {
+        ReplayError::Trace(_) | ReplayError::Empty(_) | ReplayError::NoSuchVolume { .. } => trace_error(e, trace),
+        e => trace_error(e, trace).context(trace.display().to_string()),
     }
 }
 
@@ -213,6 +383,13 @@ pub fn csv_field(x: &str) -> String {
 
 /// The terminal table; with a prefetcher, its accuracy and coverage too.
 pub fn table(r: &ReplayReport, trace: &str, prefetching: bool) -> String {
+    let mut s = table_block(r, trace, prefetching);
+    s.push_str(&legend(prefetching));
+    s
+}
+
+/// The table without its legend: the trace's summary, the header and a row per cache.
+fn table_block(r: &ReplayReport, trace: &str, prefetching: bool) -> String {
     let mut s = String::new();
     s.push_str(&format!(
         "{}, preset {}{}{}\n",
@@ -264,6 +441,12 @@ pub fn table(r: &ReplayReport, trace: &str, prefetching: bool) -> String {
         }
         s.push('\n');
     }
+    s
+}
+
+/// The table's legend, below its rows.
+fn legend(prefetching: bool) -> String {
+    let mut s = String::new();
     s.push_str("miss ratios: block level (each block a lookup) and request level (a request hits only if all its blocks hit)\n");
     if prefetching {
         s.push_str("prefetch accuracy: demanded / prefetched blocks; coverage: prefetch hits / (prefetch hits + read block misses)\n");
@@ -273,16 +456,35 @@ pub fn table(r: &ReplayReport, trace: &str, prefetching: bool) -> String {
 
 /// The CSV output: one row per cache.
 pub fn csv(r: &ReplayReport) -> String {
-    let mut s = String::from(
-        "policy,cache_blocks,cache_bytes,block_size,requests,blocks,block_misses,block_miss_ratio,\
+    let mut s = String::from(CSV_HEADER);
+    csv_rows(&mut s, r, "");
+    s
+}
+
+/// The CSV output of several traces: a first column `trace`, then the columns of [`csv`]; a trace without a
+/// report (it failed) has no rows.
+pub fn csv_many<'a>(reports: impl IntoIterator<Item = (&'a str, Option<&'a ReplayReport>)>) -> String {
+    let mut s = format!("trace,{CSV_HEADER}");
+    for (trace, r) in reports {
+        if let Some(r) = r {
+            csv_rows(&mut s, r, &format!("{},", csv_field(trace)));
+        }
+    }
+    s
+}
+
+const CSV_HEADER: &str = "policy,cache_blocks,cache_bytes,block_size,requests,blocks,block_misses,block_miss_ratio,\
 read_blocks,read_block_misses,read_block_miss_ratio,write_blocks,write_block_misses,write_block_miss_ratio,\
 request_misses,request_miss_ratio,read_requests,read_request_misses,write_requests,write_request_misses,\
 prefetch_issued,prefetch_used,prefetch_late,prefetch_wasted,prefetch_accuracy,prefetch_coverage,\
-admission_rejections,bypassed,evictions,associativity,sets\n",
-    );
+admission_rejections,bypassed,evictions,associativity,sets\n";
+
+/// A CSV row per cache of `r`, each starting with `prefix`.
+fn csv_rows(s: &mut String, r: &ReplayReport, prefix: &str) {
     for c in &r.results {
         let t = c.stats.total();
         let (rd, wr) = (c.stats.read, c.stats.write);
+        s.push_str(prefix);
         s.push_str(&format!(
             "{},{},{},{},{},{},{},{:.6},{},{},{:.6},{},{},{:.6},{},{:.6},{},{},{},{},{},{},{},{},{:.6},{:.6},{},{},{},{},{}\n",
             csv_field(&c.policy),
@@ -318,5 +520,78 @@ admission_rejections,bypassed,evictions,associativity,sets\n",
             c.sets,
         ));
     }
-    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use blockwell_core::Op;
+    use blockwell_sim::replay::VecReader;
+    use blockwell_trace::Request;
+    use std::time::Duration;
+
+    #[test]
+    fn threads_are_shared_by_the_traces_running_at_once() {
+        let share = |total, traces| {
+            let (at_once, threads) = split_threads(total, traces);
+            (at_once, (0..at_once).map(threads).collect::<Vec<_>>())
+        };
+        assert_eq!(share(8, 3), (3, vec![3, 3, 2]), "the remainder goes to the first slots");
+        assert_eq!(share(16, 2), (2, vec![8, 8]));
+        assert_eq!(share(4, 10), (4, vec![1, 1, 1, 1]), "more traces than threads: one thread each");
+        assert_eq!(share(1, 5), (1, vec![1]));
+        assert_eq!(share(0, 2), (1, vec![1]), "at least one thread");
+    }
+
+    #[test]
+    fn jobs_run_bounded_and_come_back_in_order() {
+        let running = AtomicUsize::new(0);
+        let most = AtomicUsize::new(0);
+        let out = run_ordered(7, 3, |slot, i| {
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            // The later jobs finish first.
+            std::thread::sleep(Duration::from_millis(5 * (7 - i as u64)));
+            running.fetch_sub(1, Ordering::SeqCst);
+            assert!(slot < 3);
+            i * 10
+        });
+        assert_eq!(out, [0, 10, 20, 30, 40, 50, 60]);
+        assert!(most.load(Ordering::SeqCst) <= 3);
+        assert_eq!(run_ordered(0, 4, |_, i| i), Vec::<usize>::new());
+        assert_eq!(run_ordered(2, 0, |_, i| i), [0, 1], "at least one slot");
+    }
+
+    fn report(blocks: &[u64]) -> ReplayReport {
+        let reqs: Vec<Request> = blocks
+            .iter()
+            .map(|&b| Request { time_ns: 0, volume: 0, op: Op::Read, offset: b * 4096, len: 4096, digest: None })
+            .collect();
+        let open = move || -> Result<Box<dyn blockwell_trace::TraceReader>, blockwell_trace::TraceError> {
+            Ok(Box::new(VecReader::new(reqs.clone())))
+        };
+        let caches = caches(&[PolicySpec::new(blockwell_core::PolicyKind::Lru)], &[SizeSpec::Blocks(2)], 4096).unwrap();
+        replay(&open, &caches, &ReplayConfig::default(), ReplayHooks { progress: None, validate: false }).unwrap()
+    }
+
+    #[test]
+    fn csv_of_several_traces_adds_a_first_column_and_skips_failed_ones() {
+        let (a, b) = (report(&[1, 2, 1]), report(&[1, 2, 3, 1]));
+        let one = csv(&a);
+        let many = csv_many([("a.csv", Some(&a)), ("bad.csv", None), ("b,c.csv", Some(&b))]);
+        let lines: Vec<&str> = many.lines().collect();
+        assert_eq!(lines.len(), 3, "{many}");
+        assert_eq!(lines[0], format!("trace,{}", one.lines().next().unwrap()));
+        assert_eq!(lines[1], format!("a.csv,{}", one.lines().nth(1).unwrap()), "the row a single run gives");
+        assert!(lines[2].starts_with("\"b,c.csv\",lru,2,"), "a name with a comma is quoted: {}", lines[2]);
+        assert_eq!(csv_many([("bad.csv", None)]), format!("trace,{CSV_HEADER}"));
+    }
+
+    #[test]
+    fn the_table_of_one_trace_is_its_block_and_the_legend() {
+        let r = report(&[1, 2, 1]);
+        let t = table(&r, "a.csv", false);
+        assert_eq!(t, format!("{}{}", table_block(&r, "a.csv", false), legend(false)));
+        assert!(t.starts_with("trace a.csv: 3 requests") && t.ends_with("all its blocks hit)\n"), "{t}");
+    }
 }

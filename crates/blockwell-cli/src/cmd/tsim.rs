@@ -2,7 +2,7 @@
 //! disk model, on a virtual clock) of a generated workload, a file-level trace or a block trace; and `blockwell
 //! workload gen`, which saves a generated workload as a file-level trace for replay.
 
-use crate::cmd::common::{parse_bytes, TraceArgs};
+use crate::cmd::common::{parse_bytes, ReadArgs, TraceArgs};
 use crate::cmd::options::{parse_arg, CacheArgs, FixedSize, Format, One, OutputArgs};
 use crate::cmd::sim_tier::DevArgs;
 use anyhow::{bail, Context};
@@ -238,13 +238,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         let t = blockwell_sim::filetrace::read_path(path).context("--file-trace")?;
         vtime::run_workload(&t.workload, &cfg, model.as_ref())?
     } else if let Some(path) = &a.trace {
-        let args = TraceArgs {
-            trace: path.clone(),
-            format: a.format.clone(),
-            skip_bad_lines: 0,
-            object_size: "4096".into(),
-            csv_columns: None,
-        };
+        let args = TraceArgs { trace: path.clone(), read: ReadArgs::with_format(a.format.clone()) };
         let mut reader = args.open().context("--trace")?;
         vtime::run_block_trace(reader.as_mut(), &cfg, model.as_ref())?
     } else {
