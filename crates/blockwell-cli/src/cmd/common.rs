@@ -1,6 +1,6 @@
 //! Options shared by subcommands: which trace to read and how, and size parsing.
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use blockwell_trace::{Format, ReaderOptions, Request, TraceReader};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};

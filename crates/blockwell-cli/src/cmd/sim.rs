@@ -14,7 +14,7 @@ use super::options::{AdmitArgs, CacheArgs, Format, Many, OutputArgs};
 use anyhow::bail;
 use blockwell_core::policy::{PolicyError, PolicySpec};
 use blockwell_sim::analysis::human_bytes;
-use blockwell_sim::replay::{replay, CacheSize, CacheSpec, ReplayConfig, ReplayError, ReplayHooks, ReplayReport};
+use blockwell_sim::replay::{replay, CacheSpec, ReplayConfig, ReplayError, ReplayHooks, ReplayReport};
 use blockwell_sim::tier::{replay_tier, TierReplayConfig};
 use std::path::Path;
 use std::process::ExitCode;
@@ -72,16 +72,7 @@ pub fn caches(policies: &[PolicySpec], sizes: &[SizeSpec], block_size: u64) -> a
     let mut out = Vec::new();
     for p in policies {
         for s in sizes {
-            let size = match *s {
-                SizeSpec::Percent(p) => CacheSize::PercentOfFootprint(p),
-                SizeSpec::Blocks(b) => CacheSize::Blocks(b),
-                SizeSpec::Bytes(b) => {
-                    if b < block_size {
-                        bail!("--cache: {b} B is smaller than one {block_size} B block");
-                    }
-                    CacheSize::Blocks(b / block_size)
-                }
-            };
+            let size = s.cache_size(block_size).map_err(|e| anyhow::anyhow!("--cache: {e}"))?;
             out.push(CacheSpec { policy: p.clone(), size });
         }
     }
