@@ -24,7 +24,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 mod hooks;
 use hooks::{HookErrors, PyPolicy};
@@ -43,6 +43,11 @@ fn trace_err(e: EngineTraceError) -> PyErr {
 
 fn value_err(what: &str, e: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(format!("{what}: {e}"))
+}
+
+/// An object's state, for one call at a time (Python threads may share the object).
+fn locked<T>(m: &Mutex<T>) -> PyResult<MutexGuard<'_, T>> {
+    m.lock().map_err(|_| PyValueError::new_err("an earlier call on this object failed midway"))
 }
 
 /// How to open a trace: the same options as the command line's `--format`, `--skip-bad-lines`,
@@ -81,9 +86,14 @@ impl Source {
 /// `volumes` names the volumes seen so far (index = `volume`).
 #[pyclass(module = "blockwell._native")]
 struct TraceBatches {
-    reader: Mutex<Option<Box<dyn TraceReader>>>,
+    state: Mutex<Reading>,
     batch_size: usize,
-    buf: Mutex<Vec<Request>>,
+}
+
+/// The reader (None once it is exhausted) and the batch buffer it fills.
+struct Reading {
+    reader: Option<Box<dyn TraceReader>>,
+    buf: Vec<Request>,
 }
 
 #[pymethods]
@@ -94,13 +104,12 @@ impl TraceBatches {
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let n = self.batch_size;
-        let mut guard = self.reader.lock().map_err(|_| PyValueError::new_err("trace reader poisoned"))?;
-        let Some(reader) = guard.as_mut() else { return Err(PyStopIteration::new_err(())) };
-        let mut buf = self.buf.lock().map_err(|_| PyValueError::new_err("trace buffer poisoned"))?;
-        let batch: &mut Vec<Request> = &mut buf;
-        let got = py.detach(|| reader.read_batch(batch, n)).map_err(trace_err)?;
+        let mut state = locked(&self.state)?;
+        let Reading { reader, buf } = &mut *state;
+        let Some(r) = reader.as_mut() else { return Err(PyStopIteration::new_err(())) };
+        let got = py.detach(|| r.read_batch(buf, n)).map_err(trace_err)?;
         if got == 0 {
-            *guard = None;
+            *reader = None;
             return Err(PyStopIteration::new_err(()));
         }
         let d = PyDict::new(py);
@@ -115,15 +124,13 @@ impl TraceBatches {
     /// Names of the volumes seen so far, indexed by the `volume` column.
     #[getter]
     fn volumes(&self) -> PyResult<Vec<String>> {
-        let guard = self.reader.lock().map_err(|_| PyValueError::new_err("trace reader poisoned"))?;
-        Ok(guard.as_ref().map(|r| r.volumes().to_vec()).unwrap_or_default())
+        Ok(locked(&self.state)?.reader.as_ref().map(|r| r.volumes().to_vec()).unwrap_or_default())
     }
 
     /// Malformed lines skipped so far (with `skip_bad_lines`).
     #[getter]
     fn skipped_lines(&self) -> PyResult<u64> {
-        let guard = self.reader.lock().map_err(|_| PyValueError::new_err("trace reader poisoned"))?;
-        Ok(guard.as_ref().map_or(0, |r| r.skipped().count))
+        Ok(locked(&self.state)?.reader.as_ref().map_or(0, |r| r.skipped().count))
     }
 }
 
@@ -140,11 +147,8 @@ fn read_trace(
 ) -> PyResult<TraceBatches> {
     let src = Source::new(path, format, skip_bad_lines, object_size, csv_columns)?;
     let reader = src.open().map_err(trace_err)?;
-    Ok(TraceBatches {
-        reader: Mutex::new(Some(reader)),
-        batch_size: batch_size.max(1),
-        buf: Mutex::new(Vec::with_capacity(batch_size.clamp(1, 1 << 20))),
-    })
+    let buf = Vec::with_capacity(batch_size.clamp(1, 1 << 20));
+    Ok(TraceBatches { state: Mutex::new(Reading { reader: Some(reader), buf }), batch_size: batch_size.max(1) })
 }
 
 fn policies(list: Vec<String>) -> PyResult<Vec<PolicySpec>> {
@@ -346,8 +350,7 @@ fn trace_stats(
 /// sequential cutoff), with reads completing at once as in `sim`.
 #[pyclass(module = "blockwell._native")]
 struct Cache {
-    level: Mutex<CacheLevel>,
-    plan: Mutex<StepPlan>,
+    stepper: Mutex<Stepper>,
     block_size: u64,
     policy: String,
     /// Errors raised by a Python policy's hooks ([`hooks`]).
@@ -414,8 +417,11 @@ impl Cache {
         lc.sequential_cutoff =
             blockwell_sim::size::parse_bytes(sequential_cutoff).map_err(|e| value_err("sequential_cutoff", e))?;
         Ok(Cache {
-            level: Mutex::new(CacheLevel::new(lc, p, pf)),
-            plan: Mutex::new(StepPlan::default()),
+            stepper: Mutex::new(Stepper {
+                level: CacheLevel::new(lc, p, pf),
+                plan: StepPlan::default(),
+                block_size: bs,
+            }),
             block_size: bs,
             policy: label,
             hook_errors,
@@ -427,9 +433,7 @@ impl Cache {
     #[pyo3(signature = (op, offset, length, volume=0))]
     fn access(&self, op: &Bound<'_, PyAny>, offset: u64, length: u64, volume: u32) -> PyResult<(u64, u64)> {
         let op = parse_op(op)?;
-        let mut level = self.level.lock().map_err(|_| PyValueError::new_err("cache poisoned"))?;
-        let mut plan = self.plan.lock().map_err(|_| PyValueError::new_err("cache poisoned"))?;
-        let r = step(&mut level, &mut plan, op, volume, offset, length, self.block_size);
+        let r = locked(&self.stepper)?.step(op, volume, offset, length);
         self.hook_errors.check()?;
         r
     }
@@ -450,16 +454,14 @@ impl Cache {
         if offset.len() != op.len() || length.len() != op.len() || volume.is_some_and(|v| v.len() != op.len()) {
             return Err(PyValueError::new_err("op, offset, length and volume must have the same length"));
         }
-        let mut level = self.level.lock().map_err(|_| PyValueError::new_err("cache poisoned"))?;
-        let mut plan = self.plan.lock().map_err(|_| PyValueError::new_err("cache poisoned"))?;
-        let bs = self.block_size;
-        let (level, plan): (&mut CacheLevel, &mut StepPlan) = (&mut level, &mut plan);
+        let mut guard = locked(&self.stepper)?;
+        let stepper: &mut Stepper = &mut guard;
         let errors = &self.hook_errors;
         py.detach(|| {
             let (mut hits, mut misses) = (0, 0);
             for i in 0..op.len() {
                 let o = if op[i] == 0 { Op::Read } else { Op::Write };
-                let (h, m) = step(level, plan, o, volume.map_or(0, |v| v[i]), offset[i], length[i], bs)?;
+                let (h, m) = stepper.step(o, volume.map_or(0, |v| v[i]), offset[i], length[i])?;
                 hits += h;
                 misses += m;
                 // A Python policy's hook raised: stop at the request that made it.
@@ -472,21 +474,18 @@ impl Cache {
     /// The counters so far, as `blockwell sim --json` prints a cache's `stats`.
     #[getter]
     fn stats(&self) -> PyResult<String> {
-        let level = self.level.lock().map_err(|_| PyValueError::new_err("cache poisoned"))?;
-        serde_json::to_string(level.stats()).map_err(|e| value_err("stats", e))
+        serde_json::to_string(locked(&self.stepper)?.level.stats()).map_err(|e| value_err("stats", e))
     }
 
     /// Blocks in the cache now.
     fn __len__(&self) -> PyResult<usize> {
-        let level = self.level.lock().map_err(|_| PyValueError::new_err("cache poisoned"))?;
-        Ok(level.policy().len())
+        Ok(locked(&self.stepper)?.level.policy().len())
     }
 
     /// Capacity in blocks.
     #[getter]
     fn capacity(&self) -> PyResult<usize> {
-        let level = self.level.lock().map_err(|_| PyValueError::new_err("cache poisoned"))?;
-        Ok(level.config().cache.capacity_blocks())
+        Ok(locked(&self.stepper)?.level.config().cache.capacity_blocks())
     }
 
     #[getter]
@@ -501,7 +500,7 @@ impl Cache {
 
     /// Zeroes the counters (the contents stay: a warm-up).
     fn reset_stats(&self) -> PyResult<()> {
-        self.level.lock().map_err(|_| PyValueError::new_err("cache poisoned"))?.reset_stats();
+        locked(&self.stepper)?.level.reset_stats();
         Ok(())
     }
 }
@@ -522,21 +521,23 @@ fn parse_op(op: &Bound<'_, PyAny>) -> PyResult<Op> {
     }
 }
 
-/// One request through the level, completing its reads at once; (hit blocks, missed blocks).
-fn step(
-    level: &mut CacheLevel,
-    plan: &mut StepPlan,
-    op: Op,
-    volume: u32,
-    offset: u64,
-    length: u64,
-    bs: u64,
-) -> PyResult<(u64, u64)> {
-    let req = level::Request::bytes(op, volume, offset, length, bs).map_err(|e| value_err("request", e))?;
-    level.access(&req, plan);
-    level.complete_all();
-    let hits = plan.fates.iter().filter(|f| matches!(f, Fate::Hit | Fate::Update)).count() as u64;
-    Ok((hits, plan.fates.len() as u64 - hits))
+/// A [`Cache`]'s level and the plan buffer it fills.
+struct Stepper {
+    level: CacheLevel,
+    plan: StepPlan,
+    block_size: u64,
+}
+
+impl Stepper {
+    /// One request through the level, completing its reads at once; (hit blocks, missed blocks).
+    fn step(&mut self, op: Op, volume: u32, offset: u64, length: u64) -> PyResult<(u64, u64)> {
+        let req =
+            level::Request::bytes(op, volume, offset, length, self.block_size).map_err(|e| value_err("request", e))?;
+        self.level.access(&req, &mut self.plan);
+        self.level.complete_all();
+        let hits = self.plan.fates.iter().filter(|f| matches!(f, Fate::Hit | Fate::Update)).count() as u64;
+        Ok((hits, self.plan.fates.len() as u64 - hits))
+    }
 }
 
 #[pymodule]
