@@ -6,16 +6,11 @@
 use crate::cmd::common::{ReadArgs, SizeSpec, TraceArgs};
 use crate::cmd::options::{parse_arg, BlockSize, Format, List, OutputArgs, PolicyList};
 use crate::cmd::plot::{drawing_error, save, Figure, PlotKind};
-use crate::cmd::tsim::parse_scheduler;
-use anyhow::{bail, Context};
-use blockwell_core::policy::{PolicySpec, Preset};
-use blockwell_disk::DiskSpec;
-use blockwell_sim::experiments::policies::{Metric, PolicyGrid, PolicyResults, Source};
-use blockwell_sim::experiments::redcap::{RedcapGrid, RedcapResults};
-use blockwell_sim::layout::LayoutSpec;
-use blockwell_sim::replay::CacheSize;
-use blockwell_sim::vtime::{LevelConfig, PrefetchChoice};
-use blockwell_sim::workloads::WorkloadSpec;
+use anyhow::Context;
+use blockwell_core::policy::Preset;
+use blockwell_sim::experiments::policies::{Metric, PolicyOptions, PolicyResults, Source};
+use blockwell_sim::experiments::redcap::{RedcapOptions, RedcapResults};
+use blockwell_sim::experiments::Error as GridError;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -213,6 +208,69 @@ pub struct PolicyArgs {
     pub output: RunArgs,
 }
 
+impl RedcapArgs {
+    /// The options as the grid takes them ([`RedcapOptions::grid`] checks them).
+    pub fn options(&self) -> anyhow::Result<RedcapOptions> {
+        let procs = self
+            .procs
+            .as_deref()
+            .map(|p| {
+                split_list(p)
+                    .iter()
+                    .map(|x| x.parse::<u32>().map_err(|_| anyhow::anyhow!("--procs: '{x}' is not a process count")))
+                    .collect::<anyhow::Result<Vec<u32>>>()
+            })
+            .transpose()?;
+        Ok(RedcapOptions {
+            quick: self.quick,
+            benchmarks: self.benchmarks.as_deref().map(split_list),
+            procs,
+            layouts: self.layouts.as_deref().map(split_list),
+            configs: self.configs.as_deref().map(split_list),
+            scale: self.scale,
+            disk: self.disk.clone(),
+            page_cache: self.page_cache.clone(),
+            page_policy: self.page_policy.clone(),
+            page_prefetch: self.page_prefetch.clone(),
+            scheduler: self.scheduler.clone(),
+            layout_seed: self.layout_seed,
+            runs: self.runs,
+            start_jitter_ms: self.start_jitter_ms,
+            shadow: self.shadow.clone(),
+            think_jitter_us: self.think_jitter_us,
+            threads: self.output.threads,
+        })
+    }
+}
+
+impl PolicyArgs {
+    /// The options as the grid takes them ([`PolicyOptions::grid`] checks them).
+    pub fn options(&self) -> PolicyOptions {
+        PolicyOptions {
+            quick: self.quick,
+            workload: self.workload.clone(),
+            policies: self.policy.as_ref().map(|p| p.0.iter().map(|s| s.label().to_string()).collect()),
+            preset: self.preset.name().to_string(),
+            prefetch: split_list(&self.prefetch),
+            cache: self.cache.as_ref().map(|c| c.iter().map(|s| s.to_string()).collect()),
+            disk: self.disk.clone(),
+            layout: self.layout.clone(),
+            scheduler: self.scheduler.clone(),
+            think_us: self.think_us,
+            block_size: self.block_size.get(),
+            threads: self.output.threads,
+        }
+    }
+}
+
+/// A grid's error as the command line says it: an option named by its flag (`page_cache` → `--page-cache`).
+pub fn flag_error(e: GridError) -> anyhow::Error {
+    match e {
+        GridError::Option { option, message } => anyhow::anyhow!("--{}: {message}", option.replace('_', "-")),
+        e => e.into(),
+    }
+}
+
 pub fn run(c: Command) -> anyhow::Result<ExitCode> {
     match c {
         Command::Redcap(a) => redcap(a),
@@ -231,13 +289,6 @@ fn split_list(s: &str) -> Vec<String> {
 impl RunArgs {
     fn plot_kind(&self) -> anyhow::Result<PlotKind> {
         PlotKind::from_name(&self.plot_format).context("--plot-format")
-    }
-}
-
-fn threads(o: &RunArgs) -> anyhow::Result<Option<usize>> {
-    match o.threads {
-        Some(0) => bail!("--threads: must be at least 1"),
-        t => Ok(t),
     }
 }
 
@@ -277,77 +328,7 @@ fn emit<R: serde::Serialize>(
 
 fn redcap(a: RedcapArgs) -> anyhow::Result<ExitCode> {
     let plot_kind = a.output.plot_kind()?;
-    let mut g = if a.quick { RedcapGrid::quick()? } else { RedcapGrid::paper()? };
-    if let Some(b) = &a.benchmarks {
-        g.benchmarks = split_list(b);
-        for b in &g.benchmarks {
-            let spec = WorkloadSpec::parse(b).context("--benchmarks")?;
-            if !spec.kind.defaults().contains_key("procs") {
-                bail!("--benchmarks: '{b}' has no procs parameter");
-            }
-        }
-    }
-    if let Some(p) = &a.procs {
-        g.procs = split_list(p)
-            .iter()
-            .map(|x| match x.parse::<u32>() {
-                Ok(n) if (1..=blockwell_sim::workloads::MAX_PROCS).contains(&n) => Ok(n),
-                _ => bail!("--procs: '{x}' is not a process count from 1 to {}", blockwell_sim::workloads::MAX_PROCS),
-            })
-            .collect::<anyhow::Result<_>>()?;
-    }
-    if let Some(l) = &a.layouts {
-        g.layouts =
-            split_list(l).iter().map(|x| x.parse::<LayoutSpec>()).collect::<Result<_, _>>().context("--layouts")?;
-        for l in &g.layouts {
-            l.params.validate(g.block_size).with_context(|| format!("--layouts: {l}"))?;
-        }
-    }
-    if let Some(c) = &a.configs {
-        g.configs = split_list(c);
-        for c in &g.configs {
-            blockwell_sim::vtime::RedcapSetup::preset(c, g.block_size).context("--configs")?;
-        }
-    }
-    if let Some(s) = a.scale {
-        if !(s.is_finite() && s > 0.0) {
-            bail!("--scale: {s} is not a positive number");
-        }
-        g.scale = s;
-    }
-    g.disk = DiskSpec::parse(&a.disk).context("--disk")?;
-    g.disk.build().context("--disk")?;
-    let bytes = crate::cmd::common::parse_bytes(&a.page_cache).context("--page-cache")?;
-    g.page_cache = if bytes == 0 {
-        None
-    } else {
-        let policy = PolicySpec::parse(&a.page_policy).context("--page-policy")?;
-        let prefetch = PrefetchChoice::parse(&a.page_prefetch).context("--page-prefetch")?;
-        Some(LevelConfig::new(policy, bytes).with_prefetch(prefetch))
-    };
-    g.scheduler = parse_scheduler(&a.scheduler).context("--scheduler")?;
-    g.layout_seed = a.layout_seed;
-    if let Some(r) = a.runs {
-        if r == 0 {
-            bail!("--runs: must be at least 1");
-        }
-        g.runs = r;
-    }
-    if !(a.start_jitter_ms.is_finite() && (0.0..=3.6e6).contains(&a.start_jitter_ms)) {
-        bail!("--start-jitter-ms: {} is not a number of milliseconds from 0 to 3600000", a.start_jitter_ms);
-    }
-    g.start_jitter_ns = (a.start_jitter_ms * 1e6).round() as u64;
-    g.shadow = a.shadow.parse().context("--shadow")?;
-    g.think_jitter_ns = a.think_jitter_us.saturating_mul(1000);
-    if let Some(t) = threads(&a.output)? {
-        g.threads = t;
-    }
-    // Check every workload spec before the (long) run.
-    for b in &g.benchmarks {
-        for &p in &g.procs {
-            g.workload_spec(b, p).with_context(|| format!("--benchmarks {b} with {p} processes"))?;
-        }
-    }
+    let g = a.options()?.grid().map_err(flag_error)?;
     let r = with_bar("runs", |p| g.run_with_progress(p))?;
     if let Some(dir) = &a.output.plot {
         plot_redcap(dir, plot_kind, &r).with_context(|| format!("--plot {}", dir.display()))?;
@@ -360,56 +341,17 @@ fn redcap(a: RedcapArgs) -> anyhow::Result<ExitCode> {
 
 fn policies(a: PolicyArgs) -> anyhow::Result<ExitCode> {
     let plot_kind = a.output.plot_kind()?;
-    let source = if let Some(path) = &a.trace {
-        let args = TraceArgs { trace: path.clone(), read: ReadArgs::with_format(a.format.clone()) };
-        let mut reader = args.open().context("--trace")?;
-        let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
-        Source::from_trace(name, reader.as_mut()).context("--trace")?
-    } else {
-        let spec = match (&a.workload, a.quick) {
-            (Some(w), _) => w.clone(),
-            (None, true) => "loop(files=500)".to_string(),
-            (None, false) => "loop".to_string(),
-        };
-        Source::Workload(WorkloadSpec::parse(&spec).and_then(|s| s.build()).context("--workload")?)
+    let trace = match &a.trace {
+        Some(path) => {
+            let args = TraceArgs { trace: path.clone(), read: ReadArgs::with_format(a.format.clone()) };
+            let mut reader = args.open().context("--trace")?;
+            let name =
+                path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+            Some(Source::from_trace(name, reader.as_mut()).context("--trace")?)
+        }
+        None => None,
     };
-    let mut g = PolicyGrid::paper(source)?;
-    g.block_size = a.block_size.get();
-    if a.quick {
-        g.sizes = [25.0, 50.0, 100.0].into_iter().map(CacheSize::PercentOfFootprint).collect();
-    }
-    if let Some(p) = &a.policy {
-        g.policies = p.0.clone();
-    }
-    g.preset = a.preset;
-    g.prefetchers = split_list(&a.prefetch)
-        .iter()
-        .map(|p| PrefetchChoice::parse(p))
-        .collect::<Result<_, _>>()
-        .context("--prefetch")?;
-    if let Some(s) = &a.cache {
-        g.sizes = s
-            .iter()
-            .map(|&s| match s {
-                SizeSpec::Percent(p) => Ok(CacheSize::PercentOfFootprint(p)),
-                SizeSpec::Blocks(0) => bail!("--cache: 0 blocks"),
-                SizeSpec::Blocks(b) => Ok(CacheSize::Blocks(b)),
-                SizeSpec::Bytes(b) if b < g.block_size => {
-                    bail!("--cache: {b} B holds no {} B block", g.block_size)
-                }
-                SizeSpec::Bytes(b) => Ok(CacheSize::Blocks(b / g.block_size)),
-            })
-            .collect::<anyhow::Result<_>>()?;
-    }
-    g.disk = DiskSpec::parse(&a.disk).context("--disk")?;
-    g.disk.build().context("--disk")?;
-    g.layout = a.layout.parse().context("--layout")?;
-    g.layout.params.validate(g.block_size).context("--layout")?;
-    g.scheduler = parse_scheduler(&a.scheduler).context("--scheduler")?;
-    g.think_ns = a.think_us.map(|us| us.saturating_mul(1000));
-    if let Some(t) = threads(&a.output)? {
-        g.threads = t;
-    }
+    let g = a.options().grid(trace).map_err(flag_error)?;
     let r = with_bar("runs", |p| g.run_with_progress(p))?;
     if let Some(dir) = &a.output.plot {
         plot_policies(dir, plot_kind, &r).with_context(|| format!("--plot {}", dir.display()))?;
@@ -602,5 +544,46 @@ mod tests {
         assert_eq!(split_list("a, b(x=1,y=2),c"), ["a", "b(x=1,y=2)", "c"]);
         assert!(split_list(" ,").is_empty());
         assert_eq!(file_name("strided-4k(procs=8)"), "strided-4k_procs_8_");
+    }
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        c: Command,
+    }
+
+    fn parse(args: &[&str]) -> Command {
+        use clap::Parser;
+        Cli::parse_from(std::iter::once("experiment").chain(args.iter().copied())).c
+    }
+
+    /// The command's defaults (written in its help) and the options' (the Python front's) build the same grid.
+    #[test]
+    fn command_defaults_are_the_options_defaults() {
+        use blockwell_sim::experiments::{dedup::DedupOptions, es_equivalence::EsOptions};
+        let grid = |g: &dyn std::fmt::Debug| format!("{g:?}");
+        let Command::Redcap(a) = parse(&["redcap"]) else { unreachable!() };
+        assert_eq!(a.options().unwrap(), RedcapOptions::default());
+        let Command::PrefetchPolicies(a) = parse(&["prefetch-policies"]) else { unreachable!() };
+        assert_eq!(a.options(), PolicyOptions::default());
+        let Command::Dedup(a) = parse(&["dedup"]) else { unreachable!() };
+        let (cli, lib) = (a.options().grid(None).unwrap(), DedupOptions::default().grid(None).unwrap());
+        assert_eq!(grid(&cli), grid(&lib));
+        let Command::EsEquivalence(a) = parse(&["es-equivalence"]) else { unreachable!() };
+        let cli = EsOptions { threads: None, ..a.options() };
+        assert_eq!(grid(&cli.grid().unwrap()), grid(&EsOptions::default().grid().unwrap()));
+    }
+
+    #[test]
+    fn option_errors_name_the_flag() {
+        let Command::Redcap(a) = parse(&["redcap", "--page-cache", "lots"]) else { unreachable!() };
+        let e = a.options().unwrap().grid().map_err(flag_error).unwrap_err().to_string();
+        assert!(e.starts_with("--page-cache: "), "{e}");
+        let Command::Redcap(a) = parse(&["redcap", "--procs", "1,99"]) else { unreachable!() };
+        let e = a.options().unwrap().grid().map_err(flag_error).unwrap_err().to_string();
+        assert!(e.starts_with("--procs: '99' is not a process count from 1 to"), "{e}");
+        let Command::PrefetchPolicies(a) = parse(&["prefetch-policies", "--cache", "0blocks"]) else { unreachable!() };
+        let e = a.options().grid(None).map_err(flag_error).unwrap_err().to_string();
+        assert_eq!(e, "--cache: 0 blocks");
     }
 }

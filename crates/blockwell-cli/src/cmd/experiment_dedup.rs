@@ -5,15 +5,16 @@
 //! `digest=` column). The grid is [`blockwell_sim::experiments::dedup`]; this module parses the options, reads
 //! the traces and prints the tables, CSV and JSON.
 
+use super::experiment::flag_error;
 use crate::cmd::common::report_skipped;
 use crate::cmd::options::{parse_arg, Bytes, Fraction, List};
-use anyhow::{bail, Context};
+use anyhow::Context;
 use blockwell_core::dedup::Category;
-use blockwell_core::policy::{PolicySpec, Preset};
+use blockwell_core::policy::PolicySpec;
 use blockwell_sim::analysis::human_bytes;
-use blockwell_sim::dedup::{load, DedupRun};
-use blockwell_sim::experiments::dedup::{DedupGrid, DedupReport, Generated, Source};
-use blockwell_trace::{Format, ReaderOptions, Request, TraceReader};
+use blockwell_sim::experiments::dedup::{DedupGrid, DedupOptions, DedupReport, Source};
+use blockwell_sim::experiments::Error as GridError;
+use blockwell_trace::{Format, ReaderOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -137,9 +138,18 @@ pub struct DedupArgs {
 }
 
 impl DedupArgs {
-    /// The generator settings of a run without --trace.
-    fn generated(&self) -> Generated {
-        Generated {
+    /// The options as the grid takes them ([`DedupOptions::grid`] checks them).
+    pub fn options(&self) -> DedupOptions {
+        DedupOptions {
+            block_size: self.block_size.0,
+            cache: self.cache.iter().map(|b| b.0.to_string()).collect(),
+            policy: self.policy.label().to_string(),
+            policies: self.policies.iter().map(|p| p.label().to_string()).collect(),
+            policy_size: self.policy_size.0.to_string(),
+            fractions: self.fractions.iter().map(|f| f.0).collect(),
+            hash_fraction: self.hash_fraction.0,
+            ref_bytes: self.ref_bytes,
+            volumes: self.volumes.to_vec(),
             requests: self.requests,
             blocks: self.blocks,
             alpha: self.alpha,
@@ -153,43 +163,28 @@ impl DedupArgs {
         }
     }
 
-    fn open(&self, path: &Path) -> anyhow::Result<Box<dyn TraceReader>> {
+    /// The --trace files read as the grid's source (none: the generator).
+    fn source(&self) -> anyhow::Result<Option<Source>> {
+        let Some(first) = self.trace.first() else { return Ok(None) };
         let format = self.format.as_deref().map(Format::from_name).transpose().context("--format")?;
         let csv = match &self.csv_columns {
             Some(m) => Some(blockwell_trace::formats::csv::CsvMapping::parse(m).context("--csv-columns")?),
             None => None,
         };
         let opts = ReaderOptions { csv, ..Default::default() };
-        blockwell_trace::open(path, format, &opts).with_context(|| format!("--trace {}", path.display()))
-    }
-
-    fn read_requests(&self, path: &Path) -> anyhow::Result<Vec<Request>> {
-        let mut r = self.open(path)?;
-        let mut out = Vec::new();
-        while let Some(q) = r.next_request()? {
-            if self.limit.is_some_and(|l| out.len() as u64 >= l) {
-                break;
-            }
-            out.push(q);
-        }
-        report_skipped(r.as_ref());
-        Ok(out)
-    }
-
-    /// The source: the --trace files (the first one's block accesses; every one's requests when there are two
-    /// or more), or the generator.
-    fn source(&self, block_size: u64) -> anyhow::Result<Source> {
-        let Some(path) = self.trace.first() else {
-            return Ok(Source::Generated(self.generated()));
-        };
-        let mut r = self.open(path)?;
-        let accesses = load(r.as_mut(), block_size, self.limit)?;
-        report_skipped(r.as_ref());
-        let volumes = match self.trace.len() {
-            1 => Vec::new(),
-            _ => self.trace.iter().map(|p| self.read_requests(p)).collect::<Result<_, _>>()?,
-        };
-        Ok(Source::Traces { name: path.display().to_string(), accesses, volumes })
+        let open = |i: usize| blockwell_trace::open(&self.trace[i], format, &opts);
+        let source = Source::from_traces(
+            first.display().to_string(),
+            self.trace.len(),
+            &open,
+            self.block_size.0,
+            self.limit,
+            &mut |r| report_skipped(r),
+        );
+        Ok(Some(source.map_err(|e| match e {
+            e @ GridError::Option { .. } => flag_error(e),
+            e => anyhow::Error::new(e).context("--trace"),
+        })?))
     }
 }
 
@@ -208,32 +203,14 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Checks the options and runs the grid ([`DedupGrid`]).
+/// Checks the options and runs the grid ([`DedupOptions::grid`]).
 pub fn measure(a: &DedupArgs) -> anyhow::Result<DedupReport> {
-    if a.volumes.iter().any(|&v| !(2..=16).contains(&v)) {
-        bail!("--volumes: counts between 2 and 16");
-    }
-    if a.trace.len() > 4 {
-        bail!("--trace: at most four files");
-    }
-    let block_size = a.block_size.0;
-    let base = DedupRun {
-        policy: a.policy.clone(),
-        preset: Preset::Default,
-        block_size,
-        hash_fraction: a.hash_fraction.0,
-        ref_bytes: a.ref_bytes,
+    let g = a.options().grid(None).map_err(flag_error)?;
+    let g = match a.source()? {
+        Some(traces) => DedupGrid { source: traces, ..g },
+        None => g,
     };
-    Ok(DedupGrid {
-        source: a.source(block_size)?,
-        base,
-        sizes: a.cache.iter().map(|b| b.0).collect(),
-        fractions: a.fractions.iter().map(|f| f.0).collect(),
-        policies: a.policies.to_vec(),
-        policy_size: a.policy_size.0,
-        volumes: a.volumes.to_vec(),
-    }
-    .run()?)
+    Ok(g.run()?)
 }
 
 fn pct(x: f64) -> String {
@@ -362,77 +339,8 @@ pub fn print_report(r: &DedupReport, out: &mut dyn Write) -> std::io::Result<()>
 
 fn write_csv(dir: &Path, r: &DedupReport) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let mut f = std::fs::File::create(dir.join("sizes.csv"))?;
-    writeln!(
-        f,
-        "cache_bytes,offset_read_hit_rate,content_read_hit_rate,ideal_read_hit_rate,silent_writes,\
-         content_device_writes,offset_device_writes,full_comparisons,comparisons_per_insert"
-    )?;
-    for c in &r.sizes {
-        writeln!(
-            f,
-            "{},{:.6},{:.6},{:.6},{},{},{},{},{:.6}",
-            c.cache_bytes,
-            c.offset.read_hit_rate(),
-            c.content.read_hit_rate(),
-            c.content_ideal.read_hit_rate(),
-            c.silent_writes(),
-            c.content.device_writes(),
-            c.offset.device_writes,
-            c.content.full_comparisons,
-            c.content.comparisons_per_insert()
-        )?;
-    }
-    let mut f = std::fs::File::create(dir.join("categories.csv"))?;
-    let names: Vec<&str> = Category::ALL.iter().map(|c| c.short()).collect();
-    writeln!(f, "cache_bytes,{}", names.join(","))?;
-    for c in &r.sizes {
-        let v: Vec<String> = Category::ALL.iter().map(|&k| c.content.get(k).to_string()).collect();
-        writeln!(f, "{},{}", c.cache_bytes, v.join(","))?;
-    }
-    let mut f = std::fs::File::create(dir.join("fractions.csv"))?;
-    writeln!(f, "cache_bytes,hash_fraction,full_comparisons,comparisons_per_insert,read_hit_rate,ideal_read_hit_rate")?;
-    for p in &r.fractions {
-        writeln!(
-            f,
-            "{},{},{},{:.6},{:.6},{:.6}",
-            p.cache_bytes,
-            p.hash_fraction,
-            p.full_comparisons,
-            p.comparisons_per_insert,
-            p.read_hit_rate,
-            p.ideal_read_hit_rate
-        )?;
-    }
-    let mut f = std::fs::File::create(dir.join("policies.csv"))?;
-    writeln!(f, "policy,cache_bytes,offset_read_hit_rate,content_read_hit_rate,ideal_read_hit_rate,refs_dropped")?;
-    for p in &r.policies {
-        let c = &p.comparison;
-        writeln!(
-            f,
-            "\"{}\",{},{:.6},{:.6},{:.6},{}",
-            p.policy,
-            c.cache_bytes,
-            c.offset.read_hit_rate(),
-            c.content.read_hit_rate(),
-            c.content_ideal.read_hit_rate(),
-            c.content.refs_dropped
-        )?;
-    }
-    let mut f = std::fs::File::create(dir.join("volumes.csv"))?;
-    writeln!(f, "volumes,cache_bytes,private_offset,private_content,unified_offset,unified_content,content_hits")?;
-    for v in &r.volumes {
-        writeln!(
-            f,
-            "{},{},{:.6},{:.6},{:.6},{:.6},{}",
-            v.volumes,
-            v.cache_bytes,
-            v.private_offset,
-            v.private_content,
-            v.unified_offset,
-            v.unified_content,
-            v.unified_content_hits
-        )?;
+    for (name, text) in r.csv_tables() {
+        std::fs::write(dir.join(format!("{name}.csv")), text)?;
     }
     Ok(())
 }

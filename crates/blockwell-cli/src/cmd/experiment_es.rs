@@ -8,13 +8,12 @@
 
 use crate::cmd::common::SizeSpec;
 use crate::cmd::options::{parse_arg, Bytes, Format, List, OutputArgs};
-use anyhow::{bail, Context};
+
 use blockwell_core::PolicySpec;
 use blockwell_disk::DiskSpec;
-use blockwell_sim::estier::{EsConfig, EsMode, EsTable, SearchConfig};
-use blockwell_sim::experiments::es_equivalence::{EsGrid, LevelLine};
+use blockwell_sim::estier::EsTable;
+use blockwell_sim::experiments::es_equivalence::{self, EsGrid, EsOptions, LevelLine};
 use blockwell_sim::experiments::Error as GridError;
-use blockwell_sim::replay::CacheSize;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -90,51 +89,37 @@ pub struct EsArgs {
     pub output: OutputArgs,
 }
 
-/// The hierarchy every search starts from.
-pub fn base_config(a: &EsArgs) -> anyhow::Result<EsConfig> {
-    Ok(EsConfig {
-        dram_blocks: usize::try_from(a.page_cache.0 / 4096).context("--page-cache")?,
-        dram_policy: a.policy.clone(),
-        es_policy: a.policy.clone(),
-        dram_ns: a.dram_ns,
-        transfer_ns: a.transfer_ns,
-        mode: EsMode::from_name(&a.mode).context("--mode")?,
-        disk: a.disk.clone(),
-        ..EsConfig::default()
-    })
+impl EsArgs {
+    /// The options as the grid takes them ([`EsOptions::grid`] checks them).
+    pub fn options(&self) -> EsOptions {
+        EsOptions {
+            workload: self.workload.split(',').map(str::to_string).collect(),
+            scale: self.scale,
+            seed: self.seed,
+            cache: self.cache.as_ref().map(|c| c.iter().map(|s| s.to_string()).collect()),
+            slowdowns: self.slowdowns.to_vec(),
+            page_cache: self.page_cache.0.to_string(),
+            mode: self.mode.clone(),
+            policy: self.policy.label().to_string(),
+            disk: self.disk.label().to_string(),
+            dram_ns: self.dram_ns,
+            transfer_ns: self.transfer_ns,
+            tolerance: self.tolerance,
+            threads: Some(self.threads.max(1)),
+        }
+    }
 }
 
 /// The grid the options describe: the paper's ([`EsGrid::paper`]) with the options applied.
 pub fn grid(a: &EsArgs) -> anyhow::Result<EsGrid> {
-    if a.slowdowns.iter().any(|&s| !(s.is_finite() && s >= 1.0)) {
-        bail!("--slowdowns: give factors >= 1");
-    }
-    let mut g = EsGrid::paper();
-    if let Some(c) = &a.cache {
-        // Reference sizes are counted in 4 KiB pages.
-        g.sizes = c
-            .iter()
-            .map(|&s| match s {
-                SizeSpec::Bytes(b) => CacheSize::Blocks(b / 4096),
-                SizeSpec::Blocks(n) => CacheSize::Blocks(n),
-                SizeSpec::Percent(p) => CacheSize::PercentOfFootprint(p),
-            })
-            .collect();
-    }
-    g.base = base_config(a)?;
-    g.workloads = a.workload.split(',').map(str::trim).filter(|x| !x.is_empty()).map(str::to_string).collect();
-    g.scale = a.scale;
-    g.seed = a.seed;
-    g.slowdowns = a.slowdowns.to_vec();
-    g.search = SearchConfig { tolerance: a.tolerance, max_blocks: None, threads: a.threads.max(1) };
-    Ok(g)
+    a.options().grid().map_err(grid_error)
 }
 
 /// A grid error as the command says it: a workload that cannot be generated is named with `--workload`.
 fn grid_error(e: GridError) -> anyhow::Error {
     match e {
         GridError::EsWorkload { name, source } => anyhow::Error::new(source).context(format!("--workload {name}")),
-        e => e.into(),
+        e => super::experiment::flag_error(e),
     }
 }
 
@@ -189,31 +174,6 @@ pub fn print(out: &mut dyn Write, tables: &[EsTable]) -> std::io::Result<()> {
         writeln!(out)?;
     }
     writeln!(out, "price<=: break-even price of file memory per bit relative to DRAM (1 / mean ratio)")?;
-    Ok(())
-}
-
-/// CSV: one line per (workload, slowdown, reference size).
-pub fn csv(out: &mut dyn Write, tables: &[EsTable]) -> std::io::Result<()> {
-    writeln!(out, "workload,slowdown,reference_blocks,reference_ns,equivalent_blocks,equivalent_ns,ratio,evaluations")?;
-    for t in tables {
-        for r in &t.rows {
-            for e in &r.per_size {
-                let o = |x: Option<String>| x.unwrap_or_default();
-                writeln!(
-                    out,
-                    "{},{},{},{},{},{},{},{}",
-                    t.workload,
-                    e.slowdown,
-                    e.reference_blocks,
-                    e.reference_ns,
-                    o(e.equivalent_blocks.map(|v| v.to_string())),
-                    o(e.equivalent_ns.map(|v| v.to_string())),
-                    o(e.ratio.map(|v| format!("{v:.6}"))),
-                    e.evaluations
-                )?;
-            }
-        }
-    }
     Ok(())
 }
 
@@ -275,7 +235,7 @@ pub fn run(a: EsArgs) -> anyhow::Result<ExitCode> {
                 print_levels(&mut out, &levels)?;
             }
         }
-        Format::Csv => csv(&mut out, &t)?,
+        Format::Csv => out = es_equivalence::csv(&t).into_bytes(),
         Format::Json if a.levels => {
             out = OutputArgs::json(&serde_json::json!({ "tables": t, "levels": levels }))?.into_bytes()
         }

@@ -145,12 +145,7 @@ pub struct Args {
 
 /// Parses a scheduler name.
 pub fn parse_scheduler(s: &str) -> anyhow::Result<Scheduler> {
-    match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
-        "fifo" => Ok(Scheduler::Fifo),
-        "c-look" | "clook" => Ok(Scheduler::CLook),
-        "cfq" => Ok(Scheduler::Cfq),
-        _ => bail!("unknown scheduler '{s}' (known: fifo, c-look, cfq)"),
-    }
+    Scheduler::parse(s).map_err(anyhow::Error::msg)
 }
 
 /// A cache level of `bytes` (none for 0).

@@ -11,16 +11,19 @@
 //! clones of one disk image, merged by time) or traces with content digests read by the caller
 //! ([`Source::Traces`]). Every run is deterministic: the same grid gives the same [`DedupReport`].
 
-use super::Error;
+use super::{bad, Error};
 use crate::dedup::{
     fraction_sweep, load_requests, merge_by_time, unified_vs_private, BlockAccess, Comparison, DedupRun, FractionPoint,
     UnifiedVsPrivate,
 };
 use crate::gen::{GenConfig, Workload};
 use crate::gen_content::{ContentGenConfig, ContentGenerator};
+use blockwell_core::dedup::Category;
 use blockwell_core::policy::PolicySpec;
 use blockwell_trace::Request;
+use blockwell_trace::{TraceError, TraceReader};
 use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
 
 /// A generated source: per volume, a Zipf address stream over `blocks` blocks with content
 /// ([`ContentGenerator`]); volume `i` has address seed `seed + i`, and every volume is a clone of one disk image
@@ -231,6 +234,237 @@ impl DedupGrid {
             policies,
             volumes,
         })
+    }
+}
+
+impl Source {
+    /// Reads `n` traces with content digests (at most four): the block accesses of trace 0 (read to `limit`
+    /// requests) and, for two or more, every trace's requests (trace `i` becomes volume `i`). `open(i)` opens
+    /// trace `i` afresh; `done` sees each reader once read (to report skipped lines).
+    pub fn from_traces(
+        name: String,
+        n: usize,
+        open: &dyn Fn(usize) -> Result<Box<dyn TraceReader>, TraceError>,
+        block_size: u64,
+        limit: Option<u64>,
+        done: &mut dyn FnMut(&dyn TraceReader),
+    ) -> Result<Source, Error> {
+        if n > 4 {
+            return Err(bad("trace")(&"at most four files"));
+        }
+        let mut r = open(0)?;
+        let accesses = crate::dedup::load(r.as_mut(), block_size, limit)?;
+        done(r.as_ref());
+        let mut volumes = Vec::new();
+        if n >= 2 {
+            for i in 0..n {
+                let mut r = open(i)?;
+                let mut out = Vec::new();
+                while limit.map_or(true, |l| (out.len() as u64) < l) {
+                    match r.next_request()? {
+                        Some(q) => out.push(q),
+                        None => break,
+                    }
+                }
+                done(r.as_ref());
+                volumes.push(out);
+            }
+        }
+        Ok(Source::Traces { name, accesses, volumes })
+    }
+}
+
+/// The grid's settings as a user writes them, for `blockwell experiment dedup` and Python's
+/// `blockwell.experiments.dedup`: sizes as text (`16MiB`), fractions as numbers. [`DedupOptions::grid`] checks
+/// them; an error names the option (by its field name, [`Error::option`]). The defaults are the command's;
+/// the generator's (`requests` to `seed`, [`Generated`]) apply when the source is not traces.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DedupOptions {
+    pub block_size: u64,
+    /// Cache sizes of the Table 3 rows.
+    pub cache: Vec<String>,
+    pub policy: String,
+    pub policies: Vec<String>,
+    pub policy_size: String,
+    pub fractions: Vec<f64>,
+    pub hash_fraction: f64,
+    pub ref_bytes: u64,
+    pub volumes: Vec<usize>,
+    pub requests: u64,
+    pub blocks: u64,
+    pub alpha: f64,
+    pub write_ratio: f64,
+    pub dup_ratio: f64,
+    pub zero_fraction: f64,
+    pub cross_volume: f64,
+    pub rewrite_ratio: f64,
+    pub pool: u64,
+    pub seed: u64,
+}
+
+impl Default for DedupOptions {
+    fn default() -> Self {
+        let g = Generated::default();
+        DedupOptions {
+            block_size: 4096,
+            cache: ["2MiB", "4MiB", "8MiB", "16MiB", "32MiB", "64MiB", "128MiB"].map(String::from).to_vec(),
+            policy: "lru".into(),
+            policies: ["lru", "arc", "2q", "s3fifo", "clock"].map(String::from).to_vec(),
+            policy_size: "16MiB".into(),
+            fractions: [128.0, 64.0, 32.0, 16.0, 8.0].map(|d| 1.0 / d).to_vec(),
+            hash_fraction: 1.0 / 64.0,
+            ref_bytes: 48,
+            volumes: vec![2, 3, 4],
+            requests: g.requests,
+            blocks: g.blocks,
+            alpha: g.alpha,
+            write_ratio: g.write_ratio,
+            dup_ratio: g.dup_ratio,
+            zero_fraction: g.zero_fraction,
+            cross_volume: g.cross_volume,
+            rewrite_ratio: g.rewrite_ratio,
+            pool: g.pool,
+            seed: g.seed,
+        }
+    }
+}
+
+impl DedupOptions {
+    /// The generator these options describe.
+    pub fn generated(&self) -> Generated {
+        Generated {
+            requests: self.requests,
+            blocks: self.blocks,
+            alpha: self.alpha,
+            write_ratio: self.write_ratio,
+            dup_ratio: self.dup_ratio,
+            zero_fraction: self.zero_fraction,
+            cross_volume: self.cross_volume,
+            rewrite_ratio: self.rewrite_ratio,
+            pool: self.pool,
+            seed: self.seed,
+        }
+    }
+
+    /// The grid on `traces` (read with [`Source::from_traces`]) or, without them, on the generator.
+    pub fn grid(&self, traces: Option<Source>) -> Result<DedupGrid, Error> {
+        let bytes = |option: &'static str, s: &str| crate::size::parse_bytes(s).map_err(|e| bad(option)(&e));
+        let policy = |option: &'static str, p: &str| PolicySpec::parse(p).map_err(|e| bad(option)(&e));
+        if self.block_size == 0 {
+            return Err(bad("block_size")(&"must be at least 1"));
+        }
+        let fraction = |option: &'static str, f: f64| {
+            if f > 0.0 && f <= 1.0 {
+                Ok(f)
+            } else {
+                Err(bad(option)(&format!("{f} is not a fraction between 0 and 1")))
+            }
+        };
+        let base = DedupRun {
+            policy: policy("policy", &self.policy)?,
+            preset: blockwell_core::policy::Preset::Default,
+            block_size: self.block_size,
+            hash_fraction: fraction("hash_fraction", self.hash_fraction)?,
+            ref_bytes: self.ref_bytes,
+        };
+        let g = DedupGrid {
+            source: traces.unwrap_or_else(|| Source::Generated(self.generated())),
+            base,
+            sizes: self.cache.iter().map(|s| bytes("cache", s)).collect::<Result<_, _>>()?,
+            fractions: self.fractions.iter().map(|&f| fraction("fractions", f)).collect::<Result<_, _>>()?,
+            policies: self.policies.iter().map(|p| policy("policies", p)).collect::<Result<_, _>>()?,
+            policy_size: bytes("policy_size", &self.policy_size)?,
+            volumes: self.volumes.clone(),
+        };
+        g.check()?;
+        Ok(g)
+    }
+}
+
+impl DedupReport {
+    /// The tables as CSV text, by name: `sizes` (Table 3 and silent writes), `categories` (Table 1),
+    /// `fractions` (Figures 4-5), `policies`, `volumes` (unified vs private).
+    pub fn csv_tables(&self) -> Vec<(&'static str, String)> {
+        let mut sizes = String::from(
+            "cache_bytes,offset_read_hit_rate,content_read_hit_rate,ideal_read_hit_rate,silent_writes,\
+             content_device_writes,offset_device_writes,full_comparisons,comparisons_per_insert\n",
+        );
+        for c in &self.sizes {
+            let _ = writeln!(
+                sizes,
+                "{},{:.6},{:.6},{:.6},{},{},{},{},{:.6}",
+                c.cache_bytes,
+                c.offset.read_hit_rate(),
+                c.content.read_hit_rate(),
+                c.content_ideal.read_hit_rate(),
+                c.silent_writes(),
+                c.content.device_writes(),
+                c.offset.device_writes,
+                c.content.full_comparisons,
+                c.content.comparisons_per_insert()
+            );
+        }
+        let names: Vec<&str> = Category::ALL.iter().map(|c| c.short()).collect();
+        let mut categories = format!("cache_bytes,{}\n", names.join(","));
+        for c in &self.sizes {
+            let v: Vec<String> = Category::ALL.iter().map(|&k| c.content.get(k).to_string()).collect();
+            let _ = writeln!(categories, "{},{}", c.cache_bytes, v.join(","));
+        }
+        let mut fractions = String::from(
+            "cache_bytes,hash_fraction,full_comparisons,comparisons_per_insert,read_hit_rate,ideal_read_hit_rate\n",
+        );
+        for p in &self.fractions {
+            let _ = writeln!(
+                fractions,
+                "{},{},{},{:.6},{:.6},{:.6}",
+                p.cache_bytes,
+                p.hash_fraction,
+                p.full_comparisons,
+                p.comparisons_per_insert,
+                p.read_hit_rate,
+                p.ideal_read_hit_rate
+            );
+        }
+        let mut policies = String::from(
+            "policy,cache_bytes,offset_read_hit_rate,content_read_hit_rate,ideal_read_hit_rate,refs_dropped\n",
+        );
+        for p in &self.policies {
+            let c = &p.comparison;
+            let _ = writeln!(
+                policies,
+                "\"{}\",{},{:.6},{:.6},{:.6},{}",
+                p.policy,
+                c.cache_bytes,
+                c.offset.read_hit_rate(),
+                c.content.read_hit_rate(),
+                c.content_ideal.read_hit_rate(),
+                c.content.refs_dropped
+            );
+        }
+        let mut volumes = String::from(
+            "volumes,cache_bytes,private_offset,private_content,unified_offset,unified_content,content_hits\n",
+        );
+        for v in &self.volumes {
+            let _ = writeln!(
+                volumes,
+                "{},{},{:.6},{:.6},{:.6},{:.6},{}",
+                v.volumes,
+                v.cache_bytes,
+                v.private_offset,
+                v.private_content,
+                v.unified_offset,
+                v.unified_content,
+                v.unified_content_hits
+            );
+        }
+        vec![
+            ("sizes", sizes),
+            ("categories", categories),
+            ("fractions", fractions),
+            ("policies", policies),
+            ("volumes", volumes),
+        ]
     }
 }
 

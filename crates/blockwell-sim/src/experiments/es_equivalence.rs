@@ -6,10 +6,14 @@
 //! Workloads are generated one at a time, by name ([`EsWorkload::named`]); reference sizes are pages or
 //! percentages of each workload's working set. Model and parameters: `docs/extended-storage.md`.
 
-use super::Error;
-use crate::estier::{equivalence_table, simulate, EsConfig, EsReport, EsTable, EsWorkload, SearchConfig};
+use super::{bad, Error};
+use crate::estier::{equivalence_table, simulate, EsConfig, EsMode, EsReport, EsTable, EsWorkload, SearchConfig};
 use crate::replay::CacheSize;
-use serde::Serialize;
+use crate::size::SizeSpec;
+use blockwell_core::PolicySpec;
+use blockwell_disk::DiskSpec;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
 
 /// The grid.
 #[derive(Clone, Debug)]
@@ -96,6 +100,134 @@ impl EsGrid {
         }
         Ok(out)
     }
+}
+
+/// The grid's settings as a user writes them, for `blockwell experiment es-equivalence` and Python's
+/// `blockwell.experiments.es_equivalence`. [`EsOptions::grid`] checks them; an error names the option (by its
+/// field name, [`Error::option`]). The defaults are the paper's grid ([`EsGrid::paper`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EsOptions {
+    /// `postmark`, `bonnie`.
+    pub workload: Vec<String>,
+    pub scale: f64,
+    pub seed: u64,
+    /// Reference DRAM tier sizes: `25%` of the working set, `256MiB`, `65536blocks` (4 KiB pages); `None`:
+    /// the paper's.
+    pub cache: Option<Vec<String>>,
+    pub slowdowns: Vec<f64>,
+    /// DRAM page cache above the tier (`0`: none, seed 002's model).
+    pub page_cache: String,
+    /// Tier mode with a page cache: `inclusive` or `exclusive`.
+    pub mode: String,
+    /// Policy of both levels.
+    pub policy: String,
+    pub disk: String,
+    pub dram_ns: u64,
+    pub transfer_ns: u64,
+    /// Search tolerance, a fraction of the reference capacity.
+    pub tolerance: f64,
+    /// Threads (`None`: every core); results do not depend on it.
+    pub threads: Option<usize>,
+}
+
+impl Default for EsOptions {
+    fn default() -> Self {
+        let p = EsGrid::paper();
+        EsOptions {
+            workload: p.workloads,
+            scale: p.scale,
+            seed: p.seed,
+            cache: None,
+            slowdowns: p.slowdowns,
+            page_cache: "0".into(),
+            mode: "inclusive".into(),
+            policy: "lru".into(),
+            disk: "cheetah9lp".into(),
+            dram_ns: p.base.dram_ns,
+            transfer_ns: p.base.transfer_ns,
+            tolerance: p.search.tolerance,
+            threads: None,
+        }
+    }
+}
+
+impl EsOptions {
+    /// The grid these options describe.
+    pub fn grid(&self) -> Result<EsGrid, Error> {
+        let mut g = EsGrid::paper();
+        if let Some(c) = &self.cache {
+            // Reference sizes are counted in 4 KiB pages.
+            g.sizes = c
+                .iter()
+                .map(|s| {
+                    Ok(match SizeSpec::parse(s).map_err(|e| bad("cache")(&e))? {
+                        SizeSpec::Bytes(b) => CacheSize::Blocks(b / 4096),
+                        SizeSpec::Blocks(n) => CacheSize::Blocks(n),
+                        SizeSpec::Percent(p) => CacheSize::PercentOfFootprint(p),
+                    })
+                })
+                .collect::<Result<_, Error>>()?;
+        }
+        let page_cache = crate::size::parse_bytes(&self.page_cache).map_err(|e| bad("page_cache")(&e))?;
+        let policy = PolicySpec::parse(&self.policy).map_err(|e| bad("policy")(&e))?;
+        let disk = DiskSpec::parse(&self.disk).map_err(|e| bad("disk")(&e))?;
+        disk.build().map_err(|e| bad("disk")(&e))?;
+        g.base = EsConfig {
+            dram_blocks: usize::try_from(page_cache / 4096).map_err(|e| bad("page_cache")(&e))?,
+            dram_policy: policy.clone(),
+            es_policy: policy,
+            dram_ns: self.dram_ns,
+            transfer_ns: self.transfer_ns,
+            mode: EsMode::from_name(&self.mode).map_err(|e| bad("mode")(&e))?,
+            disk,
+            ..EsConfig::default()
+        };
+        g.workloads = self.workload.iter().map(|w| w.trim().to_string()).filter(|w| !w.is_empty()).collect();
+        if g.workloads.is_empty() {
+            return Err(bad("workload")(&"the list is empty"));
+        }
+        if !(self.scale.is_finite() && self.scale > 0.0) {
+            return Err(bad("scale")(&format!("{} is not a positive number", self.scale)));
+        }
+        g.scale = self.scale;
+        g.seed = self.seed;
+        g.slowdowns = self.slowdowns.clone();
+        if !(self.tolerance.is_finite() && self.tolerance > 0.0) {
+            return Err(bad("tolerance")(&format!("{} is not a positive fraction", self.tolerance)));
+        }
+        g.search =
+            SearchConfig { tolerance: self.tolerance, max_blocks: None, threads: super::threads_option(self.threads)? };
+        g.check()?;
+        Ok(g)
+    }
+}
+
+/// The tables as CSV: one line per (workload, slowdown, reference size).
+pub fn csv(tables: &[EsTable]) -> String {
+    let mut out = String::from(
+        "workload,slowdown,reference_blocks,reference_ns,equivalent_blocks,equivalent_ns,ratio,evaluations\n",
+    );
+    for t in tables {
+        for r in &t.rows {
+            for e in &r.per_size {
+                let o = |x: Option<String>| x.unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "{},{},{},{},{},{},{},{}",
+                    t.workload,
+                    e.slowdown,
+                    e.reference_blocks,
+                    e.reference_ns,
+                    o(e.equivalent_blocks.map(|v| v.to_string())),
+                    o(e.equivalent_ns.map(|v| v.to_string())),
+                    o(e.ratio.map(|v| format!("{v:.6}"))),
+                    e.evaluations
+                );
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

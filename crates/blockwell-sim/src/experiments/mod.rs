@@ -53,6 +53,31 @@ pub enum Error {
     Option { option: &'static str, message: String },
 }
 
+impl Error {
+    /// The option a setting error names ([`Error::Option`]), for fronts that spell options their own way
+    /// (`--page-cache` on the command line, `page_cache=` in Python).
+    pub fn option(&self) -> Option<&'static str> {
+        match self {
+            Error::Option { option, .. } => Some(option),
+            _ => None,
+        }
+    }
+}
+
+/// Maps an error to [`Error::Option`] naming `option`.
+pub(crate) fn bad(option: &'static str) -> impl Fn(&dyn std::fmt::Display) -> Error {
+    move |e| Error::Option { option, message: e.to_string() }
+}
+
+/// Checks a thread count given as an option (`None`: every core).
+pub(crate) fn threads_option(t: Option<usize>) -> Result<usize, Error> {
+    match t {
+        None => Ok(default_threads()),
+        Some(0) => Err(Error::Option { option: "threads", message: "must be at least 1".into() }),
+        Some(t) => Ok(t),
+    }
+}
+
 /// Threads to use by default: the machine's available parallelism.
 pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())

@@ -7,7 +7,7 @@
 //! placed by a layout) or a block trace (the policy and read-ahead run in a block-level cache, one process).
 //! Cache sizes are blocks or percentages of the footprint (distinct blocks the source touches).
 
-use super::{cell, par_map_progress, Error, Progress};
+use super::{bad, cell, par_map_progress, Error, Progress};
 use crate::layout::{LayoutKind, LayoutSpec};
 use crate::replay::CacheSize;
 use crate::vtime::{
@@ -215,6 +215,115 @@ impl PolicyGrid {
             sizes: blocks,
             points,
         })
+    }
+}
+
+/// The grid's settings as a user writes them, for `blockwell experiment prefetch-policies` and Python's
+/// `blockwell.experiments.prefetch_policies`. [`PolicyOptions::grid`] checks them and builds the grid on a
+/// generated workload or on a trace the caller has read; an error names the option (by its field name,
+/// [`Error::option`]). The defaults are the paper's setup ([`PolicyGrid::paper`]) on `loop`; `quick` means
+/// cache sizes of 25, 50 and 100 % and `loop(files=500)`, and every option given still applies.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PolicyOptions {
+    pub quick: bool,
+    /// A generated workload (`loop`, `random`, `mix-seq`, `mix-random`, with parameters); not with a trace.
+    pub workload: Option<String>,
+    /// Policy specs (`None`: the paper's eight, [`POLICIES`]).
+    pub policies: Option<Vec<String>>,
+    pub preset: String,
+    pub prefetch: Vec<String>,
+    /// Cache sizes: `25%` of the footprint, `64MiB`, `16384blocks`.
+    pub cache: Option<Vec<String>>,
+    pub disk: String,
+    pub layout: String,
+    pub scheduler: String,
+    /// Closed-loop think time before every request, in µs, instead of the source's.
+    pub think_us: Option<u64>,
+    /// Page and block size: a power of two from 512 B to 1 MiB.
+    pub block_size: u64,
+    /// Threads (`None`: every core); results do not depend on it.
+    pub threads: Option<usize>,
+}
+
+impl Default for PolicyOptions {
+    fn default() -> Self {
+        PolicyOptions {
+            quick: false,
+            workload: None,
+            policies: None,
+            preset: "seed001".into(),
+            prefetch: vec!["none".into(), "linux24".into()],
+            cache: None,
+            disk: "cheetah9lp".into(),
+            layout: "contiguous".into(),
+            scheduler: "fifo".into(),
+            think_us: None,
+            block_size: 4096,
+            threads: None,
+        }
+    }
+}
+
+impl PolicyOptions {
+    /// The grid on `trace` (a block trace read with [`Source::from_trace`]) or, without one, on the workload
+    /// option; every setting checked before anything runs.
+    pub fn grid(&self, trace: Option<Source>) -> Result<PolicyGrid, Error> {
+        let source = match (trace, &self.workload) {
+            (Some(_), Some(_)) => return Err(bad("workload")(&"give a workload or a trace, not both")),
+            (Some(t), None) => t,
+            (None, w) => {
+                let spec = match (w, self.quick) {
+                    (Some(w), _) => w.as_str(),
+                    (None, true) => "loop(files=500)",
+                    (None, false) => "loop",
+                };
+                let w = crate::workloads::WorkloadSpec::parse(spec).and_then(|s| s.build());
+                Source::Workload(w.map_err(|e| bad("workload")(&e))?)
+            }
+        };
+        let mut g = PolicyGrid::paper(source)?;
+        let bs = self.block_size;
+        if !bs.is_power_of_two() || !(512..=1 << 20).contains(&bs) {
+            return Err(bad("block_size")(&format!("{bs} is not a power of two between 512 B and 1 MiB")));
+        }
+        g.block_size = bs;
+        if self.quick {
+            g.sizes = [25.0, 50.0, 100.0].into_iter().map(CacheSize::PercentOfFootprint).collect();
+        }
+        if let Some(p) = &self.policies {
+            g.policies =
+                p.iter().map(|p| PolicySpec::parse(p)).collect::<Result<_, _>>().map_err(|e| bad("policies")(&e))?;
+        }
+        g.preset = Preset::from_name(&self.preset).ok_or_else(|| {
+            let known: Vec<&str> = Preset::ALL.iter().map(|p| p.name()).collect();
+            bad("preset")(&format!("unknown preset '{}' (known: {})", self.preset, known.join(", ")))
+        })?;
+        g.prefetchers = self.prefetch.iter().map(|p| parse_prefetch(p)).collect::<Result<_, _>>()?;
+        if let Some(sizes) = &self.cache {
+            g.sizes = sizes
+                .iter()
+                .map(|s| match crate::size::SizeSpec::parse(s).map_err(|e| bad("cache")(&e))? {
+                    crate::size::SizeSpec::Blocks(0) => Err(bad("cache")(&"0 blocks")),
+                    s => s.cache_size(bs).map_err(|e| bad("cache")(&e)),
+                })
+                .collect::<Result<_, _>>()?;
+        }
+        g.disk = DiskSpec::parse(&self.disk).map_err(|e| bad("disk")(&e))?;
+        g.disk.build().map_err(|e| bad("disk")(&e))?;
+        g.layout = self.layout.parse().map_err(|e| bad("layout")(&e))?;
+        g.layout.params.validate(bs).map_err(|e| bad("layout")(&e))?;
+        g.scheduler = Scheduler::parse(&self.scheduler).map_err(|e| bad("scheduler")(&e))?;
+        g.think_ns = self.think_us.map(|us| us.saturating_mul(1000));
+        g.threads = super::threads_option(self.threads)?;
+        for (option, empty) in
+            [("policies", g.policies.is_empty()), ("prefetch", g.prefetchers.is_empty()), ("cache", g.sizes.is_empty())]
+        {
+            if empty {
+                return Err(bad(option)(&"the list is empty"));
+            }
+        }
+        Ok(g)
     }
 }
 

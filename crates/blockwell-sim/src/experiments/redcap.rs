@@ -16,7 +16,7 @@
 //! destroy (`docs/experiments/redcap.md` measures how much). A cell reports the mean of the per-run
 //! improvements, its 95 % confidence half-width (Student's t), and the other quantities' means.
 
-use super::{cell, par_map_progress, Error, Progress};
+use super::{bad, cell, par_map_progress, Error, Progress};
 use crate::layout::{LayoutKind, LayoutSpec};
 use crate::vtime::{run_workload, Config, LevelConfig, PrefetchChoice, RedcapSetup, Report, Scheduler, Shadow};
 use crate::workload::Workload;
@@ -265,6 +265,127 @@ impl RedcapGrid {
             think_jitter_ns: self.think_jitter_ns,
             cells,
         })
+    }
+}
+
+/// The grid's settings as a user writes them, for `blockwell experiment redcap` and Python's
+/// `blockwell.experiments.redcap`: lists of specs, sizes as text (`256MiB`). [`RedcapOptions::grid`] checks
+/// them and builds the grid; an error names the option (by its field name, [`Error::option`]). The defaults
+/// are the paper's grid ([`RedcapGrid::paper`]); `quick` starts from [`RedcapGrid::quick`] instead, and every
+/// option given still applies.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RedcapOptions {
+    pub quick: bool,
+    /// Workload generators with a `procs` parameter, with parameters (`random(files=8)`).
+    pub benchmarks: Option<Vec<String>>,
+    pub procs: Option<Vec<u32>>,
+    pub layouts: Option<Vec<String>>,
+    /// REDCAP presets (`64x128k`).
+    pub configs: Option<Vec<String>>,
+    pub scale: Option<f64>,
+    pub disk: String,
+    /// Page-cache size (`0`: none).
+    pub page_cache: String,
+    pub page_policy: String,
+    pub page_prefetch: String,
+    pub scheduler: String,
+    pub layout_seed: u64,
+    pub runs: Option<u32>,
+    pub start_jitter_ms: f64,
+    pub shadow: String,
+    pub think_jitter_us: u64,
+    /// Threads (`None`: every core); results do not depend on it.
+    pub threads: Option<usize>,
+}
+
+impl Default for RedcapOptions {
+    fn default() -> Self {
+        RedcapOptions {
+            quick: false,
+            benchmarks: None,
+            procs: None,
+            layouts: None,
+            configs: None,
+            scale: None,
+            disk: "wd1200bb".into(),
+            page_cache: "256MiB".into(),
+            page_policy: "lru".into(),
+            page_prefetch: "linux26".into(),
+            scheduler: "cfq".into(),
+            layout_seed: 0,
+            runs: None,
+            start_jitter_ms: START_JITTER_NS as f64 / 1e6,
+            shadow: "closed-loop".into(),
+            think_jitter_us: 0,
+            threads: None,
+        }
+    }
+}
+
+impl RedcapOptions {
+    /// The grid these options describe, every setting checked (each workload spec too) before anything runs.
+    pub fn grid(&self) -> Result<RedcapGrid, Error> {
+        let mut g = if self.quick { RedcapGrid::quick()? } else { RedcapGrid::paper()? };
+        if let Some(list) = &self.benchmarks {
+            for b in list {
+                let spec = WorkloadSpec::parse(b).map_err(|e| bad("benchmarks")(&e))?;
+                if !spec.kind.defaults().contains_key("procs") {
+                    return Err(bad("benchmarks")(&format!("'{b}' has no procs parameter")));
+                }
+            }
+            g.benchmarks = list.clone();
+        }
+        if let Some(p) = &self.procs {
+            let max = crate::workloads::MAX_PROCS;
+            if let Some(x) = p.iter().find(|&&n| !(1..=max).contains(&n)) {
+                return Err(bad("procs")(&format!("'{x}' is not a process count from 1 to {max}")));
+            }
+            g.procs = p.clone();
+        }
+        if let Some(l) = &self.layouts {
+            g.layouts =
+                l.iter().map(|x| x.parse::<LayoutSpec>()).collect::<Result<_, _>>().map_err(|e| bad("layouts")(&e))?;
+            for l in &g.layouts {
+                l.params.validate(g.block_size).map_err(|e| bad("layouts")(&format!("{l}: {e}")))?;
+            }
+        }
+        if let Some(c) = &self.configs {
+            g.configs = c.clone();
+        }
+        if let Some(s) = self.scale {
+            g.scale = s;
+        }
+        g.disk = DiskSpec::parse(&self.disk).map_err(|e| bad("disk")(&e))?;
+        g.disk.build().map_err(|e| bad("disk")(&e))?;
+        let bytes = crate::size::parse_bytes(&self.page_cache).map_err(|e| bad("page_cache")(&e))?;
+        g.page_cache = if bytes == 0 {
+            None
+        } else {
+            let policy = PolicySpec::parse(&self.page_policy).map_err(|e| bad("page_policy")(&e))?;
+            let prefetch = PrefetchChoice::parse(&self.page_prefetch).map_err(|e| bad("page_prefetch")(&e))?;
+            Some(LevelConfig::new(policy, bytes).with_prefetch(prefetch))
+        };
+        g.scheduler = Scheduler::parse(&self.scheduler).map_err(|e| bad("scheduler")(&e))?;
+        g.layout_seed = self.layout_seed;
+        if let Some(r) = self.runs {
+            g.runs = r;
+        }
+        let ms = self.start_jitter_ms;
+        if !(ms.is_finite() && (0.0..=3.6e6).contains(&ms)) {
+            return Err(bad("start_jitter_ms")(&format!("{ms} is not a number of milliseconds from 0 to 3600000")));
+        }
+        g.start_jitter_ns = (ms * 1e6).round() as u64;
+        g.shadow = self.shadow.parse().map_err(|e| bad("shadow")(&e))?;
+        g.think_jitter_ns = self.think_jitter_us.saturating_mul(1000);
+        g.threads = super::threads_option(self.threads)?;
+        g.check()?;
+        for b in &g.benchmarks {
+            for &p in &g.procs {
+                g.workload_spec(b, p).map_err(|e| bad("benchmarks")(&format!("{b} with {p} processes: {e}")))?;
+            }
+        }
+        Ok(g)
     }
 }
 

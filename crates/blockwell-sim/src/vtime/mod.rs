@@ -90,6 +90,16 @@ pub enum Scheduler {
 }
 
 impl Scheduler {
+    /// Parses `fifo`, `c-look` (or `clook`) or `cfq`, in any case.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+            "fifo" => Ok(Scheduler::Fifo),
+            "c-look" | "clook" => Ok(Scheduler::CLook),
+            "cfq" => Ok(Scheduler::Cfq),
+            _ => Err(format!("unknown scheduler '{s}' (known: fifo, c-look, cfq)")),
+        }
+    }
+
     /// The name reports print.
     pub fn label(self) -> &'static str {
         match self {
