@@ -86,3 +86,12 @@ print(cache, cache.stats["evictions"], "evictions")
 # %%
 sweep = blockwell.sweep([trace], ["lru", "arc", "s3fifo"], ["1%", "10%"], out_dir=os.path.join(out, "sweep"))
 print(sweep.pivot_table(index="policy", columns="cache_blocks", values="block_miss_ratio"))
+
+# %% [markdown]
+# ## A seed paper's experiment: eight policies with and without Linux read-ahead (seed 001, reduced grid)
+
+# %%
+from blockwell import experiments
+
+pp = experiments.prefetch_policies(quick=True, workload="loop(files=200)")
+print(pp.pivot_table(index="policy", columns=["prefetch", "cache_blocks"], values="hit_ratio").round(3))

@@ -4,6 +4,7 @@
 //! - [`TraceBatches`]: a trace read in batches of numpy arrays, by every reader of `blockwell-trace`.
 //! - [`sim`]: `blockwell sim`'s one-pass replay of a trace through every (policy × size), the GIL released
 //!   while it runs; the report comes back as the JSON `blockwell sim --json` prints.
+//! - [`experiments::experiment`]: `blockwell experiment`'s simulator grids, their `--csv` tables back.
 //! - [`Cache`]: one cache level (the engine's [`CacheLevel`], the same step `sim` and the server drive) for
 //!   step-by-step experiments, with a bulk [`Cache::access_many`] over numpy arrays.
 //!
@@ -26,6 +27,7 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
+mod experiments;
 mod hooks;
 use hooks::{HookErrors, PyPolicy};
 
@@ -74,6 +76,11 @@ impl Source {
             .transpose()
             .map_err(|e| value_err("csv_columns", e))?;
         Ok(Source { path, format, options: ReaderOptions { skip_bad_lines, csv, object_size: Some(object_size) } })
+    }
+
+    /// The trace's file name, as results name it.
+    fn name(&self) -> String {
+        self.path.file_name().map_or_else(|| self.path.display().to_string(), |n| n.to_string_lossy().into_owned())
     }
 
     fn open(&self) -> Result<Box<dyn TraceReader>, EngineTraceError> {
@@ -547,6 +554,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sim, m)?)?;
     m.add_function(wrap_pyfunction!(mrc, m)?)?;
     m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(experiments::experiment, m)?)?;
     m.add_class::<TraceBatches>()?;
     m.add_class::<Cache>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

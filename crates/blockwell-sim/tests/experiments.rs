@@ -210,3 +210,26 @@ fn a_trace_read_into_a_source_runs_exactly_as_the_simulator_reads_it() {
         assert_eq!(a, b, "{issue:?}");
     }
 }
+
+#[test]
+fn options_read_from_json_take_the_defaults_and_name_bad_settings() {
+    use blockwell_sim::experiments::dedup::DedupOptions;
+    use blockwell_sim::experiments::es_equivalence::EsOptions;
+    use blockwell_sim::experiments::policies::PolicyOptions;
+    use blockwell_sim::experiments::redcap::RedcapOptions;
+    let o: RedcapOptions = serde_json::from_str(r#"{"quick": true, "procs": [1], "page_cache": "64MiB"}"#).unwrap();
+    let g = o.grid().unwrap();
+    assert_eq!((g.procs.as_slice(), g.runs, g.scale), (&[1][..], 3, 0.125), "quick, with procs applied");
+    assert_eq!(g.page_cache.unwrap().capacity_bytes, 64 << 20);
+    let e = serde_json::from_str::<RedcapOptions>(r#"{"nosuch": 1}"#).unwrap_err().to_string();
+    assert!(e.contains("unknown field `nosuch`"), "{e}");
+    let bad = RedcapOptions { scheduler: "elevator".into(), ..RedcapOptions::default() }.grid().unwrap_err();
+    assert_eq!(bad.option(), Some("scheduler"));
+    assert!(bad.to_string().starts_with("scheduler: unknown scheduler 'elevator'"), "{bad}");
+    let p = PolicyOptions { workload: Some("loop(files=10)".into()), ..PolicyOptions::default() };
+    let trace = p.grid(None).unwrap().source;
+    assert_eq!(p.grid(Some(trace)).unwrap_err().option(), Some("workload"), "a workload and a trace");
+    let d = DedupOptions { cache: vec!["1MiB".into(), "2 MiB".into()], ..DedupOptions::default() }.grid(None).unwrap();
+    assert_eq!(d.sizes, [1 << 20, 2 << 20]);
+    assert_eq!(EsOptions { scale: 0.0, ..EsOptions::default() }.grid().unwrap_err().option(), Some("scale"));
+}

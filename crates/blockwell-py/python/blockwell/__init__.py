@@ -25,7 +25,8 @@ from ._native import Cache as _NativeCache
 from ._native import TraceError
 
 __all__ = [
-    "Cache", "PolicyHooks", "Trace", "TraceError", "mrc", "plot", "read_trace", "sim", "sweep", "trace_stats",
+    "Cache", "PolicyHooks", "Trace", "TraceError", "experiments", "mrc", "plot", "read_trace", "sim", "sweep",
+    "trace_stats",
     "__version__",
 ]
 __version__: str = _native.__version__
@@ -442,5 +443,6 @@ class Cache:
         return f"blockwell.Cache({self.policy!r}, {self.capacity} blocks of {self.block_size} B)"
 
 
+from . import experiments  # noqa: E402
 from . import plot  # noqa: E402  (matplotlib is imported when a plot is drawn)
 from .sweep import sweep  # noqa: E402  (uses the names above)

@@ -72,6 +72,18 @@ def trace_stats(
     csv_columns: Optional[str] = None,
 ) -> str: ...
 
+def experiment(
+    name: str,
+    options_json: str,
+    traces: List[str] = ...,
+    *,
+    format: Optional[str] = None,
+    skip_bad_lines: int = 0,
+    object_size: str = "4096",
+    csv_columns: Optional[str] = None,
+    limit: Optional[int] = None,
+) -> List[Tuple[str, str]]: ...
+
 class Cache:
     def __init__(
         self,
