@@ -34,6 +34,7 @@ pub mod opt;
 pub mod s3fifo;
 pub mod setassoc;
 pub mod sieve;
+pub mod twolist;
 pub mod twoq;
 
 #[cfg(test)]
@@ -345,6 +346,7 @@ registry! {
     Car => car::Car, "car", [], "CLOCK with adaptive replacement (Bansal & Modha, FAST'04)";
     S3Fifo => s3fifo::S3Fifo, "s3fifo", ["s3-fifo"], "S3-FIFO: small probation FIFO, main FIFO-reinsertion, ghost";
     Sieve => sieve::Sieve, "sieve", [], "SIEVE: FIFO with a visited bit and a hand that stays in place";
+    TwoList => twolist::TwoList, "two-list", ["linux-lru", "active-inactive"], "the Linux page cache's active/inactive two-list LRU with a referenced bit";
     Opt => opt::Opt, "opt", ["belady"], "Belady's optimal offline policy: evict the block used farthest in the future";
 }
 
