@@ -448,3 +448,39 @@ fn a_simulated_cache_device_reports_both_levels_and_refuses_nonsense() {
     let e = util::fails(&[&args[..], &["--cache-dev-policy", "opt"]].concat());
     assert!(e.contains("OPT"), "{e}");
 }
+
+#[test]
+fn interval_counts_add_up_and_plot() {
+    let d = tempfile::tempdir().unwrap();
+    // 40 requests: blocks 0..4 then 100..104, repeated: the second half misses in a 4-block cache at first.
+    let mut body = String::from("version,time,op,size,lbn\n");
+    for i in 0..40u64 {
+        let base = if i < 20 { 0 } else { 800 };
+        body.push_str(&format!("1,{},28,4096,{}\n", i * 10, base + (i % 4) * 8));
+    }
+    let t = vscsi(d.path(), "shift.csv", &body);
+    let args = ["sim", "--trace", &t, "--policy", "lru", "--cache", "4blocks", "--warmup", "5"];
+    let csv = util::ok(&[&args[..], &["--interval", "10", "--csv"]].concat());
+    let rows: Vec<Vec<&str>> = csv.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    // 35 counted requests: intervals ending at 15, 25, 35 and a last one of 5 at 40.
+    assert_eq!(rows.iter().map(|r| r[3]).collect::<Vec<_>>(), ["15", "25", "35", "40"], "{csv}");
+    let misses: u64 = rows.iter().map(|r| r[6].parse::<u64>().unwrap()).sum();
+    let total: serde_json::Value = serde_json::from_str(&util::ok(&[&args[..], &["--json"]].concat())).unwrap();
+    let st = &total["results"][0]["stats"]["read"];
+    assert_eq!(misses, st["blocks"].as_u64().unwrap() - st["block_hits"].as_u64().unwrap());
+    // The working set changes at request 20: that interval misses, the ones around it hit.
+    assert_eq!(rows.iter().map(|r| r[6]).collect::<Vec<_>>(), ["0", "4", "0", "0"], "{csv}");
+    let json: serde_json::Value =
+        serde_json::from_str(&util::ok(&[&args[..], &["--interval", "10", "--json"]].concat())).unwrap();
+    assert_eq!(json["results"][0]["intervals"].as_array().unwrap().len(), 4);
+    let table = util::ok(&[&args[..], &["--interval", "10"]].concat());
+    assert!(table.contains("block miss ratio per interval") && table.contains("0.400000"), "{table}");
+    let png = d.path().join("over.png");
+    util::ok(&[&args[..], &["--interval", "10", "--plot", png.to_str().unwrap()]].concat());
+    assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+    let e = util::fails(&[&args[..], &["--interval", "0"]].concat());
+    assert!(e.contains("--interval: must be at least 1 request"), "{e}");
+    let e =
+        util::fails(&["sim", "--trace", &t, "--trace", &t, "--policy", "lru", "--cache", "4blocks", "--interval", "5"]);
+    assert!(e.contains("--interval: one --trace FILE"), "{e}");
+}

@@ -183,7 +183,7 @@ fn check_block_size(block_size: u64) -> PyResult<u64> {
 #[pyo3(signature = (
     trace, policies_, caches, *, format=None, block_size=4096, preset_="default", prefetch="none",
     admission_="always", sequential_cutoff="0", associativity=None, reads_only=false, warmup=0, volumes=None,
-    threads=0, skip_bad_lines=0, object_size="4096", csv_columns=None
+    threads=0, skip_bad_lines=0, object_size="4096", csv_columns=None, interval=0
 ))]
 #[allow(clippy::too_many_arguments)]
 fn sim(
@@ -205,6 +205,7 @@ fn sim(
     skip_bad_lines: u64,
     object_size: &str,
     csv_columns: Option<&str>,
+    interval: u64,
 ) -> PyResult<String> {
     let src = Source::new(trace, format, skip_bad_lines, object_size, csv_columns)?;
     let bs = check_block_size(block_size)?;
@@ -231,6 +232,7 @@ fn sim(
         sequential_cutoff: blockwell_sim::size::parse_bytes(sequential_cutoff)
             .map_err(|e| value_err("sequential_cutoff", e))?,
         associativity,
+        interval,
     };
     let report = py.detach(|| replay(&|| src.open(), &specs, &cfg, ReplayHooks::default())).map_err(|e| match e {
         blockwell_sim::replay::ReplayError::Trace(t) => trace_err(t),

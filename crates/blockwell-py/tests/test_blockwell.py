@@ -234,3 +234,22 @@ def test_mrc_and_trace_stats_equal_the_command_line():
     want = json.loads(cli)
     want.pop("trace")
     assert st == want
+
+
+def test_over_time_equals_the_command_line_and_adds_up():
+    trace = shared_trace()
+    df = blockwell.over_time(trace, ["lru", "arc"], ["1%", "10%"], interval=25_000, warmup=5_000)
+    out = subprocess.run([str(BIN), "sim", "--trace", str(trace), "--policy", "lru,arc", "--cache", "1%,10%",
+                          "--interval", "25000", "--warmup", "5000", "--csv"], check=True, capture_output=True,
+                         text=True).stdout
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert len(df) == len(rows) > 4
+    for (_, got), want in zip(df.iterrows(), rows):
+        for col in ("policy", "cache_blocks", "interval", "end_request", "blocks", "block_misses", "request_misses"):
+            assert str(got[col]) == want[col], col
+        assert abs(got["block_miss_ratio"] - float(want["block_miss_ratio"])) < 1e-6
+    total = blockwell.sim(trace, ["lru", "arc"], ["1%", "10%"], warmup=5_000)
+    sums = df.groupby(["policy", "cache_blocks"], sort=False)["block_misses"].sum().tolist()
+    assert sums == total["block_misses"].tolist()
+    with pytest.raises(ValueError, match="interval: must be at least 1"):
+        blockwell.over_time(trace, "lru", "1%", interval=0)

@@ -15,6 +15,7 @@ use blockwell_core::level::{self, CacheLevel, LevelConfig, StepPlan};
 use blockwell_core::policy::setassoc::SetAssoc;
 use blockwell_core::policy::{DynPolicy, Policy, PolicyError, PolicySpec, PolicyVisitor, Preset, NEVER};
 use blockwell_core::prefetch::{PrefetchError, PrefetcherKind, PrefetcherSpec};
+use blockwell_core::stats::OpStats;
 use blockwell_core::{Op, Stats};
 use blockwell_trace::{Request, TraceError, TraceReader};
 use serde::Serialize;
@@ -46,6 +47,9 @@ pub struct ReplayConfig {
     /// Blocks per set of every cache (set-associative, [`blockwell_core::policy::setassoc`]); `None`: fully
     /// associative.
     pub associativity: Option<NonZeroUsize>,
+    /// Report every cache's counters per interval of this many requests (after warm-up, the last interval
+    /// possibly shorter: [`CacheResult::intervals`]); 0 turns it off.
+    pub interval: u64,
 }
 
 impl Default for ReplayConfig {
@@ -61,6 +65,7 @@ impl Default for ReplayConfig {
             admission: AdmissionSpec::Always,
             sequential_cutoff: 0,
             associativity: None,
+            interval: 0,
         }
     }
 }
@@ -133,6 +138,53 @@ pub struct CacheResult {
     /// Sets the cache had: 1 when fully associative (no associativity, or ways >= blocks).
     pub sets: u64,
     pub stats: Stats,
+    /// With [`ReplayConfig::interval`]: the counters of each interval, in trace order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub intervals: Vec<Interval>,
+}
+
+/// The counters of one interval of requests ([`ReplayConfig::interval`]).
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct Interval {
+    /// Requests replayed (after filters, warm-up included) when the interval ended.
+    pub end_request: u64,
+    pub read: OpStats,
+    pub write: OpStats,
+}
+
+impl Interval {
+    fn between(end_request: u64, from: &Stats, to: &Stats) -> Interval {
+        let d = |a: OpStats, b: OpStats| OpStats {
+            requests: b.requests - a.requests,
+            request_hits: b.request_hits - a.request_hits,
+            blocks: b.blocks - a.blocks,
+            block_hits: b.block_hits - a.block_hits,
+        };
+        Interval { end_request, read: d(from.read, to.read), write: d(from.write, to.write) }
+    }
+
+    /// Read and write counters together.
+    pub fn total(&self) -> OpStats {
+        let mut t = self.read;
+        t += self.write;
+        t
+    }
+}
+
+/// The intervals of one cache from its counters at each interval's end (`snaps`, the `k`-th at request
+/// `warmup + k·interval`) and at the end of the trace (`last`, after `requests`).
+fn intervals(snaps: &[Stats], last: &Stats, warmup: u64, interval: u64, requests: u64) -> Vec<Interval> {
+    let mut out = Vec::with_capacity(snaps.len() + 1);
+    let mut prev = Stats::default();
+    for (k, s) in snaps.iter().enumerate() {
+        out.push(Interval::between(warmup + (k as u64 + 1) * interval, &prev, s));
+        prev = *s;
+    }
+    let end = warmup + snaps.len() as u64 * interval;
+    if requests > end {
+        out.push(Interval::between(requests, &prev, last));
+    }
+    out
 }
 
 /// Everything a replay measured.
@@ -167,6 +219,31 @@ struct Batch {
     reqs: Vec<BlockReq>,
     /// Next-use time of every block access of the batch, in order, when OPT needs it.
     next_use: Vec<u64>,
+    /// An interval ends with this batch: runners keep their counters.
+    snapshot: bool,
+}
+
+/// Where the requests `start..start + len` are cut into batches: the ends of the pieces, each with whether an
+/// interval ends there. Intervals of `interval` requests start after `warmup`; the warm-up point is a cut too, so
+/// that counters reset at a batch's first request.
+fn cuts(start: u64, len: usize, warmup: u64, interval: u64) -> Vec<(usize, bool)> {
+    let end = start + len as u64;
+    let mut out = Vec::new();
+    if warmup > start && warmup <= end {
+        out.push(((warmup - start) as usize, false));
+    }
+    if let Some(k) = (start.max(warmup) - warmup).checked_div(interval) {
+        // Interval ends are warmup + k·interval (k >= 1); those in start+1..=end fall in this batch.
+        let mut b = warmup + (k + 1) * interval;
+        while b <= end {
+            out.push(((b - start) as usize, true));
+            b += interval;
+        }
+    }
+    if out.last().map_or(true, |&(e, _)| e < len) {
+        out.push((len, false));
+    }
+    out
 }
 
 /// Turns trace requests into block requests, applying the filters.
@@ -326,6 +403,8 @@ fn pre_pass(
 /// A cache being simulated, behind an object-safe face so that one worker can hold several policy types.
 trait Runner: Send {
     fn run(&mut self, batch: &Batch, warmup: u64);
+    /// The counters so far.
+    fn stats(&self) -> Stats;
     fn finish(self: Box<Self>) -> (Stats, usize);
 }
 
@@ -356,6 +435,10 @@ impl<P: Policy> Runner for PlainCache<P> {
                 }
             }
         }
+    }
+
+    fn stats(&self) -> Stats {
+        *self.cache.stats()
     }
 
     fn finish(self: Box<Self>) -> (Stats, usize) {
@@ -392,6 +475,10 @@ impl Runner for LevelCache {
                 }
             }
         }
+    }
+
+    fn stats(&self) -> Stats {
+        *self.level.stats()
     }
 
     fn finish(self: Box<Self>) -> (Stats, usize) {
@@ -508,6 +595,7 @@ pub fn replay(
             associativity: cfg.associativity.map(NonZeroUsize::get),
             sets: config.sets() as u64,
             stats: Stats::default(),
+            intervals: Vec::new(),
         });
     }
 
@@ -520,35 +608,45 @@ pub fn replay(
     let mut requests = 0u64;
     let mut accesses = 0u64;
     let warmup = cfg.warmup;
+    let interval = cfg.interval;
 
     // Split the caches over the workers round-robin; results are put back in input order.
-    let mut groups: Vec<Vec<(usize, Box<dyn Runner>)>> = (0..threads).map(|_| Vec::new()).collect();
+    let mut groups: Vec<Group> = (0..threads).map(|_| Vec::new()).collect();
     for (i, r) in runners.into_iter().enumerate() {
-        groups[i % threads].push((i, r));
+        groups[i % threads].push((i, r, Vec::new()));
     }
 
-    let mut make_batch = |reqs: Vec<BlockReq>| -> Batch {
-        let n_blocks: u64 = reqs.iter().map(|r| r.n as u64).sum();
-        let nu = match &next_use {
-            Some(all) => all[accesses as usize..(accesses + n_blocks) as usize].to_vec(),
-            None => Vec::new(),
-        };
-        let b = Batch { start: requests, reqs, next_use: nu };
-        requests += b.reqs.len() as u64;
-        accesses += n_blocks;
-        b
+    // Batches as read, cut where warm-up or an interval ends.
+    let mut make_batches = |mut reqs: Vec<BlockReq>| -> Vec<Batch> {
+        let pieces = cuts(requests, reqs.len(), warmup, interval);
+        let mut out = Vec::with_capacity(pieces.len());
+        let mut at = 0;
+        for (end, snapshot) in pieces {
+            let piece: Vec<BlockReq> =
+                if at == 0 && end == reqs.len() { std::mem::take(&mut reqs) } else { reqs[at..end].to_vec() };
+            at = end;
+            let n_blocks: u64 = piece.iter().map(|r| r.n as u64).sum();
+            let nu = match &next_use {
+                Some(all) => all[accesses as usize..(accesses + n_blocks) as usize].to_vec(),
+                None => Vec::new(),
+            };
+            let b = Batch { start: requests, reqs: piece, next_use: nu, snapshot };
+            requests += b.reqs.len() as u64;
+            accesses += n_blocks;
+            out.push(b);
+        }
+        out
     };
 
-    let (skipped, finished): (blockwell_trace::BadLines, Vec<(usize, Stats)>) = if threads == 1 {
+    let (skipped, finished): (blockwell_trace::BadLines, Vec<Finished>) = if threads == 1 {
         let mut group = groups.pop().expect("one group");
         let skipped = scan(reader.as_mut(), cfg, progress, |reqs| {
-            let b = make_batch(reqs);
-            for (_, r) in group.iter_mut() {
-                r.run(&b, warmup);
+            for b in make_batches(reqs) {
+                run_batch(&mut group, &b, warmup);
             }
             Ok(())
         })?;
-        (skipped, group.into_iter().map(|(i, r)| (i, r.finish().0)).collect())
+        (skipped, finish(group))
     } else {
         std::thread::scope(|s| -> Result<_, ReplayError> {
             let mut senders = Vec::new();
@@ -559,10 +657,12 @@ pub fn replay(
                 handles.push(s.spawn(move || worker(group, rx, warmup)));
             }
             let res = scan(reader.as_mut(), cfg, progress, |reqs| {
-                let b = Arc::new(make_batch(reqs));
-                for tx in &senders {
-                    // A worker only stops early by panicking; the join below reports it.
-                    let _ = tx.send(b.clone());
+                for b in make_batches(reqs) {
+                    let b = Arc::new(b);
+                    for tx in &senders {
+                        // A worker only stops early by panicking; the join below reports it.
+                        let _ = tx.send(b.clone());
+                    }
                 }
                 Ok(())
             });
@@ -584,7 +684,10 @@ pub fn replay(
             ""
         }));
     }
-    for (i, st) in finished {
+    for (i, st, snaps) in finished {
+        if interval > 0 {
+            meta[i].intervals = intervals(&snaps, &st, warmup, interval, requests);
+        }
         meta[i].stats = st;
     }
     Ok(ReplayReport {
@@ -600,13 +703,29 @@ pub fn replay(
     })
 }
 
-fn worker(mut group: Vec<(usize, Box<dyn Runner>)>, rx: Receiver<Arc<Batch>>, warmup: u64) -> Vec<(usize, Stats)> {
-    while let Ok(b) = rx.recv() {
-        for (_, r) in group.iter_mut() {
-            r.run(&b, warmup);
+/// The caches one thread runs: index in the report, the cache, its counters at each interval's end.
+type Group = Vec<(usize, Box<dyn Runner>, Vec<Stats>)>;
+/// A cache's index, final counters and counters at each interval's end.
+type Finished = (usize, Stats, Vec<Stats>);
+
+fn run_batch(group: &mut Group, b: &Batch, warmup: u64) {
+    for (_, r, snaps) in group.iter_mut() {
+        r.run(b, warmup);
+        if b.snapshot {
+            snaps.push(r.stats());
         }
     }
-    group.into_iter().map(|(i, r)| (i, r.finish().0)).collect()
+}
+
+fn finish(group: Group) -> Vec<Finished> {
+    group.into_iter().map(|(i, r, snaps)| (i, r.finish().0, snaps)).collect()
+}
+
+fn worker(mut group: Group, rx: Receiver<Arc<Batch>>, warmup: u64) -> Vec<Finished> {
+    while let Ok(b) = rx.recv() {
+        run_batch(&mut group, &b, warmup);
+    }
+    finish(group)
 }
 
 /// A reader over requests held in memory (tests, the built-in demo workload, generators).
@@ -676,6 +795,50 @@ mod tests {
         assert_eq!(one.requests, 20_000);
         let misses: Vec<u64> = one.results.iter().map(|r| r.stats.total().block_misses()).collect();
         assert!(misses.windows(2).all(|w| w[0] >= w[1]), "LRU is a stack algorithm: {misses:?}");
+    }
+
+    #[test]
+    fn batches_are_cut_where_warm_up_and_intervals_end() {
+        assert_eq!(cuts(0, 10, 0, 0), [(10, false)]);
+        assert_eq!(cuts(0, 10, 4, 0), [(4, false), (10, false)]);
+        assert_eq!(cuts(0, 10, 0, 4), [(4, true), (8, true), (10, false)]);
+        assert_eq!(cuts(10, 10, 3, 4), [(1, true), (5, true), (9, true), (10, false)], "ends at 11, 15, 19");
+        assert_eq!(cuts(0, 8, 2, 3), [(2, false), (5, true), (8, true)], "an interval ending with the batch");
+        assert_eq!(cuts(8, 4, 2, 3), [(3, true), (4, false)], "the end at 8 belonged to the batch before");
+        assert_eq!(cuts(0, 5, 20, 3), [(5, false)], "all warm-up");
+    }
+
+    #[test]
+    fn intervals_add_up_to_the_totals_whatever_the_threads() {
+        use blockwell_core::prefetch::PrefetcherSpec;
+        let ids: Vec<u64> = (0..30_000u64).map(|i| (i * 7919 + i / 3) % 2000 + (i / 5000) * 100).collect();
+        let caches: Vec<_> = [10, 300].iter().map(|&b| lru(CacheSize::Blocks(b))).collect();
+        let base = ReplayConfig { interval: 4_000, warmup: 1_500, ..Default::default() };
+        for prefetch in [PrefetcherSpec::new(PrefetcherKind::NoPrefetch), "obl".parse().unwrap()] {
+            let cfg = ReplayConfig { prefetch, ..base.clone() };
+            let one = run(&ids, &caches, &ReplayConfig { threads: 1, ..cfg.clone() });
+            let many = run(&ids, &caches, &ReplayConfig { threads: 2, ..cfg });
+            assert_eq!(one, many);
+            for c in &one.results {
+                // 28,500 counted requests: seven intervals of 4,000 and one of 500.
+                let ends: Vec<u64> = c.intervals.iter().map(|i| i.end_request).collect();
+                assert_eq!(ends, [5_500, 9_500, 13_500, 17_500, 21_500, 25_500, 29_500, 30_000]);
+                let mut sum = (OpStats::default(), OpStats::default());
+                for i in &c.intervals {
+                    sum.0 += i.read;
+                    sum.1 += i.write;
+                }
+                assert_eq!(sum, (c.stats.read, c.stats.write));
+                assert_eq!(c.intervals[0].total().requests, 4_000);
+            }
+            // The working set shifts every 5,000 requests: the small cache's miss ratio is not one number.
+            let r: Vec<f64> = one.results[1].intervals.iter().map(|i| i.total().block_miss_ratio()).collect();
+            assert!(r.iter().any(|&x| (x - r[0]).abs() > 1e-3), "{r:?}");
+        }
+        let off = run(&ids, &caches, &ReplayConfig { interval: 0, ..base.clone() });
+        assert!(off.results.iter().all(|c| c.intervals.is_empty()));
+        let json = serde_json::to_value(&off).unwrap();
+        assert!(json["results"][0].get("intervals").is_none(), "no intervals key without --interval");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use crate::cmd::common::{ReadArgs, SizeSpec, TraceArgs};
 use crate::cmd::options::{parse_arg, BlockSize, Format, List, OutputArgs, PolicyList};
-use crate::cmd::plot::{drawing_error, save, Figure, PlotKind};
+use crate::cmd::plot::{drawing_error, save, Figure, PlotKind, PALETTE};
 use anyhow::Context;
 use blockwell_core::policy::Preset;
 use blockwell_sim::experiments::policies::{Metric, PolicyOptions, PolicyResults, Source};
@@ -369,19 +369,6 @@ struct Line {
     dashed: bool,
     points: Vec<(f64, f64)>,
 }
-
-const PALETTE: [(u8, u8, u8); 10] = [
-    (31, 119, 180),
-    (255, 127, 14),
-    (44, 160, 44),
-    (214, 39, 40),
-    (148, 103, 189),
-    (140, 86, 75),
-    (227, 119, 194),
-    (127, 127, 127),
-    (188, 189, 34),
-    (23, 190, 207),
-];
 
 /// A file name made of `s`'s letters, digits, `-` and `_`.
 fn file_name(s: &str) -> String {

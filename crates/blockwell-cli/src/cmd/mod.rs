@@ -16,6 +16,7 @@ pub mod options;
 pub mod plot;
 pub mod serve;
 pub mod sim;
+pub mod sim_interval;
 pub mod sim_tier;
 pub mod status;
 pub mod tier;

@@ -43,6 +43,20 @@ impl PlotKind {
     }
 }
 
+/// Line colours, in order (matplotlib's "tab10").
+pub const PALETTE: [(u8, u8, u8); 10] = [
+    (31, 119, 180),
+    (255, 127, 14),
+    (44, 160, 44),
+    (214, 39, 40),
+    (148, 103, 189),
+    (140, 86, 75),
+    (227, 119, 194),
+    (127, 127, 127),
+    (188, 189, 34),
+    (23, 190, 207),
+];
+
 /// A picture that draws itself on any plotters backend.
 pub trait Figure {
     fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> anyhow::Result<()>;

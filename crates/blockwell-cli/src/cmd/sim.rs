@@ -54,6 +54,16 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub warmup: u64,
 
+    /// Also count per interval of N requests after warm-up (the last one possibly shorter): the table adds the
+    /// block miss ratio per interval, --csv prints one row per cache and interval instead, --json adds each
+    /// cache's "intervals". One trace at a time.
+    #[arg(long, value_name = "N")]
+    pub interval: Option<u64>,
+
+    /// With --interval: plot the block miss ratio per interval into FILE (.svg or .png).
+    #[arg(long, value_name = "FILE", requires = "interval")]
+    pub plot: Option<std::path::PathBuf>,
+
     /// Worker threads (default: one per core). With several traces, in all: min(traces, N) traces replay at
     /// once, sharing the N threads evenly.
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -94,9 +104,17 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         admission: a.admit.admission,
         sequential_cutoff: a.admit.sequential_cutoff.0,
         associativity: a.cache.ways(),
+        interval: match a.interval {
+            Some(0) => bail!("--interval: must be at least 1 request"),
+            i => i.unwrap_or(0),
+        },
     };
+    let plot_kind = a.plot.as_deref().map(super::plot::PlotKind::of).transpose().map_err(|e| e.context("--plot"))?;
     let dev = a.dev.spec(bs)?;
     let list = a.trace.expand()?;
+    if a.interval.is_some() && (list.many || dev.is_some()) {
+        bail!("--interval: one --trace FILE, without --cache-dev-size");
+    }
     if list.many {
         if dev.is_some() {
             bail!("--cache-dev-size simulates one trace at a time: give one --trace FILE, not several nor a pattern");
@@ -106,8 +124,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let Some(trace) = list.traces.first() else { bail!("--trace: no trace given") };
     // Check the trace opens (and its format is known) before anything else.
     trace.open()?;
-    if let Some(p) = &a.output.output {
-        super::common::check_writable("--output", p)?;
+    for (option, path) in [("--output", &a.output.output), ("--plot", &a.plot)] {
+        if let Some(p) = path {
+            super::common::check_writable(option, p)?;
+        }
     }
     let bar = super::common::progress_bar(&trace.trace, "reading");
     // A pre-pass (footprint for % sizes, next-use times for OPT) reads the trace once more: say which pass.
@@ -145,12 +165,24 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let report = report.map_err(|e| trace_error(e, &trace.trace))?;
     skipped(report.skipped_lines, &report.skipped_examples);
     let name = trace.trace.display().to_string();
+    let over_time = a.interval.is_some();
     let text = match a.output.format() {
         Format::Json => OutputArgs::json(&report_json(&report, &name, &a)?)?,
+        Format::Csv if over_time => super::sim_interval::csv(&report),
         Format::Csv => csv(&report),
+        Format::Table if over_time => {
+            format!("{}\n{}", table(&report, &name, a.cache.prefetching()), super::sim_interval::table(&report))
+        }
         Format::Table => table(&report, &name, a.cache.prefetching()),
     };
     a.output.write(&text)?;
+    if let (Some(path), Some(kind)) = (&a.plot, plot_kind) {
+        let file = trace.trace.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let title = format!("{file} — miss ratio per {} requests", a.interval.unwrap_or(0));
+        let fig = super::sim_interval::OverTime { title: &title, report: &report };
+        super::plot::save(path, kind, (1000, 640), &fig)
+            .map_err(|e| e.context(format!("--plot {}", path.display())))?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -25,8 +25,8 @@ from ._native import Cache as _NativeCache
 from ._native import TraceError
 
 __all__ = [
-    "Cache", "PolicyHooks", "Trace", "TraceError", "experiments", "mrc", "plot", "read_trace", "sim", "sweep",
-    "trace_stats",
+    "Cache", "PolicyHooks", "Trace", "TraceError", "experiments", "mrc", "over_time", "plot", "read_trace", "sim",
+    "sweep", "trace_stats",
     "__version__",
 ]
 __version__: str = _native.__version__
@@ -250,6 +250,56 @@ def sim(
     df = pd.DataFrame([_row(path, report["block_size"], c) for c in results], columns=SIM_COLUMNS)
     df.attrs = {k: v for k, v in report.items() if k != "results"}
     return df
+
+
+#: Columns of :func:`over_time`, those of ``blockwell sim --interval N --csv`` with ``trace`` first.
+INTERVAL_COLUMNS = [
+    "trace", "policy", "cache_blocks", "interval", "end_request", "requests", "blocks", "block_misses",
+    "block_miss_ratio", "read_blocks", "read_block_misses", "read_block_miss_ratio", "request_misses",
+    "request_miss_ratio",
+]
+
+
+def over_time(
+    trace: PathLike,
+    policies: Union[str, Sequence[str]] = "lru",
+    cache: Sizes = "10%",
+    interval: int = 100_000,
+    **options,
+):
+    """Every cache's counters per interval of ``interval`` requests after warm-up (the last one possibly
+    shorter), as ``blockwell sim --interval N --csv``: a ``pandas.DataFrame`` with one row per (cache, interval),
+    columns :data:`INTERVAL_COLUMNS`. ``options`` are :func:`sim`'s (``warmup``, ``prefetch``, ``block_size``,
+    ...); policies are the engine's (names, not Python classes). The intervals' counts add up to ``sim``'s."""
+    import pandas as pd
+
+    if int(interval) < 1:
+        raise ValueError("interval: must be at least 1 request")
+    names = [policies] if isinstance(policies, str) else list(policies)
+    if not all(isinstance(p, str) for p in names):
+        raise ValueError("policies: over_time takes the engine's policies by name")
+    opts = dict(options)
+    for k, v in (("preset", "preset_"), ("admission", "admission_")):
+        if k in opts:
+            opts[v] = opts.pop(k)
+    for k in ("sequential_cutoff", "object_size"):
+        if k in opts:
+            opts[k] = _size(opts[k])
+    path = os.fspath(trace)
+    report = json.loads(_native.sim(path, names, _list(cache), interval=int(interval), **opts))
+    rows = []
+    for c in report["results"]:
+        for k, i in enumerate(c.get("intervals", []), start=1):
+            rd, wr = i["read"], i["write"]
+            blocks = rd["blocks"] + wr["blocks"]
+            rd_miss = rd["blocks"] - rd["block_hits"]
+            misses = rd_miss + wr["blocks"] - wr["block_hits"]
+            requests = rd["requests"] + wr["requests"]
+            req_miss = requests - rd["request_hits"] - wr["request_hits"]
+            rows.append([path, c["policy"], c["cache_blocks"], k, i["end_request"], requests, blocks, misses,
+                         _ratio(misses, blocks), rd["blocks"], rd_miss, _ratio(rd_miss, rd["blocks"]), req_miss,
+                         _ratio(req_miss, requests)])
+    return pd.DataFrame(rows, columns=INTERVAL_COLUMNS)
 
 
 def _replay(cache: "Cache", trace: Trace, reads_only: bool, warmup: int) -> None:

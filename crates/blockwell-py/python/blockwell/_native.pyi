@@ -45,6 +45,7 @@ def sim(
     skip_bad_lines: int = 0,
     object_size: str = "4096",
     csv_columns: Optional[str] = None,
+    interval: int = 0,
 ) -> str: ...
 
 def mrc(

@@ -1,0 +1,100 @@
+//! `blockwell sim --interval N`: every cache's miss ratio per interval of N requests (after warm-up), as a
+//! table, as CSV (one row per cache and interval) and as a plot of the block miss ratio over the trace. The
+//! counters come from the replay ([`blockwell_sim::replay::CacheResult::intervals`]).
+
+use super::plot::{chart, drawing_error, labelled_line, legend, Figure, PALETTE};
+use super::sim::csv_field;
+use blockwell_sim::replay::ReplayReport;
+use plotters::coord::Shift;
+use plotters::prelude::{DrawingArea, DrawingBackend, RGBColor, SeriesLabelPosition};
+use std::fmt::Write as _;
+
+/// The CSV: one row per cache and interval.
+pub fn csv(r: &ReplayReport) -> String {
+    let mut s = String::from(
+        "policy,cache_blocks,interval,end_request,requests,blocks,block_misses,block_miss_ratio,read_blocks,\
+         read_block_misses,read_block_miss_ratio,request_misses,request_miss_ratio\n",
+    );
+    for c in &r.results {
+        for (k, i) in c.intervals.iter().enumerate() {
+            let t = i.total();
+            let _ = writeln!(
+                s,
+                "{},{},{},{},{},{},{},{:.6},{},{},{:.6},{},{:.6}",
+                csv_field(&c.policy),
+                c.cache_blocks,
+                k + 1,
+                i.end_request,
+                t.requests,
+                t.blocks,
+                t.block_misses(),
+                t.block_miss_ratio(),
+                i.read.blocks,
+                i.read.block_misses(),
+                i.read.block_miss_ratio(),
+                t.request_misses(),
+                t.request_miss_ratio()
+            );
+        }
+    }
+    s
+}
+
+/// The table: one row per interval, the block miss ratio of each cache in a column.
+pub fn table(r: &ReplayReport) -> String {
+    let mut s = String::from("block miss ratio per interval (requests counted after filters, warm-up included)\n");
+    let _ = write!(s, "{:>12}", "end request");
+    let names: Vec<String> = r.results.iter().map(|c| format!("{} {}", c.policy, c.cache_blocks)).collect();
+    let width = names.iter().map(String::len).max().unwrap_or(8).max(8);
+    for n in &names {
+        let _ = write!(s, " {n:>width$}");
+    }
+    s.push('\n');
+    let rows = r.results.iter().map(|c| c.intervals.len()).max().unwrap_or(0);
+    for k in 0..rows {
+        let end = r.results.iter().find_map(|c| c.intervals.get(k)).map_or(0, |i| i.end_request);
+        let _ = write!(s, "{end:>12}");
+        for c in &r.results {
+            let v = c.intervals.get(k).map_or_else(|| "-".into(), |i| format!("{:.6}", i.total().block_miss_ratio()));
+            let _ = write!(s, " {v:>width$}");
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// The plot: block miss ratio against requests replayed, a line per cache.
+pub struct OverTime<'a> {
+    pub title: &'a str,
+    pub report: &'a ReplayReport,
+}
+
+impl Figure for OverTime<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> anyhow::Result<()> {
+        let r = self.report;
+        let x_max = r.results.iter().flat_map(|c| c.intervals.last()).map(|i| i.end_request).max().unwrap_or(1).max(1);
+        let y_max = r
+            .results
+            .iter()
+            .flat_map(|c| c.intervals.iter().map(|i| i.total().block_miss_ratio()))
+            .fold(0.0f64, f64::max);
+        let y1 = ((y_max * 20.0).ceil() / 20.0).clamp(0.05, 1.0);
+        let mut chart = chart(&root, self.title, 0u64..x_max, 0.0..y1)?;
+        chart
+            .configure_mesh()
+            .x_desc("requests replayed")
+            .y_desc("block miss ratio in the interval")
+            .y_label_formatter(&|y| format!("{y:.2}"))
+            .label_style(("sans-serif", 15))
+            .axis_desc_style(("sans-serif", 17))
+            .draw()
+            .map_err(drawing_error)?;
+        for (n, c) in r.results.iter().enumerate() {
+            let (red, green, blue) = PALETTE[n % PALETTE.len()];
+            let points = c.intervals.iter().map(|i| (i.end_request, i.total().block_miss_ratio())).collect();
+            labelled_line(&mut chart, points, RGBColor(red, green, blue), format!("{} {}", c.policy, c.cache_blocks))?;
+        }
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+        root.present().map_err(drawing_error)
+    }
+}
