@@ -478,6 +478,17 @@ fn interval_counts_add_up_and_plot() {
     let png = d.path().join("over.png");
     util::ok(&[&args[..], &["--interval", "10", "--plot", png.to_str().unwrap()]].concat());
     assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+    // Request i is at i × 10 s: 50 s of warm-up are the first 5 requests.
+    let by_time = ["sim", "--trace", &t, "--policy", "lru", "--cache", "4blocks", "--warmup", "50s"];
+    assert_eq!(util::ok(&[&by_time[..], &["--interval", "10", "--csv"]].concat()), csv);
+    let all = util::ok(&["sim", "--trace", &t, "--policy", "lru", "--cache", "4blocks", "--warmup", "1h", "--json"]);
+    let all: serde_json::Value = serde_json::from_str(&all).unwrap();
+    assert_eq!(
+        (all["warmup_requests"].as_u64(), all["results"][0]["stats"]["read"]["blocks"].as_u64()),
+        (Some(40), Some(0))
+    );
+    let e = util::fails(&["sim", "--trace", &t, "--policy", "lru", "--cache", "4blocks", "--warmup", "3 days"]);
+    assert!(e.contains("--warmup") && e.contains("unknown unit"), "{e}");
     let e = util::fails(&[&args[..], &["--interval", "0"]].concat());
     assert!(e.contains("--interval: must be at least 1 request"), "{e}");
     let e =

@@ -182,7 +182,7 @@ fn check_block_size(block_size: u64) -> PyResult<u64> {
 #[pyfunction]
 #[pyo3(signature = (
     trace, policies_, caches, *, format=None, block_size=4096, preset_="default", prefetch="none",
-    admission_="always", sequential_cutoff="0", associativity=None, reads_only=false, warmup=0, volumes=None,
+    admission_="always", sequential_cutoff="0", associativity=None, reads_only=false, warmup="0", volumes=None,
     threads=0, skip_bad_lines=0, object_size="4096", csv_columns=None, interval=0
 ))]
 #[allow(clippy::too_many_arguments)]
@@ -199,7 +199,7 @@ fn sim(
     sequential_cutoff: &str,
     associativity: Option<usize>,
     reads_only: bool,
-    warmup: u64,
+    warmup: &str,
     volumes: Option<Vec<String>>,
     threads: usize,
     skip_bad_lines: u64,
@@ -220,12 +220,14 @@ fn sim(
         None => None,
         Some(w) => Some(NonZeroUsize::new(w).ok_or_else(|| value_err("associativity", "must be at least 1"))?),
     };
-    let cfg = ReplayConfig {
+    let warmup = blockwell_sim::replay::Warmup::parse(warmup).map_err(|e| value_err("warmup", e))?;
+    let mut cfg = ReplayConfig {
         block_size: bs,
         preset: preset(preset_)?,
         reads_only,
         volumes,
-        warmup,
+        warmup: 0,
+        warmup_ns: 0,
         threads,
         prefetch: prefetcher(prefetch)?,
         admission: admission(admission_)?,
@@ -234,6 +236,7 @@ fn sim(
         associativity,
         interval,
     };
+    warmup.apply(&mut cfg);
     let report = py.detach(|| replay(&|| src.open(), &specs, &cfg, ReplayHooks::default())).map_err(|e| match e {
         blockwell_sim::replay::ReplayError::Trace(t) => trace_err(t),
         e => PyValueError::new_err(format!("{}: {e}", src.path.display())),

@@ -35,6 +35,9 @@ pub struct ReplayConfig {
     pub volumes: Option<Vec<String>>,
     /// Requests replayed before the counters start (the cache is warm, the counts are zero).
     pub warmup: u64,
+    /// Instead of `warmup`: warm-up lasts until the first request (after the filters) whose time stamp is at
+    /// least the first request's plus this many nanoseconds (0: off). A trace shorter than that is all warm-up.
+    pub warmup_ns: u64,
     /// Worker threads (0 = one per core).
     pub threads: usize,
     /// The prefetcher of every cache (prefetched blocks enter through the policy's prefetch path; reads complete
@@ -60,6 +63,7 @@ impl Default for ReplayConfig {
             reads_only: false,
             volumes: None,
             warmup: 0,
+            warmup_ns: 0,
             threads: 0,
             prefetch: PrefetcherSpec::new(PrefetcherKind::NoPrefetch),
             admission: AdmissionSpec::Always,
@@ -67,6 +71,57 @@ impl Default for ReplayConfig {
             associativity: None,
             interval: 0,
         }
+    }
+}
+
+/// How long the caches warm before counting starts: a number of requests (`10000`, `1M`: k, M, G) or a span of
+/// trace time (`30s`, `500ms`, `2min`, `1h`, `250us`, `100ns`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Warmup {
+    Requests(u64),
+    Nanos(u64),
+}
+
+impl Warmup {
+    pub fn parse(s: &str) -> Result<Warmup, String> {
+        let t = s.trim();
+        let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+        let (num, unit) = t.split_at(split);
+        let v: f64 = num.parse().map_err(|_| format!("'{s}' is not a request count or a time span (30s, 5min)"))?;
+        let (mult, time) = match unit.trim() {
+            "" => (1.0, false),
+            "k" | "K" => (1e3, false),
+            "M" => (1e6, false),
+            "G" => (1e9, false),
+            "ns" => (1.0, true),
+            "us" | "µs" => (1e3, true),
+            "ms" => (1e6, true),
+            "s" => (1e9, true),
+            "min" => (60e9, true),
+            "h" => (3600e9, true),
+            u => return Err(format!("'{s}': unknown unit '{u}' (requests: k, M, G; time: ns, us, ms, s, min, h)")),
+        };
+        let x = v * mult;
+        if !x.is_finite() || x > u64::MAX as f64 / 2.0 {
+            return Err(format!("'{s}' is out of range"));
+        }
+        let x = x.round() as u64;
+        Ok(if time { Warmup::Nanos(x) } else { Warmup::Requests(x) })
+    }
+
+    /// Sets `cfg`'s warm-up (requests or time) to this one.
+    pub fn apply(self, cfg: &mut ReplayConfig) {
+        (cfg.warmup, cfg.warmup_ns) = match self {
+            Warmup::Requests(n) => (n, 0),
+            Warmup::Nanos(ns) => (0, ns),
+        };
+    }
+}
+
+impl std::str::FromStr for Warmup {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Warmup, String> {
+        Warmup::parse(s)
     }
 }
 
@@ -221,6 +276,8 @@ struct Batch {
     next_use: Vec<u64>,
     /// An interval ends with this batch: runners keep their counters.
     snapshot: bool,
+    /// Warm-up ends where this batch starts: runners zero their counters first.
+    reset: bool,
 }
 
 /// Where the requests `start..start + len` are cut into batches: the ends of the pieces, each with whether an
@@ -234,10 +291,10 @@ fn cuts(start: u64, len: usize, warmup: u64, interval: u64) -> Vec<(usize, bool)
     }
     if let Some(k) = (start.max(warmup) - warmup).checked_div(interval) {
         // Interval ends are warmup + k·interval (k >= 1); those in start+1..=end fall in this batch.
-        let mut b = warmup + (k + 1) * interval;
+        let mut b = warmup.saturating_add((k + 1).saturating_mul(interval));
         while b <= end {
             out.push(((b - start) as usize, true));
-            b += interval;
+            b = b.saturating_add(interval);
         }
     }
     if out.last().map_or(true, |&(e, _)| e < len) {
@@ -326,28 +383,44 @@ const BATCH: usize = 1 << 15;
 
 /// Reads the whole (filtered) trace, calling `f` on each batch of block requests. Returns the skipped
 /// malformed lines.
+///
+/// `f` gets each batch of block requests and, with [`ReplayConfig::warmup_ns`], the index (among the requests
+/// kept) of the request that ends warm-up, in the batch where it is found.
 fn scan(
     reader: &mut dyn TraceReader,
     cfg: &ReplayConfig,
     progress: &(dyn Fn(u64) + Sync),
-    mut f: impl FnMut(Vec<BlockReq>) -> Result<(), ReplayError>,
+    mut f: impl FnMut(Vec<BlockReq>, Option<u64>) -> Result<(), ReplayError>,
 ) -> Result<blockwell_trace::BadLines, ReplayError> {
     let mut filter = Filter::new(cfg);
     let mut raw = Vec::with_capacity(BATCH);
+    let mut kept = 0u64;
+    // The first kept request's time, until warm-up by time has ended.
+    let mut first_time: Option<u64> = None;
+    let mut timing = cfg.warmup_ns > 0;
     loop {
         let n = reader.read_batch(&mut raw, BATCH)?;
         if n == 0 {
             break;
         }
         let mut reqs = Vec::with_capacity(n);
+        let mut warm_end = None;
         for r in &raw {
             if let Some(b) = filter.convert(r, reader.volumes()).map_err(|e| *e)? {
+                if timing {
+                    let t0 = *first_time.get_or_insert(r.time_ns);
+                    if r.time_ns.saturating_sub(t0) >= cfg.warmup_ns {
+                        warm_end = Some(kept);
+                        timing = false;
+                    }
+                }
+                kept += 1;
                 reqs.push(b);
             }
         }
         progress(reader.bytes_read());
         if !reqs.is_empty() {
-            f(reqs)?;
+            f(reqs, warm_end)?;
         }
     }
     if let Some(asked) = &cfg.volumes {
@@ -373,7 +446,7 @@ fn pre_pass(
 ) -> Result<PrePass, ReplayError> {
     let mut seen: HashSet<u64> = HashSet::new();
     let mut keys: Vec<u64> = Vec::new();
-    scan(reader, cfg, progress, |reqs| {
+    scan(reader, cfg, progress, |reqs, _| {
         for r in reqs {
             for i in 0..r.n as u64 {
                 let k = r.first.raw() + i;
@@ -402,7 +475,7 @@ fn pre_pass(
 
 /// A cache being simulated, behind an object-safe face so that one worker can hold several policy types.
 trait Runner: Send {
-    fn run(&mut self, batch: &Batch, warmup: u64);
+    fn run(&mut self, batch: &Batch);
     /// The counters so far.
     fn stats(&self) -> Stats;
     fn finish(self: Box<Self>) -> (Stats, usize);
@@ -418,13 +491,13 @@ struct PlainCache<P: Policy> {
 }
 
 impl<P: Policy> Runner for PlainCache<P> {
-    fn run(&mut self, batch: &Batch, warmup: u64) {
+    fn run(&mut self, batch: &Batch) {
         let mut at = 0usize;
         let with_next = !batch.next_use.is_empty();
+        if batch.reset {
+            self.cache.reset_stats();
+        }
         for (i, r) in batch.reqs.iter().enumerate() {
-            if warmup > 0 && batch.start + i as u64 == warmup {
-                self.cache.reset_stats();
-            }
             let n = r.n as usize;
             let nu = if with_next { &batch.next_use[at..at + n] } else { &[][..] };
             self.cache.access_blocks_static(r.op, r.first, n as u64, nu, &mut self.plan);
@@ -454,14 +527,14 @@ struct LevelCache {
 }
 
 impl Runner for LevelCache {
-    fn run(&mut self, batch: &Batch, warmup: u64) {
+    fn run(&mut self, batch: &Batch) {
         let mut at = 0usize;
         let with_next = !batch.next_use.is_empty();
         let bs = self.level.config().cache.block_size;
+        if batch.reset {
+            self.level.reset_stats();
+        }
         for (i, r) in batch.reqs.iter().enumerate() {
-            if warmup > 0 && batch.start + i as u64 == warmup {
-                self.level.reset_stats();
-            }
             let n = r.n as usize;
             let nu = if with_next { &batch.next_use[at..at + n] } else { &[][..] };
             let req = level::Request { next_use: nu, ..level::Request::blocks(r.op, r.first, n as u64, bs) };
@@ -607,7 +680,8 @@ pub fn replay(
     let next_use = pre.and_then(|p| p.next_use);
     let mut requests = 0u64;
     let mut accesses = 0u64;
-    let warmup = cfg.warmup;
+    // Until warm-up by time ends, where it ends is not known: no request is counted yet.
+    let mut warmup = if cfg.warmup_ns > 0 { u64::MAX } else { cfg.warmup };
     let interval = cfg.interval;
 
     // Split the caches over the workers round-robin; results are put back in input order.
@@ -617,7 +691,7 @@ pub fn replay(
     }
 
     // Batches as read, cut where warm-up or an interval ends.
-    let mut make_batches = |mut reqs: Vec<BlockReq>| -> Vec<Batch> {
+    let mut make_batches = |mut reqs: Vec<BlockReq>, warmup: u64| -> Vec<Batch> {
         let pieces = cuts(requests, reqs.len(), warmup, interval);
         let mut out = Vec::with_capacity(pieces.len());
         let mut at = 0;
@@ -630,7 +704,8 @@ pub fn replay(
                 Some(all) => all[accesses as usize..(accesses + n_blocks) as usize].to_vec(),
                 None => Vec::new(),
             };
-            let b = Batch { start: requests, reqs: piece, next_use: nu, snapshot };
+            let reset = warmup > 0 && requests == warmup;
+            let b = Batch { start: requests, reqs: piece, next_use: nu, snapshot, reset };
             requests += b.reqs.len() as u64;
             accesses += n_blocks;
             out.push(b);
@@ -640,9 +715,10 @@ pub fn replay(
 
     let (skipped, finished): (blockwell_trace::BadLines, Vec<Finished>) = if threads == 1 {
         let mut group = groups.pop().expect("one group");
-        let skipped = scan(reader.as_mut(), cfg, progress, |reqs| {
-            for b in make_batches(reqs) {
-                run_batch(&mut group, &b, warmup);
+        let skipped = scan(reader.as_mut(), cfg, progress, |reqs, warm_end| {
+            warmup = warm_end.unwrap_or(warmup);
+            for b in make_batches(reqs, warmup) {
+                run_batch(&mut group, &b);
             }
             Ok(())
         })?;
@@ -654,10 +730,11 @@ pub fn replay(
             for group in groups {
                 let (tx, rx) = sync_channel::<Arc<Batch>>(4);
                 senders.push(tx);
-                handles.push(s.spawn(move || worker(group, rx, warmup)));
+                handles.push(s.spawn(move || worker(group, rx)));
             }
-            let res = scan(reader.as_mut(), cfg, progress, |reqs| {
-                for b in make_batches(reqs) {
+            let res = scan(reader.as_mut(), cfg, progress, |reqs, warm_end| {
+                warmup = warm_end.unwrap_or(warmup);
+                for b in make_batches(reqs, warmup) {
                     let b = Arc::new(b);
                     for tx in &senders {
                         // A worker only stops early by panicking; the join below reports it.
@@ -684,7 +761,12 @@ pub fn replay(
             ""
         }));
     }
+    // A warm-up as long as the trace leaves nothing counted.
+    let warmed_all = warmup >= requests;
     for (i, st, snaps) in finished {
+        if warmed_all {
+            continue;
+        }
         if interval > 0 {
             meta[i].intervals = intervals(&snaps, &st, warmup, interval, requests);
         }
@@ -708,9 +790,9 @@ type Group = Vec<(usize, Box<dyn Runner>, Vec<Stats>)>;
 /// A cache's index, final counters and counters at each interval's end.
 type Finished = (usize, Stats, Vec<Stats>);
 
-fn run_batch(group: &mut Group, b: &Batch, warmup: u64) {
+fn run_batch(group: &mut Group, b: &Batch) {
     for (_, r, snaps) in group.iter_mut() {
-        r.run(b, warmup);
+        r.run(b);
         if b.snapshot {
             snaps.push(r.stats());
         }
@@ -721,9 +803,9 @@ fn finish(group: Group) -> Vec<Finished> {
     group.into_iter().map(|(i, r, snaps)| (i, r.finish().0, snaps)).collect()
 }
 
-fn worker(mut group: Group, rx: Receiver<Arc<Batch>>, warmup: u64) -> Vec<Finished> {
+fn worker(mut group: Group, rx: Receiver<Arc<Batch>>) -> Vec<Finished> {
     while let Ok(b) = rx.recv() {
-        run_batch(&mut group, &b, warmup);
+        run_batch(&mut group, &b);
     }
     finish(group)
 }
@@ -839,6 +921,42 @@ mod tests {
         assert!(off.results.iter().all(|c| c.intervals.is_empty()));
         let json = serde_json::to_value(&off).unwrap();
         assert!(json["results"][0].get("intervals").is_none(), "no intervals key without --interval");
+    }
+
+    #[test]
+    fn warm_up_by_time_ends_at_the_first_request_that_late() {
+        let v: Vec<Request> = (0..1000u64)
+            .map(|i| Request {
+                time_ns: 1_000_000 + i * 1000,
+                offset: (i % 50) * 4096,
+                len: 4096,
+                ..Default::default()
+            })
+            .collect();
+        let go = |w: Warmup, interval: u64, threads: usize| {
+            let mut cfg = ReplayConfig { interval, threads, ..Default::default() };
+            w.apply(&mut cfg);
+            let v = v.clone();
+            let caches = [lru(CacheSize::Blocks(10)), lru(CacheSize::Blocks(60))];
+            replay(&|| Ok(Box::new(VecReader::new(v.clone()))), &caches, &cfg, ReplayHooks::default()).unwrap()
+        };
+        // Request i is at 1 ms + i µs: 300 µs of warm-up is the first 300 requests, as --warmup 300 is.
+        let by_time = go(Warmup::parse("300us").unwrap(), 0, 1);
+        assert_eq!(by_time, go(Warmup::Requests(300), 0, 1));
+        assert_eq!(by_time.warmup_requests, 300);
+        assert_eq!(by_time.results[1].stats.read.blocks, 700);
+        assert_eq!(by_time.results[1].stats.read.block_hits, 700, "warm: 50 blocks fit in 60");
+        assert_eq!(go(Warmup::parse("300us").unwrap(), 200, 2), go(Warmup::Requests(300), 200, 1));
+        // A warm-up longer than the trace counts nothing, by time or by requests.
+        for w in [Warmup::parse("2s").unwrap(), Warmup::Requests(5000), Warmup::Requests(1000)] {
+            let r = go(w, 100, 1);
+            assert_eq!(r.warmup_requests, 1000);
+            assert!(r.results.iter().all(|c| c.stats == Stats::default() && c.intervals.is_empty()), "{w:?}");
+        }
+        assert_eq!(Warmup::parse("1.5M"), Ok(Warmup::Requests(1_500_000)));
+        assert_eq!(Warmup::parse("2min"), Ok(Warmup::Nanos(120_000_000_000)));
+        assert!(Warmup::parse("3 days").unwrap_err().contains("unknown unit"));
+        assert!(Warmup::parse("soon").unwrap_err().contains("not a request count"));
     }
 
     #[test]

@@ -10,11 +10,11 @@
 //! MESSAGE}` there.
 
 use super::common::{SizeSpec, TraceArgs, TraceListArgs};
-use super::options::{AdmitArgs, CacheArgs, Format, Many, OutputArgs};
+use super::options::{parse_arg, AdmitArgs, CacheArgs, Format, Many, OutputArgs};
 use anyhow::bail;
 use blockwell_core::policy::{PolicyError, PolicySpec};
 use blockwell_sim::analysis::human_bytes;
-use blockwell_sim::replay::{replay, CacheSpec, ReplayConfig, ReplayError, ReplayHooks, ReplayReport};
+use blockwell_sim::replay::{replay, CacheSpec, ReplayConfig, ReplayError, ReplayHooks, ReplayReport, Warmup};
 use blockwell_sim::tier::{replay_tier, TierReplayConfig};
 use std::path::Path;
 use std::process::ExitCode;
@@ -50,9 +50,11 @@ pub struct Args {
     #[arg(long)]
     pub reads_only: bool,
 
-    /// Requests replayed to warm the caches before counting starts.
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub warmup: u64,
+    /// Warm the caches before counting starts: N requests (`50000`, `1M`), or a span of trace time (`30s`,
+    /// `500ms`, `10min`: until the first request at least that long after the first one). A warm-up as long as
+    /// the trace counts nothing.
+    #[arg(long, value_name = "N|TIME", default_value = "0", value_parser = parse_arg::<Warmup>)]
+    pub warmup: Warmup,
 
     /// Also count per interval of N requests after warm-up (the last one possibly shorter): the table adds the
     /// block miss ratio per interval, --csv prints one row per cache and interval instead, --json adds each
@@ -98,7 +100,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         preset: a.cache.preset,
         reads_only: a.reads_only,
         volumes: a.volumes.as_ref().map(|v| v.split(',').map(|s| s.trim().to_string()).collect()),
-        warmup: a.warmup,
+        warmup: 0,
+        warmup_ns: 0,
         threads: a.threads,
         prefetch: a.cache.prefetch.clone(),
         admission: a.admit.admission,
@@ -109,11 +112,16 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             i => i.unwrap_or(0),
         },
     };
+    let mut cfg = cfg;
+    a.warmup.apply(&mut cfg);
     let plot_kind = a.plot.as_deref().map(super::plot::PlotKind::of).transpose().map_err(|e| e.context("--plot"))?;
     let dev = a.dev.spec(bs)?;
     let list = a.trace.expand()?;
     if a.interval.is_some() && (list.many || dev.is_some()) {
         bail!("--interval: one --trace FILE, without --cache-dev-size");
+    }
+    if dev.is_some() && matches!(a.warmup, Warmup::Nanos(_)) {
+        bail!("--warmup: with --cache-dev-size, a number of requests");
     }
     if list.many {
         if dev.is_some() {
@@ -297,7 +305,7 @@ fn check_caches(caches: &[CacheSpec], cfg: &ReplayConfig) -> anyhow::Result<()> 
     let open = || -> Result<Box<dyn blockwell_trace::TraceReader>, blockwell_trace::TraceError> {
         Ok(Box::new(blockwell_sim::replay::VecReader::new(vec![one])))
     };
-    let cfg = ReplayConfig { volumes: None, warmup: 0, threads: 1, ..cfg.clone() };
+    let cfg = ReplayConfig { volumes: None, warmup: 0, warmup_ns: 0, threads: 1, ..cfg.clone() };
     for c in caches {
         if let Err(e) = replay(&open, std::slice::from_ref(c), &cfg, ReplayHooks { progress: None, validate: false }) {
             // (The check's trace has a request and no volume filter: no error here is about a trace.)

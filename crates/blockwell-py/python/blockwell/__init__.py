@@ -194,7 +194,7 @@ def sim(
     sequential_cutoff: Union[str, int] = 0,
     associativity: Optional[int] = None,
     reads_only: bool = False,
-    warmup: int = 0,
+    warmup: Union[int, str] = 0,
     volumes: Optional[Sequence[str]] = None,
     threads: int = 0,
     skip_bad_lines: int = 0,
@@ -226,7 +226,7 @@ def sim(
         sequential_cutoff=_size(sequential_cutoff),
         associativity=associativity,
         reads_only=reads_only,
-        warmup=warmup,
+        warmup=str(warmup),
         volumes=None if volumes is None else list(volumes),
         threads=threads,
         skip_bad_lines=skip_bad_lines,
@@ -239,6 +239,9 @@ def sim(
     if hooked:
         if volumes is not None or associativity is not None:
             raise ValueError("policies: Python policies do not take volumes or associativity yet")
+        if not str(warmup).strip().isdigit():
+            raise ValueError("warmup: Python policies take a warm-up in requests (an int)")
+        warmup = int(warmup)
         sized = report["results"][: len(_list(cache))]
         opts = dict(format=format, skip_bad_lines=skip_bad_lines, object_size=object_size, csv_columns=csv_columns)
         for p in hooked:
@@ -285,6 +288,8 @@ def over_time(
     for k in ("sequential_cutoff", "object_size"):
         if k in opts:
             opts[k] = _size(opts[k])
+    if "warmup" in opts:
+        opts["warmup"] = str(opts["warmup"])
     path = os.fspath(trace)
     report = json.loads(_native.sim(path, names, _list(cache), interval=int(interval), **opts))
     rows = []
@@ -319,6 +324,8 @@ def _replay(cache: "Cache", trace: Trace, reads_only: bool, warmup: int) -> None
             cols = [c[cut:] for c in cols]
         cache.access_many(*cols)
         seen += n
+    if seen <= warmup and warmup > 0:
+        cache.reset_stats()  # a warm-up as long as the trace counts nothing, as the engine's replay
 
 
 def mrc(

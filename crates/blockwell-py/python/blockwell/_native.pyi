@@ -39,7 +39,7 @@ def sim(
     sequential_cutoff: str = "0",
     associativity: Optional[int] = None,
     reads_only: bool = False,
-    warmup: int = 0,
+    warmup: str = "0",
     volumes: Optional[List[str]] = None,
     threads: int = 0,
     skip_bad_lines: int = 0,
