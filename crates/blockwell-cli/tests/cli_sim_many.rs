@@ -271,3 +271,15 @@ fn real_traces_by_a_pattern() {
     let want = expected_csv(&[&files[0], &files[1]], &rest);
     assert_eq!(util::ok(&sim_args(&[&pattern], &rest)), want);
 }
+
+#[test]
+fn skipped_lines_are_reported_per_trace_by_name() {
+    let d = tempfile::tempdir().unwrap();
+    let (a, b) = (write(d.path(), "a.csv", BAD), write(d.path(), "b.csv", SMALL));
+    let o = util::run(&sim_args(&[&a, &b], &["--skip-bad-lines", "5", "--csv"]));
+    assert!(o.status.success());
+    let err = stderr_lines(&o);
+    assert_eq!(err[0], format!("blockwell: skipped 1 malformed line(s) of {a}; first:"), "{err:?}");
+    assert!(err[1].contains("a.csv:3"), "{err:?}");
+    assert_eq!(err.len(), 2, "b.csv has no malformed line: {err:?}");
+}

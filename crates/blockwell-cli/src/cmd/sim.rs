@@ -161,7 +161,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             b.finish_and_clear();
         }
         let report = report.map_err(|e| trace_error(e, &trace.trace))?;
-        skipped(report.skipped_lines, &report.skipped_examples);
+        skipped(report.skipped_lines, &report.skipped_examples, None);
         let text = super::sim_tier::render(&report, &trace.trace.display().to_string(), &a.output)?;
         a.output.write(&text)?;
         return Ok(ExitCode::SUCCESS);
@@ -171,7 +171,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         b.finish_and_clear();
     }
     let report = report.map_err(|e| trace_error(e, &trace.trace))?;
-    skipped(report.skipped_lines, &report.skipped_examples);
+    skipped(report.skipped_lines, &report.skipped_examples, None);
     let name = trace.trace.display().to_string();
     let over_time = a.interval.is_some();
     let text = match a.output.format() {
@@ -249,8 +249,10 @@ fn run_many(a: &Args, traces: &[TraceArgs], caches: &[CacheSpec], cfg: ReplayCon
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    for r in outcomes.iter().flatten() {
-        skipped(r.skipped_lines, &r.skipped_examples);
+    for (t, r) in traces.iter().zip(&outcomes) {
+        if let Ok(r) = r {
+            skipped(r.skipped_lines, &r.skipped_examples, Some(&t.trace));
+        }
     }
     let names: Vec<String> = traces.iter().map(|t| t.trace.display().to_string()).collect();
     let text = match a.output.format() {
@@ -369,9 +371,11 @@ fn trace_error_of_many(e: ReplayError, trace: &Path) -> anyhow::Error {
     }
 }
 
-fn skipped(count: u64, examples: &[String]) {
+/// Reports the malformed lines a replay skipped (naming the trace when several replay).
+fn skipped(count: u64, examples: &[String], trace: Option<&Path>) {
     if count > 0 {
-        eprintln!("blockwell: skipped {count} malformed line(s); first:");
+        let of = trace.map(|t| format!(" of {}", t.display())).unwrap_or_default();
+        eprintln!("blockwell: skipped {count} malformed line(s){of}; first:");
         for e in examples {
             eprintln!("  {e}");
         }
