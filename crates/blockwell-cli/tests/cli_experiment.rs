@@ -95,7 +95,7 @@ fn experiment_redcap_quick_reproduces_the_strided_gain_and_is_deterministic() {
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 1 + 2, "{csv}");
     assert!(lines[0].starts_with("benchmark,procs,layout,config,"));
-    assert!(lines[1].starts_with("strided-4k,8,block-groups,64x128k,"));
+    assert!(lines[1].starts_with("\"strided-4k\",8,\"block-groups\",64x128k,"), "{csv}");
 }
 
 #[test]
