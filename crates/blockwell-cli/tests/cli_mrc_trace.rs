@@ -258,3 +258,65 @@ fn bad_input_exits_2_with_one_line() {
     assert!(fails(&["trace", "gen", "loop", "--request-size", "1000", "-o", s(&out)]).contains("multiple of 512"));
     assert!(fails(&["trace", "gen", "zipf", "--format", "nope", "-o", s(&out)]).contains("unknown trace format"));
 }
+
+/// `mrc --policy`: a curve per policy by simulation. Full simulation of LRU equals the exact stack-distance
+/// curve; a miniature simulation replays the sampled blocks through caches scaled by the rate and stays close
+/// to the full one; ARC differs from LRU.
+#[test]
+fn policy_curves_by_full_and_miniature_simulation() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = gen_zipf(dir.path(), "z.vscsi", "42");
+    let sizes = "500blocks,2000blocks,6000blocks";
+    let exact: serde_json::Value =
+        serde_json::from_str(&ok(&["mrc", "--trace", s(&trace), "--sizes", sizes, "--json"])).unwrap();
+    let full: serde_json::Value =
+        serde_json::from_str(&ok(&["mrc", "--trace", s(&trace), "--sizes", sizes, "--policy", "lru,arc", "--json"]))
+            .unwrap();
+    let (e, f) = (exact["points"].as_array().unwrap(), full["points"].as_array().unwrap());
+    assert_eq!(f.len(), 6);
+    for (x, y) in e.iter().zip(&f[..3]) {
+        assert_eq!(
+            (x["cache_blocks"].as_u64(), x["miss_ratio"].as_f64()),
+            (y["cache_blocks"].as_u64(), y["miss_ratio"].as_f64())
+        );
+    }
+    assert!(f[3..].iter().zip(&f[..3]).any(|(arc, lru)| arc["miss_ratio"] != lru["miss_ratio"]), "{full}");
+    let mini: serde_json::Value = serde_json::from_str(&ok(&[
+        "mrc",
+        "--trace",
+        s(&trace),
+        "--sizes",
+        sizes,
+        "--policy",
+        "lru,arc",
+        "--sample",
+        "0.25",
+        "--json",
+    ]))
+    .unwrap();
+    let m = mini["points"].as_array().unwrap();
+    assert_eq!(
+        m.iter().map(|p| p["sampled_cache_blocks"].as_u64().unwrap()).collect::<Vec<_>>(),
+        [125, 500, 1500, 125, 500, 1500]
+    );
+    // LRU's miniature simulation is SHARDS (with SHARDS_adj) by another road: the same numbers.
+    let shards: serde_json::Value =
+        serde_json::from_str(&ok(&["mrc", "--trace", s(&trace), "--sizes", sizes, "--sample", "0.25", "--json"]))
+            .unwrap();
+    for (x, y) in m[..3].iter().zip(shards["points"].as_array().unwrap()) {
+        assert!((x["miss_ratio"].as_f64().unwrap() - y["miss_ratio"].as_f64().unwrap()).abs() < 1e-9, "{x} vs {y}");
+    }
+    for (x, y) in m.iter().zip(f) {
+        assert_eq!(x["cache_blocks"], y["cache_blocks"]);
+        let d = (x["miss_ratio"].as_f64().unwrap() - y["miss_ratio"].as_f64().unwrap()).abs();
+        assert!(d < 0.05, "miniature {x} vs full {y}");
+    }
+    assert!(mini["sampled_block_accesses"].as_u64().unwrap() < 30_000 / 2);
+    let csv = ok(&["mrc", "--trace", s(&trace), "--sizes", sizes, "--policy", "s3fifo", "--sample", "0.5", "--csv"]);
+    assert!(csv.starts_with("policy,cache_blocks,cache_bytes,sampled_cache_blocks,miss_ratio\ns3fifo,500,"), "{csv}");
+    let png = dir.path().join("c.png");
+    ok(&["mrc", "--trace", s(&trace), "--points", "4", "--policy", "lru,2q", "--sample", "0.5", "--plot", s(&png)]);
+    assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+    let e = fails(&["mrc", "--trace", s(&trace), "--policy", "lru", "--sample", "2"]);
+    assert!(e.contains("sampling rate 2 is not in (0, 1]"), "{e}");
+}

@@ -228,6 +228,7 @@ fn sim(
         volumes,
         warmup: 0,
         warmup_ns: 0,
+        sample: None,
         threads,
         prefetch: prefetcher(prefetch)?,
         admission: admission(admission_)?,

@@ -50,6 +50,11 @@ pub struct ReplayConfig {
     /// Blocks per set of every cache (set-associative, [`blockwell_core::policy::setassoc`]); `None`: fully
     /// associative.
     pub associativity: Option<NonZeroUsize>,
+    /// SHARDS spatial sampling (Waldspurger et al., FAST'15): keep only the blocks whose sampling hash
+    /// ([`crate::mrc::sample_hash`]) falls below this rate, each as a one-block request, for miniature
+    /// simulation (caches scaled by the same rate; ATC'17). Block counts and ratios keep their meaning,
+    /// request-level ones do not. `None`: every block.
+    pub sample: Option<f64>,
     /// Report every cache's counters per interval of this many requests (after warm-up, the last interval
     /// possibly shorter: [`CacheResult::intervals`]); 0 turns it off.
     pub interval: u64,
@@ -70,6 +75,7 @@ impl Default for ReplayConfig {
             sequential_cutoff: 0,
             associativity: None,
             interval: 0,
+            sample: None,
         }
     }
 }
@@ -166,6 +172,8 @@ pub enum ReplayError {
     Request { index: u64, message: String },
     #[error("no cache to simulate (give at least one policy and one size)")]
     NoCaches,
+    #[error("sampling rate {0} is not in (0, 1]")]
+    SampleRate(f64),
     /// The volume filter kept nothing: no volume of the trace has any of the names asked for.
     #[error("no volume named {} in the trace; its volumes: {}", .asked.join(", "), list_names(.have))]
     NoSuchVolume { asked: Vec<String>, have: Vec<String> },
@@ -253,6 +261,9 @@ pub struct ReplayReport {
     pub block_accesses: u64,
     /// Distinct blocks, when a pre-pass ran.
     pub footprint_blocks: Option<u64>,
+    /// With [`ReplayConfig::sample`]: the block accesses the trace had after the filters, before sampling.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsampled_block_accesses: Option<u64>,
     pub warmup_requests: u64,
     pub skipped_lines: u64,
     /// The first few skipped lines' messages (`file:line: expected …, found …`).
@@ -391,13 +402,16 @@ fn scan(
     cfg: &ReplayConfig,
     progress: &(dyn Fn(u64) + Sync),
     mut f: impl FnMut(Vec<BlockReq>, Option<u64>) -> Result<(), ReplayError>,
-) -> Result<blockwell_trace::BadLines, ReplayError> {
+) -> Result<Scanned, ReplayError> {
+    let mut all_blocks = 0u64;
     let mut filter = Filter::new(cfg);
     let mut raw = Vec::with_capacity(BATCH);
     let mut kept = 0u64;
     // The first kept request's time, until warm-up by time has ended.
     let mut first_time: Option<u64> = None;
     let mut timing = cfg.warmup_ns > 0;
+    // SHARDS: a block is kept when its 32-bit sampling hash is below rate · 2^32.
+    let threshold = cfg.sample.map(|r| (r * 4_294_967_296.0) as u64);
     loop {
         let n = reader.read_batch(&mut raw, BATCH)?;
         if n == 0 {
@@ -414,8 +428,21 @@ fn scan(
                         timing = false;
                     }
                 }
-                kept += 1;
-                reqs.push(b);
+                all_blocks += u64::from(b.n);
+                match threshold {
+                    None => {
+                        kept += 1;
+                        reqs.push(b);
+                    }
+                    Some(t) => {
+                        for k in b.first.raw()..b.first.raw() + u64::from(b.n) {
+                            if u64::from(crate::mrc::sample_hash(k)) < t {
+                                kept += 1;
+                                reqs.push(BlockReq { first: BlockKey::from_raw(k), n: 1, op: b.op });
+                            }
+                        }
+                    }
+                }
             }
         }
         progress(reader.bytes_read());
@@ -429,7 +456,14 @@ fn scan(
             return Err(ReplayError::NoSuchVolume { asked: asked.clone(), have: reader.volumes().to_vec() });
         }
     }
-    Ok(reader.skipped().clone())
+    Ok(Scanned { skipped: reader.skipped().clone(), all_blocks })
+}
+
+/// What a scan saw besides its batches.
+struct Scanned {
+    skipped: blockwell_trace::BadLines,
+    /// Block accesses after the filters, before sampling.
+    all_blocks: u64,
 }
 
 /// The pre-pass: footprint and, if asked, next-use times of every block access.
@@ -623,6 +657,11 @@ pub fn replay(
     if caches.is_empty() {
         return Err(ReplayError::NoCaches);
     }
+    if let Some(r) = cfg.sample {
+        if !(r > 0.0 && r <= 1.0) {
+            return Err(ReplayError::SampleRate(r));
+        }
+    }
     let noop = |_: u64| {};
     let progress: &(dyn Fn(u64) + Sync) = hooks.progress.unwrap_or(&noop);
     let needs_opt = caches.iter().any(|c| c.policy.kind.needs_next_use());
@@ -713,7 +752,7 @@ pub fn replay(
         out
     };
 
-    let (skipped, finished): (blockwell_trace::BadLines, Vec<Finished>) = if threads == 1 {
+    let (scanned, finished): (Scanned, Vec<Finished>) = if threads == 1 {
         let mut group = groups.pop().expect("one group");
         let skipped = scan(reader.as_mut(), cfg, progress, |reqs, warm_end| {
             warmup = warm_end.unwrap_or(warmup);
@@ -779,8 +818,9 @@ pub fn replay(
         block_accesses: accesses,
         footprint_blocks: footprint,
         warmup_requests: warmup.min(requests),
-        skipped_lines: skipped.count,
-        skipped_examples: skipped.examples,
+        unsampled_block_accesses: cfg.sample.map(|_| scanned.all_blocks),
+        skipped_lines: scanned.skipped.count,
+        skipped_examples: scanned.skipped.examples,
         results: meta,
     })
 }

@@ -12,6 +12,7 @@ pub mod experiment_devcache;
 pub mod experiment_es;
 pub mod mount;
 pub mod mrc;
+pub mod mrc_mini;
 pub mod options;
 pub mod plot;
 pub mod serve;

@@ -2,9 +2,10 @@
 //! stdout, optionally CSV and a PNG/SVG plot.
 
 use crate::cmd::common::{check_writable, for_each_request, progress_bar, report_skipped, SizeSpec, TraceArgs};
-use crate::cmd::options::{parse_arg, BlockSize, Format, List, OutputArgs};
+use crate::cmd::options::{parse_arg, BlockSize, Format, List, OutputArgs, PolicyList};
 use crate::cmd::plot::{chart, drawing_error, labelled_line, legend, save, Figure, PlotKind};
 use anyhow::{bail, Context};
+use blockwell_core::policy::Preset;
 use blockwell_sim::analysis::human_bytes;
 use blockwell_sim::mrc::{Mrc, MrcBuilder, MrcConfig, MrcPoint, Sampling};
 use plotters::coord::Shift;
@@ -57,6 +58,20 @@ pub struct Args {
     /// Plot the curve (miss ratio against cache size) to FILE.png or FILE.svg.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+
+    /// Curves of these policies (comma separated, as `sim --policy`; `lru` too) by simulating a cache per
+    /// size instead of LRU stack distances: with --sample R, miniature simulation (every cache scaled by R over
+    /// the SHARDS-sampled blocks; Waldspurger et al., ATC'17), else full simulation.
+    #[arg(long, visible_alias = "policies", value_name = "POLICY,...", value_parser = parse_arg::<PolicyList>, conflicts_with = "shards_max")]
+    pub policy: Option<PolicyList>,
+
+    /// Parameter preset of --policy.
+    #[arg(long, value_name = "PRESET", default_value = "default", value_parser = parse_arg::<Preset>, requires = "policy")]
+    pub preset: Preset,
+
+    /// With --policy: worker threads (default: one per core).
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "policy")]
+    pub threads: usize,
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
@@ -78,6 +93,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         if let Some(p) = path {
             check_writable(option, p)?;
         }
+    }
+    if let Some(p) = &a.policy {
+        return super::mrc_mini::run(&a, &p.0, plot_kind);
     }
 
     let mut reader = a.input.open()?;
@@ -292,7 +310,7 @@ impl Figure for Curve<'_> {
 }
 
 /// `1500` → `1.5k`, `2000000` → `2M`.
-fn short_count(x: u64) -> String {
+pub fn short_count(x: u64) -> String {
     let f = x as f64;
     let (v, suffix) = if x >= 1_000_000_000 {
         (f / 1e9, "G")

@@ -102,6 +102,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         volumes: a.volumes.as_ref().map(|v| v.split(',').map(|s| s.trim().to_string()).collect()),
         warmup: 0,
         warmup_ns: 0,
+        sample: None,
         threads: a.threads,
         prefetch: a.cache.prefetch.clone(),
         admission: a.admit.admission,
@@ -195,7 +196,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// Opens `trace` for the replay, which takes the trace's own errors.
-fn opener(
+pub fn opener(
     trace: &TraceArgs,
 ) -> impl Fn() -> Result<Box<dyn blockwell_trace::TraceReader>, blockwell_trace::TraceError> + '_ {
     move || {
