@@ -7,7 +7,7 @@ cache = 10 % of the footprint; one thread; whole process (start to exit) timed f
 RSS at the 10 % cache and at a 1-block cache, divided by the cache's blocks.
 
 Usage: bench/throughput.py [--bin target/release/blockwell] [--requests 10000000] [--blocks 1000000]
-                           [--repeat 3] [--json bench/out/throughput.json]
+                           [--repeat 3] [--policies lru,arc,...] [--json bench/out/throughput.json]
 Prints a table with the ratios and exits 1 if a miss ratio differs.
 """
 
@@ -30,6 +30,7 @@ POLICIES = {  # blockwell name -> libcachesim class
     "2q": "TwoQ",
     "s3fifo": "S3FIFO",
     "sieve": "Sieve",
+    "w-tinylfu": "WTinyLFU",
 }
 METADATA_POLICIES = ["lru", "fifo", "clock", "sieve"]
 
@@ -104,8 +105,13 @@ def main():
     ap.add_argument("--requests", type=int, default=10_000_000)
     ap.add_argument("--blocks", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--policies", default=",".join(POLICIES), help="comma-separated subset of POLICIES")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
+    wanted = [p for p in a.policies.split(",") if p]
+    unknown = [p for p in wanted if p not in POLICIES]
+    if unknown:
+        sys.exit(f"unknown policies {unknown} (known: {', '.join(POLICIES)})")
     if not os.access(GNU_TIME, os.X_OK):
         sys.exit(f"{GNU_TIME} (GNU time) is needed to measure peak RSS: apt-get install time")
     rows, ok = [], True
@@ -118,7 +124,8 @@ def main():
         hdr = f"{'policy':<8} {'miss ratio':>10} {'blockwell s':>11} {'libcachesim s':>13} {'(in-proc s)':>11} " \
               f"{'Mreq/s bw':>9} {'Mreq/s lcs':>10} {'speedup':>7} {'bw RSS MiB':>10} {'lcs RSS MiB':>11} target (>= 2x)"
         print(hdr)
-        for pol, cls in POLICIES.items():
+        for pol in wanted:
+            cls = POLICIES[pol]
             ours = [blockwell(a.bin, path, pol, size) for _ in range(a.repeat)]
             theirs = [libcachesim(path, cls, size) for _ in range(a.repeat)]
             bw = min(ours, key=lambda x: x[1])
@@ -138,7 +145,7 @@ def main():
                   flush=True)
         print("\nmetadata per cached block (peak RSS at 10 % minus peak RSS at 1 block, over the cache's blocks)")
         meta = {}
-        for pol in METADATA_POLICIES:
+        for pol in (p for p in METADATA_POLICIES if p in wanted):
             big = min(blockwell(a.bin, path, pol, size)[2] for _ in range(a.repeat))
             small = min(blockwell(a.bin, path, pol, 1)[2] for _ in range(a.repeat))
             meta[pol] = (big - small) * 1024 / size

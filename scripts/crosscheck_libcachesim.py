@@ -38,12 +38,14 @@ PAIRS = {
     "lirs": "LIRS",
     "lru-k": "LRUK",
     "mq": "MQ",
+    "w-tinylfu": "WTinyLFU",
     "opt": "Belady",
 }
 
 # libcachesim 0.3.5 aborts the whole process for S3FIFO when the small queue (10 % of the cache) rounds to 0
-# blocks; Blockwell's libcachesim preset caches nothing there and is compared from 10 blocks up.
-MIN_SIZE = {"s3fifo": 10}
+# blocks; Blockwell's libcachesim preset caches nothing there and is compared from 10 blocks up. Its WTinyLFU
+# aborts likewise when the SLRU's probation segment rounds to 0 (c <= 4 blocks).
+MIN_SIZE = {"s3fifo": 10, "w-tinylfu": 5}
 
 
 def traces(quick):

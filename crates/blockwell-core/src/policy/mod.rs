@@ -36,6 +36,7 @@ pub mod setassoc;
 pub mod sieve;
 pub mod twolist;
 pub mod twoq;
+pub mod wtinylfu;
 
 #[cfg(test)]
 mod proptest_model;
@@ -346,6 +347,7 @@ registry! {
     Car => car::Car, "car", [], "CLOCK with adaptive replacement (Bansal & Modha, FAST'04)";
     S3Fifo => s3fifo::S3Fifo, "s3fifo", ["s3-fifo"], "S3-FIFO: small probation FIFO, main FIFO-reinsertion, ghost";
     Sieve => sieve::Sieve, "sieve", [], "SIEVE: FIFO with a visited bit and a hand that stays in place";
+    WTinyLfu => wtinylfu::WTinyLfu, "w-tinylfu", ["wtinylfu", "tinylfu", "w-tiny-lfu"], "W-TinyLFU: LRU window, SLRU main cache, frequency-sketch admission (Einziger et al. 2017)";
     TwoList => twolist::TwoList, "two-list", ["linux-lru", "active-inactive"], "the Linux page cache's active/inactive two-list LRU with a referenced bit";
     Opt => opt::Opt, "opt", ["belady"], "Belady's optimal offline policy: evict the block used farthest in the future";
 }
