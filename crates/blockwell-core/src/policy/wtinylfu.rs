@@ -34,8 +34,8 @@
 //!
 //! Version note: libCacheSim's source of October 2024 (`1a1a11a/libCacheSim` `WTinyLFU.c`, the newest available
 //! to read) goes on after an admission, moving window blocks until one is rejected, so that one miss can evict
-//! many blocks. The compiled libcachesim 0.3.5 stops after the admission (one eviction per *evict*); that was found
-//! by stepping a transcription of the old code and libcachesim 0.3.5 side by side, and Blockwell follows 0.3.5.
+//! many blocks. The compiled libcachesim 0.3.5 stops after the admission (one eviction per *evict*), and Blockwell
+//! follows 0.3.5.
 //!
 //! Differences from Caffeine (all libCacheSim's, followed for exact results): no doorkeeper Bloom filter; a
 //! 4-hash 4-bit count-min sketch there, a 10-hash 32-bit counting Bloom filter here; hits in the window are not
@@ -53,8 +53,7 @@
 //!
 //! One more libCacheSim behaviour is kept in both modes, being harmless: since p + q may be m − 1, the main cache's
 //! last free slot puts a block in P over p, and the next promotion out of P then evicts P's LRU block although
-//! the main cache has that slot free. (Rounding q up to m − p instead changed miss ratios on the cross-check traces
-//! by −1.5 to +1.2 points, with no consistent sign, so Blockwell keeps libCacheSim's sizes.)
+//! the main cache has that slot free.
 //!
 //! **Prefetch adaptation (seed `001_*` §4, see docs/policies.md "Prefetch adaptation").** A prefetched block goes
 //! to W's MRU end, flagged *not yet accessed*, after making room as a demand miss does; a prefetch is not a
