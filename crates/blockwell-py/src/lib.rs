@@ -257,6 +257,63 @@ fn mrc_err(e: blockwell_sim::mrc::MrcError) -> PyErr {
     }
 }
 
+/// Miss-ratio curves of `policies` by simulation, miniature at `sample` < 1 ([`blockwell_sim::mini`]), as
+/// `blockwell mrc --policy --json`: at `sizes` or `points` even shares of the footprint. Returns JSON text.
+#[pyfunction]
+#[pyo3(signature = (
+    trace, policies_, *, sizes=None, points=20, sample=1.0, block_size=4096, reads_only=false, preset_="default",
+    threads=0, format=None, skip_bad_lines=0, object_size="4096", csv_columns=None
+))]
+#[allow(clippy::too_many_arguments)]
+fn mrc_policies(
+    py: Python<'_>,
+    trace: PathBuf,
+    policies_: Vec<String>,
+    sizes: Option<Vec<String>>,
+    points: usize,
+    sample: f64,
+    block_size: u64,
+    reads_only: bool,
+    preset_: &str,
+    threads: usize,
+    format: Option<&str>,
+    skip_bad_lines: u64,
+    object_size: &str,
+    csv_columns: Option<&str>,
+) -> PyResult<String> {
+    use blockwell_sim::mini::{curves, MiniError, Sizes};
+    let src = Source::new(trace, format, skip_bad_lines, object_size, csv_columns)?;
+    let sizes = match sizes {
+        Some(list) => Sizes::Given(
+            list.iter().map(|s| s.parse::<SizeSpec>()).collect::<Result<_, _>>().map_err(|e| value_err("sizes", e))?,
+        ),
+        None => Sizes::Points(points),
+    };
+    let cfg = ReplayConfig {
+        block_size: check_block_size(block_size)?,
+        preset: preset(preset_)?,
+        reads_only,
+        threads,
+        ..ReplayConfig::default()
+    };
+    let specs = policies(policies_)?;
+    let (r, pts) = py.detach(|| curves(&|| src.open(), &specs, &sizes, sample, &cfg)).map_err(|e| match e {
+        MiniError::Replay(blockwell_sim::replay::ReplayError::Trace(t)) => trace_err(t),
+        MiniError::Rate(_) => value_err("sample", e),
+        MiniError::Size(..) | MiniError::NoSizes => value_err("sizes", e),
+        e => PyValueError::new_err(format!("{}: {e}", src.path.display())),
+    })?;
+    let v = serde_json::json!({
+        "trace": src.path.display().to_string(),
+        "block_size": r.block_size,
+        "preset": r.preset,
+        "sample_rate": sample,
+        "sampled_block_accesses": r.block_accesses,
+        "points": pts,
+    });
+    Ok(v.to_string())
+}
+
 /// The LRU miss-ratio curve in one pass (exact, or SHARDS-sampled with `sample` or `shards_max`), as
 /// `blockwell mrc --json`: at `sizes` (as `--cache` takes them) or at `points` even sizes. Returns JSON text.
 #[pyfunction]
@@ -559,6 +616,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_trace, m)?)?;
     m.add_function(wrap_pyfunction!(sim, m)?)?;
     m.add_function(wrap_pyfunction!(mrc, m)?)?;
+    m.add_function(wrap_pyfunction!(mrc_policies, m)?)?;
     m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
     m.add_function(wrap_pyfunction!(experiments::experiment, m)?)?;
     m.add_class::<TraceBatches>()?;

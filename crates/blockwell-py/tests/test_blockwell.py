@@ -253,3 +253,22 @@ def test_over_time_equals_the_command_line_and_adds_up():
     assert sums == total["block_misses"].tolist()
     with pytest.raises(ValueError, match="interval: must be at least 1"):
         blockwell.over_time(trace, "lru", "1%", interval=0)
+
+
+def test_mrc_of_policies_equals_the_command_line():
+    trace = shared_trace()
+    df = blockwell.mrc(trace, ["2000blocks", "20000blocks"], policies=["lru", "arc"], sample=0.1)
+    out = subprocess.run([str(BIN), "mrc", "--trace", str(trace), "--cache", "2000blocks,20000blocks", "--policy",
+                          "lru,arc", "--sample", "0.1", "--csv"], check=True, capture_output=True, text=True).stdout
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert list(df["policy"]) == [r["policy"] for r in rows] == ["lru", "lru", "arc", "arc"]
+    assert list(df["sampled_cache_blocks"]) == [200, 2000, 200, 2000]
+    for (_, got), want in zip(df.iterrows(), rows):
+        assert got["cache_blocks"] == int(want["cache_blocks"])
+        assert abs(got["miss_ratio"] - float(want["miss_ratio"])) < 1e-6
+    # LRU's miniature curve is the SHARDS curve at the same rate (up to the interpolation of SHARDS's histogram,
+    # whose buckets widen past 2^20 scaled distances).
+    shards = blockwell.mrc(trace, ["2000blocks", "20000blocks"], sample=0.1)
+    assert np.allclose(df["miss_ratio"][:2].to_numpy(), shards["miss_ratio"].to_numpy(), atol=1e-4)
+    with pytest.raises(ValueError, match=r"sample: sampling rate 2 is not in \(0, 1\]"):
+        blockwell.mrc(trace, policies="lru", sample=2.0)

@@ -17,6 +17,7 @@ pub mod filetrace;
 pub mod gen;
 pub mod gen_content;
 pub mod layout;
+pub mod mini;
 pub mod mrc;
 pub mod replay;
 pub mod size;

@@ -373,7 +373,7 @@ fn trace_error_of_many(e: ReplayError, trace: &Path) -> anyhow::Error {
 }
 
 /// Reports the malformed lines a replay skipped (naming the trace when several replay).
-fn skipped(count: u64, examples: &[String], trace: Option<&Path>) {
+pub fn skipped(count: u64, examples: &[String], trace: Option<&Path>) {
     if count > 0 {
         let of = trace.map(|t| format!(" of {}", t.display())).unwrap_or_default();
         eprintln!("blockwell: skipped {count} malformed line(s){of}; first:");

@@ -341,13 +341,38 @@ def mrc(
     skip_bad_lines: int = 0,
     object_size: Union[str, int] = 4096,
     csv_columns: Optional[str] = None,
+    policies: Optional[Union[str, Sequence[str]]] = None,
+    preset: str = "default",
+    threads: int = 0,
 ):
     """The LRU miss-ratio curve of ``trace`` in one pass, as ``blockwell mrc``: a ``pandas.DataFrame`` with
     ``cache_blocks``, ``cache_bytes``, ``miss_ratio``, at ``sizes`` (as ``--cache`` takes them) or at ``points``
     even sizes up to the footprint. Exact by default (about 40 bytes per distinct block); ``sample`` (a rate in
     (0, 1]) or ``shards_max`` (blocks tracked) use SHARDS sampling. ``df.attrs`` has ``footprint``,
-    ``requests``, ``accesses``, ``exact`` and ``final_rate``."""
+    ``requests``, ``accesses``, ``exact`` and ``final_rate``.
+
+    With ``policies`` (engine policy names, ``"lru"`` too), the curves of those policies by simulation, as
+    ``blockwell mrc --policy``: one cache per (policy, size) in one pass, miniature at ``sample`` < 1 (caches
+    scaled by the rate over the SHARDS-sampled blocks, SHARDS_adj on the miss ratio); columns ``policy``,
+    ``cache_blocks``, ``cache_bytes``, ``sampled_cache_blocks``, ``miss_ratio``."""
     import pandas as pd
+
+    if policies is not None:
+        if shards_max is not None:
+            raise ValueError("shards_max: not with policies (give sample, a rate)")
+        names = [policies] if isinstance(policies, str) else list(policies)
+        r = json.loads(
+            _native.mrc_policies(
+                os.fspath(trace), names, sizes=None if sizes is None else _list(sizes), points=points,
+                sample=1.0 if sample is None else float(sample), block_size=block_size, reads_only=reads_only,
+                preset_=preset, threads=threads, format=format, skip_bad_lines=skip_bad_lines,
+                object_size=_size(object_size), csv_columns=csv_columns,
+            )
+        )
+        df = pd.DataFrame(r.pop("points"),
+                          columns=["policy", "cache_blocks", "cache_bytes", "sampled_cache_blocks", "miss_ratio"])
+        df.attrs = r
+        return df
 
     r = json.loads(
         _native.mrc(

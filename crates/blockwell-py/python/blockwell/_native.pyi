@@ -62,6 +62,22 @@ def mrc(
     object_size: str = "4096",
     csv_columns: Optional[str] = None,
 ) -> str: ...
+def mrc_policies(
+    trace: str,
+    policies_: List[str],
+    *,
+    sizes: Optional[List[str]] = None,
+    points: int = 20,
+    sample: float = 1.0,
+    block_size: int = 4096,
+    reads_only: bool = False,
+    preset_: str = "default",
+    threads: int = 0,
+    format: Optional[str] = None,
+    skip_bad_lines: int = 0,
+    object_size: str = "4096",
+    csv_columns: Optional[str] = None,
+) -> str: ...
 def trace_stats(
     trace: str,
     *,
