@@ -221,13 +221,12 @@ fn sim(
         Some(w) => Some(NonZeroUsize::new(w).ok_or_else(|| value_err("associativity", "must be at least 1"))?),
     };
     let warmup = blockwell_sim::replay::Warmup::parse(warmup).map_err(|e| value_err("warmup", e))?;
-    let mut cfg = ReplayConfig {
+    let cfg = ReplayConfig {
         block_size: bs,
         preset: preset(preset_)?,
         reads_only,
         volumes,
-        warmup: 0,
-        warmup_ns: 0,
+        warmup,
         sample: None,
         threads,
         prefetch: prefetcher(prefetch)?,
@@ -237,7 +236,6 @@ fn sim(
         associativity,
         interval,
     };
-    warmup.apply(&mut cfg);
     let report = py.detach(|| replay(&|| src.open(), &specs, &cfg, ReplayHooks::default())).map_err(|e| match e {
         blockwell_sim::replay::ReplayError::Trace(t) => trace_err(t),
         e => PyValueError::new_err(format!("{}: {e}", src.path.display())),

@@ -33,11 +33,10 @@ pub struct ReplayConfig {
     pub reads_only: bool,
     /// Keep only these volumes (by name, as the trace names them); `None` keeps all.
     pub volumes: Option<Vec<String>>,
-    /// Requests replayed before the counters start (the cache is warm, the counts are zero).
-    pub warmup: u64,
-    /// Instead of `warmup`: warm-up lasts until the first request (after the filters) whose time stamp is at
-    /// least the first request's plus this many nanoseconds (0: off). A trace shorter than that is all warm-up.
-    pub warmup_ns: u64,
+    /// What is replayed before the counters start (the cache is warm, the counts are zero): a number of requests,
+    /// or the requests (after the filters) until the first one whose time stamp is at least the first request's
+    /// plus a span. A warm-up as long as the trace counts nothing.
+    pub warmup: Warmup,
     /// Worker threads (0 = one per core).
     pub threads: usize,
     /// The prefetcher of every cache (prefetched blocks enter through the policy's prefetch path; reads complete
@@ -67,8 +66,7 @@ impl Default for ReplayConfig {
             preset: Preset::Default,
             reads_only: false,
             volumes: None,
-            warmup: 0,
-            warmup_ns: 0,
+            warmup: Warmup::Requests(0),
             threads: 0,
             prefetch: PrefetcherSpec::new(PrefetcherKind::NoPrefetch),
             admission: AdmissionSpec::Always,
@@ -115,12 +113,12 @@ impl Warmup {
         Ok(if time { Warmup::Nanos(x) } else { Warmup::Requests(x) })
     }
 
-    /// Sets `cfg`'s warm-up (requests or time) to this one.
-    pub fn apply(self, cfg: &mut ReplayConfig) {
-        (cfg.warmup, cfg.warmup_ns) = match self {
-            Warmup::Requests(n) => (n, 0),
-            Warmup::Nanos(ns) => (0, ns),
-        };
+    /// The warm-up's length in requests, known before the replay (`None` for a span of time).
+    pub fn requests(self) -> Option<u64> {
+        match self {
+            Warmup::Requests(n) => Some(n),
+            Warmup::Nanos(_) => None,
+        }
     }
 }
 
@@ -395,8 +393,8 @@ const BATCH: usize = 1 << 15;
 /// Reads the whole (filtered) trace, calling `f` on each batch of block requests. Returns the skipped
 /// malformed lines.
 ///
-/// `f` gets each batch of block requests and, with [`ReplayConfig::warmup_ns`], the index (among the requests
-/// kept) of the request that ends warm-up, in the batch where it is found.
+/// `f` gets each batch of block requests and, with a warm-up by time ([`Warmup::Nanos`]), the index (among the
+/// requests kept) of the request that ends it, in the batch where it is found.
 fn scan(
     reader: &mut dyn TraceReader,
     cfg: &ReplayConfig,
@@ -409,7 +407,11 @@ fn scan(
     let mut kept = 0u64;
     // The first kept request's time, until warm-up by time has ended.
     let mut first_time: Option<u64> = None;
-    let mut timing = cfg.warmup_ns > 0;
+    let span = match cfg.warmup {
+        Warmup::Nanos(ns) if ns > 0 => ns,
+        _ => 0,
+    };
+    let mut timing = span > 0;
     // SHARDS: a block is kept when its 32-bit sampling hash is below rate · 2^32.
     let threshold = cfg.sample.map(|r| (r * 4_294_967_296.0) as u64);
     loop {
@@ -423,7 +425,7 @@ fn scan(
             if let Some(b) = filter.convert(r, reader.volumes()).map_err(|e| *e)? {
                 if timing {
                     let t0 = *first_time.get_or_insert(r.time_ns);
-                    if r.time_ns.saturating_sub(t0) >= cfg.warmup_ns {
+                    if r.time_ns.saturating_sub(t0) >= span {
                         warm_end = Some(kept);
                         timing = false;
                     }
@@ -720,7 +722,10 @@ pub fn replay(
     let mut requests = 0u64;
     let mut accesses = 0u64;
     // Until warm-up by time ends, where it ends is not known: no request is counted yet.
-    let mut warmup = if cfg.warmup_ns > 0 { u64::MAX } else { cfg.warmup };
+    let mut warmup = match cfg.warmup {
+        Warmup::Requests(n) | Warmup::Nanos(n @ 0) => n,
+        Warmup::Nanos(_) => u64::MAX,
+    };
     let interval = cfg.interval;
 
     // Split the caches over the workers round-robin; results are put back in input order.
@@ -935,7 +940,7 @@ mod tests {
         use blockwell_core::prefetch::PrefetcherSpec;
         let ids: Vec<u64> = (0..30_000u64).map(|i| (i * 7919 + i / 3) % 2000 + (i / 5000) * 100).collect();
         let caches: Vec<_> = [10, 300].iter().map(|&b| lru(CacheSize::Blocks(b))).collect();
-        let base = ReplayConfig { interval: 4_000, warmup: 1_500, ..Default::default() };
+        let base = ReplayConfig { interval: 4_000, warmup: Warmup::Requests(1_500), ..Default::default() };
         for prefetch in [PrefetcherSpec::new(PrefetcherKind::NoPrefetch), "obl".parse().unwrap()] {
             let cfg = ReplayConfig { prefetch, ..base.clone() };
             let one = run(&ids, &caches, &ReplayConfig { threads: 1, ..cfg.clone() });
@@ -974,8 +979,7 @@ mod tests {
             })
             .collect();
         let go = |w: Warmup, interval: u64, threads: usize| {
-            let mut cfg = ReplayConfig { interval, threads, ..Default::default() };
-            w.apply(&mut cfg);
+            let cfg = ReplayConfig { interval, threads, warmup: w, ..Default::default() };
             let v = v.clone();
             let caches = [lru(CacheSize::Blocks(10)), lru(CacheSize::Blocks(60))];
             replay(&|| Ok(Box::new(VecReader::new(v.clone()))), &caches, &cfg, ReplayHooks::default()).unwrap()
@@ -1015,7 +1019,11 @@ mod tests {
     #[test]
     fn warmup_resets_counters_but_keeps_contents() {
         let ids = [1, 2, 3, 1, 2, 3];
-        let r = run(&ids, &[lru(CacheSize::Blocks(3))], &ReplayConfig { warmup: 3, ..Default::default() });
+        let r = run(
+            &ids,
+            &[lru(CacheSize::Blocks(3))],
+            &ReplayConfig { warmup: Warmup::Requests(3), ..Default::default() },
+        );
         assert_eq!(r.results[0].stats.read.blocks, 3);
         assert_eq!(r.results[0].stats.read.block_hits, 3);
     }

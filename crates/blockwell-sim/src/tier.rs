@@ -282,6 +282,9 @@ pub fn replay_tier(
         return Err(ReplayError::NoCaches);
     }
     let rc = &cfg.replay;
+    let Some(warmup) = rc.warmup.requests() else {
+        return Err(unsupported("a warm-up by time: give a number of requests with a cache device"));
+    };
     let bs = rc.block_size;
     if rams.iter().any(|r| r.policy.kind.needs_next_use()) || cfg.dev.policy.kind.needs_next_use() {
         return Err(unsupported("an offline policy (OPT) needs the whole trace's future: not in a two-level replay"));
@@ -323,7 +326,7 @@ pub fn replay_tier(
             }
             for t in &raw {
                 let Some(b) = filter.convert(t, reader.volumes()).map_err(|e| *e)? else { continue };
-                if rc.warmup > 0 && requests == rc.warmup {
+                if warmup > 0 && requests == warmup {
                     run.reset();
                 }
                 let now = match cfg.request_interval_ns {
@@ -340,8 +343,8 @@ pub fn replay_tier(
                 run.request(&b, t.offset, t.len);
                 requests += 1;
                 accesses += u64::from(b.n);
-                let counted = requests.saturating_sub(rc.warmup.min(requests));
-                if requests > rc.warmup {
+                let counted = requests.saturating_sub(warmup.min(requests));
+                if requests > warmup {
                     run.sample(counted, now, cfg.dirty_every);
                 }
             }
@@ -360,7 +363,7 @@ pub fn replay_tier(
             && !matches!(cfg.dev.cleaner, CleanerSpec::None | CleanerSpec::Watermark { .. });
         report.requests = requests;
         report.block_accesses = accesses;
-        report.warmup_requests = rc.warmup.min(requests);
+        report.warmup_requests = warmup.min(requests);
         let skipped = reader.skipped();
         report.skipped_lines = skipped.count;
         report.skipped_examples = skipped.examples.clone();

@@ -3,7 +3,7 @@
 
 use crate::cmd::common::{check_writable, for_each_request, progress_bar, report_skipped, SizeSpec, TraceArgs};
 use crate::cmd::options::{parse_arg, BlockSize, Format, List, OutputArgs, PolicyList};
-use crate::cmd::plot::{chart, drawing_error, labelled_line, legend, save, Figure, PlotKind};
+use crate::cmd::plot::{chart, drawing_error, labelled_line, legend, miss_ratio_axes, save, Figure, PlotKind};
 use anyhow::{bail, Context};
 use blockwell_core::policy::Preset;
 use blockwell_sim::analysis::human_bytes;
@@ -288,16 +288,7 @@ impl Figure for Curve<'_> {
         }
 
         let mut chart = chart(&root, self.title, 0u64..x_max, y0..y1)?;
-        chart
-            .configure_mesh()
-            .x_desc(format!("cache size (blocks of {} B)", c.block_size))
-            .y_desc("miss ratio")
-            .x_label_formatter(&|x| short_count(*x))
-            .y_label_formatter(&|y| format!("{y:.2}"))
-            .label_style(("sans-serif", 15))
-            .axis_desc_style(("sans-serif", 17))
-            .draw()
-            .map_err(drawing_error)?;
+        miss_ratio_axes(&mut chart, c.block_size)?;
         let blue = RGBColor(31, 119, 180);
         let label = if c.is_exact() { "LRU (exact)" } else { "LRU (SHARDS)" };
         labelled_line(&mut chart, dense, blue, label.to_string())?;
@@ -306,34 +297,5 @@ impl Figure for Curve<'_> {
             .map_err(drawing_error)?;
         legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         root.present().map_err(drawing_error)
-    }
-}
-
-/// `1500` → `1.5k`, `2000000` → `2M`.
-pub fn short_count(x: u64) -> String {
-    let f = x as f64;
-    let (v, suffix) = if x >= 1_000_000_000 {
-        (f / 1e9, "G")
-    } else if x >= 1_000_000 {
-        (f / 1e6, "M")
-    } else if x >= 1_000 {
-        (f / 1e3, "k")
-    } else {
-        return x.to_string();
-    };
-    let s = format!("{v:.2}");
-    let s = s.trim_end_matches('0').trim_end_matches('.');
-    format!("{s}{suffix}")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn short_counts() {
-        assert_eq!(short_count(950), "950");
-        assert_eq!(short_count(1500), "1.5k");
-        assert_eq!(short_count(2_000_000), "2M");
     }
 }

@@ -1,9 +1,9 @@
 //! `blockwell mrc --policy P`: miss-ratio curves of any policy, by simulating one cache per size in one pass
 //! over the trace, miniature with `--sample R` ([`blockwell_sim::mini`]); a table, CSV, JSON and a plot.
 
-use super::mrc::{short_count, Args};
+use super::mrc::Args;
 use super::options::{Format, OutputArgs};
-use super::plot::{chart, drawing_error, labelled_line, legend, save, Figure, PlotKind, PALETTE};
+use super::plot::{chart, drawing_error, labelled_line, legend, miss_ratio_axes, save, Figure, PlotKind, PALETTE};
 use anyhow::Context;
 use blockwell_core::policy::PolicySpec;
 use blockwell_sim::mini::{curves, MiniError, Point, Sizes};
@@ -103,16 +103,7 @@ impl Figure for Curves<'_> {
         let y_max = self.points.iter().map(|p| p.miss_ratio).fold(0.0f64, f64::max);
         let y1 = ((y_max * 20.0).ceil() / 20.0).clamp(0.05, 1.0);
         let mut chart = chart(&root, self.title, 0u64..x_max, 0.0..y1)?;
-        chart
-            .configure_mesh()
-            .x_desc(format!("cache size (blocks of {} B)", self.block_size))
-            .y_desc("miss ratio")
-            .x_label_formatter(&|x| short_count(*x))
-            .y_label_formatter(&|y| format!("{y:.2}"))
-            .label_style(("sans-serif", 15))
-            .axis_desc_style(("sans-serif", 17))
-            .draw()
-            .map_err(drawing_error)?;
+        miss_ratio_axes(&mut chart, self.block_size)?;
         let mut policies: Vec<&str> = Vec::new();
         for p in self.points {
             if !policies.contains(&p.policy.as_str()) {

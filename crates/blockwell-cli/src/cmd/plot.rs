@@ -4,6 +4,7 @@
 
 use anyhow::{anyhow, bail};
 use plotters::coord::ranged1d::AsRangedCoord;
+use plotters::coord::types::{RangedCoordf64, RangedCoordu64};
 use plotters::coord::{CoordTranslate, Shift};
 use plotters::prelude::*;
 use std::path::Path;
@@ -116,6 +117,40 @@ where
     Ok(())
 }
 
+/// The axes of a miss-ratio curve: cache size in blocks of `block_size` (counts shortened), miss ratio.
+pub fn miss_ratio_axes<DB: DrawingBackend>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordu64, RangedCoordf64>>,
+    block_size: u64,
+) -> anyhow::Result<()> {
+    chart
+        .configure_mesh()
+        .x_desc(format!("cache size (blocks of {block_size} B)"))
+        .y_desc("miss ratio")
+        .x_label_formatter(&|x| short_count(*x))
+        .y_label_formatter(&|y| format!("{y:.2}"))
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 17))
+        .draw()
+        .map_err(drawing_error)
+}
+
+/// `1500` → `1.5k`, `2000000` → `2M`.
+pub fn short_count(x: u64) -> String {
+    let f = x as f64;
+    let (v, suffix) = if x >= 1_000_000_000 {
+        (f / 1e9, "G")
+    } else if x >= 1_000_000 {
+        (f / 1e6, "M")
+    } else if x >= 1_000 {
+        (f / 1e3, "k")
+    } else {
+        return x.to_string();
+    };
+    let s = format!("{v:.2}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    format!("{s}{suffix}")
+}
+
 /// Draws the series labels in a framed box at `position`.
 pub fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
     chart: &mut ChartContext<'a, DB, CT>,
@@ -182,5 +217,12 @@ mod tests {
         save(&png, PlotKind::Png, (400, 300), &Diagonal).unwrap();
         assert_eq!(&std::fs::read(&png).unwrap()[1..4], b"PNG");
         assert!(save(&dir.path().join("missing/d.svg"), PlotKind::Svg, (400, 300), &Diagonal).is_err());
+    }
+
+    #[test]
+    fn short_counts() {
+        assert_eq!(short_count(950), "950");
+        assert_eq!(short_count(1500), "1.5k");
+        assert_eq!(short_count(2_000_000), "2M");
     }
 }

@@ -100,8 +100,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         preset: a.cache.preset,
         reads_only: a.reads_only,
         volumes: a.volumes.as_ref().map(|v| v.split(',').map(|s| s.trim().to_string()).collect()),
-        warmup: 0,
-        warmup_ns: 0,
+        warmup: a.warmup,
         sample: None,
         threads: a.threads,
         prefetch: a.cache.prefetch.clone(),
@@ -113,8 +112,6 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             i => i.unwrap_or(0),
         },
     };
-    let mut cfg = cfg;
-    a.warmup.apply(&mut cfg);
     let plot_kind = a.plot.as_deref().map(super::plot::PlotKind::of).transpose().map_err(|e| e.context("--plot"))?;
     let dev = a.dev.spec(bs)?;
     let list = a.trace.expand()?;
@@ -308,7 +305,7 @@ fn check_caches(caches: &[CacheSpec], cfg: &ReplayConfig) -> anyhow::Result<()> 
     let open = || -> Result<Box<dyn blockwell_trace::TraceReader>, blockwell_trace::TraceError> {
         Ok(Box::new(blockwell_sim::replay::VecReader::new(vec![one])))
     };
-    let cfg = ReplayConfig { volumes: None, warmup: 0, warmup_ns: 0, threads: 1, ..cfg.clone() };
+    let cfg = ReplayConfig { volumes: None, warmup: Warmup::Requests(0), threads: 1, ..cfg.clone() };
     for c in caches {
         if let Err(e) = replay(&open, std::slice::from_ref(c), &cfg, ReplayHooks { progress: None, validate: false }) {
             // (The check's trace has a request and no volume filter: no error here is about a trace.)

@@ -135,15 +135,33 @@ def _ratio(m: int, n: int) -> float:
     return m / n if n else 0.0
 
 
+def _misses(rd: dict, wr: dict):
+    """Totals of a report's read and write counters: blocks, read and write block misses, requests, read and
+    write request misses."""
+    return (rd["blocks"] + wr["blocks"], rd["blocks"] - rd["block_hits"], wr["blocks"] - wr["block_hits"],
+            rd["requests"] + wr["requests"], rd["requests"] - rd["request_hits"],
+            wr["requests"] - wr["request_hits"])
+
+
+def _native_options(options: dict) -> dict:
+    """``sim``'s keyword options as ``_native.sim`` takes them: ``preset`` and ``admission`` renamed (they are
+    functions there), sizes and the warm-up as text, volumes as a list."""
+    out = dict(options)
+    for k in ("preset", "admission"):
+        if k in out:
+            out[k + "_"] = out.pop(k)
+    for k in ("sequential_cutoff", "object_size", "warmup"):
+        if k in out:
+            out[k] = _size(out[k])
+    if out.get("volumes") is not None:
+        out["volumes"] = list(out["volumes"])
+    return out
+
+
 def _row(trace: str, block_size: int, c: dict) -> dict:
     st = c["stats"]
     rd, wr = st["read"], st["write"]
-    blocks = rd["blocks"] + wr["blocks"]
-    rd_miss = rd["blocks"] - rd["block_hits"]
-    wr_miss = wr["blocks"] - wr["block_hits"]
-    requests = rd["requests"] + wr["requests"]
-    rd_req_miss = rd["requests"] - rd["request_hits"]
-    wr_req_miss = wr["requests"] - wr["request_hits"]
+    blocks, rd_miss, wr_miss, requests, rd_req_miss, wr_req_miss = _misses(rd, wr)
     used = st["prefetch_used"]
     return {
         "trace": trace,
@@ -217,22 +235,22 @@ def sim(
     given = [policies] if isinstance(policies, (str, type)) else list(policies)
     named = [p for p in given if isinstance(p, str)]
     hooked = [p for p in given if not isinstance(p, str)]
-    common = dict(
+    common = _native_options(dict(
         format=format,
         block_size=block_size,
-        preset_=preset,
+        preset=preset,
         prefetch=prefetch,
-        admission_=admission,
-        sequential_cutoff=_size(sequential_cutoff),
+        admission=admission,
+        sequential_cutoff=sequential_cutoff,
         associativity=associativity,
         reads_only=reads_only,
-        warmup=str(warmup),
-        volumes=None if volumes is None else list(volumes),
+        warmup=warmup,
+        volumes=volumes,
         threads=threads,
         skip_bad_lines=skip_bad_lines,
-        object_size=_size(object_size),
+        object_size=object_size,
         csv_columns=csv_columns,
-    )
+    ))
     # The engine's policies in one pass; FIFO (cheap) sizes the caches of Python policies when only they run.
     report = json.loads(_native.sim(path, named or ["fifo"], _list(cache), **common))
     results = report["results"] if named else []
@@ -281,26 +299,14 @@ def over_time(
     names = [policies] if isinstance(policies, str) else list(policies)
     if not all(isinstance(p, str) for p in names):
         raise ValueError("policies: over_time takes the engine's policies by name")
-    opts = dict(options)
-    for k, v in (("preset", "preset_"), ("admission", "admission_")):
-        if k in opts:
-            opts[v] = opts.pop(k)
-    for k in ("sequential_cutoff", "object_size"):
-        if k in opts:
-            opts[k] = _size(opts[k])
-    if "warmup" in opts:
-        opts["warmup"] = str(opts["warmup"])
     path = os.fspath(trace)
-    report = json.loads(_native.sim(path, names, _list(cache), interval=int(interval), **opts))
+    report = json.loads(_native.sim(path, names, _list(cache), interval=int(interval), **_native_options(options)))
     rows = []
     for c in report["results"]:
         for k, i in enumerate(c.get("intervals", []), start=1):
-            rd, wr = i["read"], i["write"]
-            blocks = rd["blocks"] + wr["blocks"]
-            rd_miss = rd["blocks"] - rd["block_hits"]
-            misses = rd_miss + wr["blocks"] - wr["block_hits"]
-            requests = rd["requests"] + wr["requests"]
-            req_miss = requests - rd["request_hits"] - wr["request_hits"]
+            rd = i["read"]
+            blocks, rd_miss, wr_miss, requests, rd_req_miss, wr_req_miss = _misses(rd, i["write"])
+            misses, req_miss = rd_miss + wr_miss, rd_req_miss + wr_req_miss
             rows.append([path, c["policy"], c["cache_blocks"], k, i["end_request"], requests, blocks, misses,
                          _ratio(misses, blocks), rd["blocks"], rd_miss, _ratio(rd_miss, rd["blocks"]), req_miss,
                          _ratio(req_miss, requests)])

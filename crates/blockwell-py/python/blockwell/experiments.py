@@ -225,7 +225,7 @@ def es_equivalence(
     ``bonnie``), slowdown factor and reference DRAM size, the extended-storage capacity of equal time, one row
     each (``equivalent_blocks``, ``ratio``, empty when no capacity matches). Table II is the mean ``ratio``
     per (workload, slowdown); the break-even price is its inverse. Results: ``docs/experiments/es-equivalence.md``."""
-    given = {k: v for k, v in locals().items()}
+    given = dict(locals())
     return _frame(dict(_es("es-equivalence", given))["tables"])
 
 
@@ -249,8 +249,8 @@ def es_levels(
     --levels``): per workload and reference size, the reference (slowdown 1) and a tier of the same size at
     the largest slowdown, one row each, with every counter of the DRAM, tier and disk levels flattened
     (``dram.read_misses``, ``es.time_ns``, ``disk.pages_read``, ...)."""
+    given = dict(locals())
     import pandas as pd
 
-    given = {k: v for k, v in locals().items() if k != "pd"}
     rows = json.loads(dict(_es("es-levels", given))["levels"])
     return pd.json_normalize(rows, sep=".").rename(columns=lambda c: c.replace("report.", "", 1))
