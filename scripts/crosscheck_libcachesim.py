@@ -47,6 +47,11 @@ PAIRS = {
 # aborts likewise when the SLRU's probation segment rounds to 0 (c <= 4 blocks).
 MIN_SIZE = {"s3fifo": 10, "w-tinylfu": 5}
 
+# Policies whose decisions depend on libcachesim's random draws (its thread-local LCG, the layout of its hash
+# table) that Blockwell does not replay: Blockwell policy name -> (libcachesim class, allowed absolute difference
+# of the miss ratio). docs/correctness.md says why each is not exact.
+NEAR = {}
+
 
 def traces(quick):
     """Deterministic synthetic block-id sequences."""
@@ -95,7 +100,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default="target/release/blockwell")
     ap.add_argument("--quick", action="store_true", help="shorter traces")
-    ap.add_argument("--policies", default=",".join(PAIRS), help="comma-separated subset")
+    ap.add_argument("--policies", default=",".join([*PAIRS, *NEAR]), help="comma-separated subset")
     args = ap.parse_args()
     wanted = [p for p in args.policies.split(",") if p]
     passed = failed = 0
@@ -126,9 +131,15 @@ def main():
                 for size in sizes:
                     if size < MIN_SIZE.get(pol, 1):
                         continue
-                    theirs = lcs_misses(path, PAIRS[pol], size, n)
                     mine = ours[(pol, size)]
-                    if mine == theirs:
+                    if pol in NEAR:
+                        cls, tolerance = NEAR[pol]
+                        theirs = lcs_misses(path, cls, size, n)
+                        ok = abs(mine - theirs) / n <= tolerance
+                    else:
+                        theirs = lcs_misses(path, PAIRS[pol], size, n)
+                        ok = mine == theirs
+                    if ok:
                         passed += 1
                     else:
                         failed += 1
