@@ -201,6 +201,25 @@ pub trait Policy: Send + 'static {
 
     /// Bytes of heap the policy's metadata occupies now (arena, index, ghosts).
     fn heap_bytes(&self) -> usize;
+
+    /// Which block a demand miss of `incoming` (not resident) would evict now, changing nothing: what a
+    /// victim-comparing admission rule (TinyLFU) weighs the newcomer against. The default says
+    /// [`Victim::Unknown`].
+    fn victim(&self, incoming: BlockKey) -> Victim {
+        let _ = incoming;
+        Victim::Unknown
+    }
+}
+
+/// What [`Policy::victim`] says of the next demand miss.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Victim {
+    /// The miss would evict nothing (the cache has room, or the policy would not insert the block).
+    None,
+    /// The miss would evict this block.
+    Block(BlockKey),
+    /// The policy cannot say without changing its state.
+    Unknown,
 }
 
 /// The common prefetch rule of policies whose prefetched blocks go where a missed block would: insert every
@@ -245,6 +264,10 @@ pub trait DynPolicy: Send {
     fn remove(&mut self, key: BlockKey) -> bool;
     fn validate(&self) -> Result<(), String>;
     fn heap_bytes(&self) -> usize;
+    fn victim(&self, incoming: BlockKey) -> Victim {
+        let _ = incoming;
+        Victim::Unknown
+    }
 }
 
 impl<P: Policy> DynPolicy for P {
@@ -274,6 +297,9 @@ impl<P: Policy> DynPolicy for P {
     }
     fn heap_bytes(&self) -> usize {
         Policy::heap_bytes(self)
+    }
+    fn victim(&self, incoming: BlockKey) -> Victim {
+        Policy::victim(self, incoming)
     }
 }
 

@@ -285,6 +285,10 @@ impl<P: Policy> Policy for SetAssoc<P> {
             + self.runs.capacity() * std::mem::size_of::<(usize, usize, usize)>()
             + self.part.capacity() * std::mem::size_of::<Access>()
     }
+
+    fn victim(&self, incoming: BlockKey) -> super::Victim {
+        self.sets[self.set_of(incoming)].victim(incoming)
+    }
 }
 
 #[cfg(test)]
