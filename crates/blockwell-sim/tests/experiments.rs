@@ -233,3 +233,51 @@ fn options_read_from_json_take_the_defaults_and_name_bad_settings() {
     assert_eq!(d.sizes, [1 << 20, 2 << 20]);
     assert_eq!(EsOptions { scale: 0.0, ..EsOptions::default() }.grid().unwrap_err().option(), Some("scale"));
 }
+
+/// Seed 000, kernel read: "the improvement becomes greater as the number of processes increase … there are
+/// usually more processes than disk cache segments, which are continually evicted". The trend appears when the
+/// disk interleaves the processes' reads (CFQ without its idle window): REDCAP's gain rises once the processes
+/// outnumber the drive's 8 buffer segments, and with 32 segments the rise moves to more processes. With 2.6.14's
+/// 10 ms idle window CFQ serves one process per slice and the segment count does not matter
+/// (docs/experiments/redcap.md, "Kernel read: why the gain does not rise").
+#[test]
+fn kernel_read_gain_rises_once_processes_outnumber_the_drive_segments() {
+    use blockwell_sim::experiments::redcap::RedcapOptions;
+    let run = |scheduler: &str, disk: &str| {
+        let o = RedcapOptions {
+            benchmarks: Some(vec!["kernel-read".into()]),
+            procs: Some(vec![4, 16, 32]),
+            layouts: Some(vec!["block-groups".into()]),
+            configs: Some(vec!["64x128k".into()]),
+            scale: Some(0.25),
+            runs: Some(1),
+            scheduler: scheduler.into(),
+            disk: disk.into(),
+            ..RedcapOptions::default()
+        };
+        let r = o.grid().unwrap().run().unwrap();
+        let gain = |p: u32| r.get("kernel-read", p, "block-groups", "64x128k").unwrap().improvement;
+        (gain(4), gain(16), gain(32))
+    };
+    let (g4, g16, _) = run("cfq(idle_ms=0)", "wd1200bb");
+    assert!(g16 > g4 + 0.2, "8 drive segments: 4 processes {g4:.3}, 16 {g16:.3}");
+    let (w4, w16, w32) = run("cfq(idle_ms=0)", "wd1200bb(segments=32)");
+    assert!(w16 < g16 - 0.2 && w32 > w16 + 0.2, "32 segments: 4 {w4:.3}, 16 {w16:.3}, 32 {w32:.3}");
+    // With the idle window the segment count changes nothing and the gain falls with the processes.
+    let (a4, a16, a32) = run("cfq", "wd1200bb");
+    let (b4, b16, b32) = run("cfq", "wd1200bb(segments=32)");
+    assert!(a32 < a4 && (a16 - b16).abs() < 0.05 && (a32 - b32).abs() < 0.05, "{a4} {a16} {a32} / {b4} {b16} {b32}");
+}
+
+#[test]
+fn schedulers_parse_with_cfq_times_and_name_their_errors() {
+    use blockwell_sim::vtime::{CfqTuning, Scheduler};
+    assert_eq!(Scheduler::parse("CFQ").unwrap(), Scheduler::CFQ);
+    let t = Scheduler::parse("cfq(slice_ms=50, idle_ms=0)").unwrap();
+    assert_eq!(t, Scheduler::Cfq(CfqTuning { slice_ns: 50_000_000, idle_ns: 0 }));
+    assert_eq!(Scheduler::parse(&t.spec()).unwrap(), t);
+    assert_eq!(serde_json::to_string(&Scheduler::CFQ).unwrap(), "\"cfq\"");
+    assert!(Scheduler::parse("cfq(idle=3)").unwrap_err().contains("unknown parameter 'idle'"));
+    assert!(Scheduler::parse("cfq(slice_ms=0)").unwrap_err().contains("slice_ms"));
+    assert!(Scheduler::parse("c-look(x=1)").unwrap_err().contains("takes no parameters"));
+}

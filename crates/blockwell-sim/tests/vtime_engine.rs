@@ -137,6 +137,23 @@ fn think_jitter_adds_a_seeded_random_delay_to_every_think_time() {
 }
 
 #[test]
+fn think_times_queue_for_the_processors() {
+    // Four processes, 10 reads each of 1 ms on the disk, thinking 4 ms before each.
+    let disk = ConstDisk::new(MS);
+    let procs = (0..4u64).map(|p| (0..10).map(|i| read(0, p * 100 + i, 4 * MS)).collect()).collect();
+    let w = one_file(1000, procs);
+    let time = |cpus| run_workload(&w, &Config { cpus, ..Config::default() }, &disk).unwrap().app_time_ns;
+    // A processor per process: the think times overlap, the disk (4 ms of work per round) keeps up.
+    assert!(time(0) < 10 * 8 * MS, "{}", time(0));
+    // One processor: the 160 ms of thinking run one after another, and the disk's work overlaps them.
+    assert!(time(1) >= 160 * MS && time(1) <= 161 * MS, "{}", time(1));
+    // Two processors: half as long, as long as the thinking dominates.
+    assert!(time(2) >= 80 * MS && time(2) < 90 * MS, "{}", time(2));
+    // As many processors as processes is no limit at all.
+    assert_eq!(time(4), time(0));
+}
+
+#[test]
 fn page_cache_hits_take_no_device_time() {
     let disk = ConstDisk::new(MS);
     // Read blocks 0..10 twice: the second pass hits.
@@ -169,7 +186,7 @@ fn identical_inputs_give_identical_reports_time_included() {
         files: (0..3).map(|i| FileInfo { size: 400 * BS, writer: i, dir: 0 }).collect(),
         processes: procs,
     };
-    for scheduler in [Scheduler::Fifo, Scheduler::CLook, Scheduler::Cfq] {
+    for scheduler in [Scheduler::Fifo, Scheduler::CLook, Scheduler::CFQ] {
         let cfg = Config {
             page_cache: Some(lru(64).with_prefetch(seq_ahead(4))),
             block_cache: Some(
@@ -252,7 +269,7 @@ fn cfq_waits_for_the_process_it_serves_where_c_look_seeks_away() {
         let r = run_block_requests(&[a.clone(), b.clone()], &cfg, &disk).unwrap();
         (disk.served().iter().map(|(_, q)| q.sector / 8).collect::<Vec<_>>(), r)
     };
-    let (order, r) = run(Scheduler::Cfq);
+    let (order, r) = run(Scheduler::CFQ);
     let expected: Vec<u64> = (0..10).chain(1000..1004).collect();
     assert_eq!(order, expected);
     // A: 10 reads of 1 ms and 9 think times of 5 ms (55 ms); the wait for A (10 ms); B: 4 reads, 3 think times.

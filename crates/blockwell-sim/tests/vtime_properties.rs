@@ -31,7 +31,7 @@ fn seed000(w: &Workload, layout: LayoutSpec, redcap: bool) -> Report {
         page_cache: Some(page_cache("lru", 256, "linux26")),
         redcap: redcap.then(|| RedcapSetup::preset("64x128k", 4096).unwrap()),
         layout,
-        scheduler: Scheduler::Cfq,
+        scheduler: Scheduler::CFQ,
         start_jitter_ns: START_JITTER_NS,
         start_seed: 1,
         ..Config::default()
@@ -83,7 +83,7 @@ fn the_closed_loop_shadow_replays_the_run_without_the_cache() {
     // close as the closed-loop one (1,640,981,291 ns).
     let w = workload("strided-4k(procs=4,file_mb=8)");
     let layout = LayoutSpec::from(LayoutKind::BlockGroups);
-    for (scheduler, tolerance) in [(Scheduler::CLook, 0.0), (Scheduler::Cfq, 0.02)] {
+    for (scheduler, tolerance) in [(Scheduler::CLook, 0.0), (Scheduler::CFQ, 0.02)] {
         let base = Config {
             page_cache: Some(page_cache("lru", 256, "linux26")),
             layout: layout.clone(),

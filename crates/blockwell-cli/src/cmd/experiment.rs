@@ -140,6 +140,12 @@ pub struct RedcapArgs {
     #[arg(long, value_name = "US", default_value_t = 0)]
     pub think_jitter_us: u64,
 
+    /// Processors the processes' think times share, first come first served (0: one per process). The
+    /// paper's machine had one. Matters only with think times (`kernel-read(think_us=500)`). See
+    /// docs/experiments/redcap.md.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub cpus: u32,
+
     #[command(flatten)]
     pub output: RunArgs,
 }
@@ -238,6 +244,7 @@ impl RedcapArgs {
             start_jitter_ms: self.start_jitter_ms,
             shadow: self.shadow.clone(),
             think_jitter_us: self.think_jitter_us,
+            cpus: self.cpus,
             threads: self.output.threads,
         })
     }

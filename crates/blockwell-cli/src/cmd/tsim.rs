@@ -116,6 +116,11 @@ pub struct Args {
     #[arg(long, value_name = "US", default_value_t = 0)]
     pub think_jitter_us: u64,
 
+    /// Closed loop: processors the think times share, first come first served (0: one per process, every
+    /// think time runs at once).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub cpus: u32,
+
     /// With --redcap: how its controller's shadow devices are fed: `closed-loop` (each process replays its
     /// own closed loop; at most `lag` requests per process wait, default 8, 0: no limit) or `arrival(depth=N)`
     /// (queued as requests arrive; at most N per process, 0: no limit). docs/experiments/redcap.md.
@@ -223,6 +228,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         start_jitter_ns: jitter_ns(a.start_jitter_ms)?,
         start_seed: a.start_seed,
         think_jitter_ns: a.think_jitter_us.saturating_mul(1000),
+        cpus: a.cpus,
         ..Config::default()
     };
     let model = disk.build().context("--disk")?;

@@ -89,6 +89,7 @@ def redcap(
     start_jitter_ms: Optional[float] = None,
     shadow: Optional[str] = None,
     think_jitter_us: Optional[int] = None,
+    cpus: Optional[int] = None,
     threads: Optional[int] = None,
 ):
     """Seed 000 Figure 1 (``blockwell experiment redcap``): the improvement in application time with REDCAP
@@ -101,7 +102,7 @@ def redcap(
         dict(quick=quick, benchmarks=benchmarks, procs=procs, layouts=layouts, configs=configs, scale=scale,
              disk=disk, page_cache=page_cache, page_policy=page_policy, page_prefetch=page_prefetch,
              scheduler=scheduler, layout_seed=layout_seed, runs=runs, start_jitter_ms=start_jitter_ms,
-             shadow=shadow, think_jitter_us=think_jitter_us, threads=threads),
+             shadow=shadow, think_jitter_us=think_jitter_us, cpus=cpus, threads=threads),
         lists=("benchmarks", "layouts", "configs"), size=("page_cache",), numbers=("procs",),
     )
     return _frame(dict(_native.experiment("redcap", opts))["cells"])

@@ -63,6 +63,8 @@ pub struct RedcapGrid {
     pub shadow: Shadow,
     /// Random addition of up to this much to every think time ([`Config::think_jitter_ns`]; 0: none).
     pub think_jitter_ns: u64,
+    /// Processors the think times run on ([`Config::cpus`]; 0: unlimited). The paper's machine had one.
+    pub cpus: u32,
 }
 
 /// Default start jitter of the grid: 10 ms, about what starting processes one after the other from a shell
@@ -80,7 +82,7 @@ impl RedcapGrid {
             configs: CONFIGS.iter().map(|s| s.to_string()).collect(),
             disk: DiskSpec::parse("wd1200bb")?,
             page_cache: Some(default_page_cache()),
-            scheduler: Scheduler::Cfq,
+            scheduler: Scheduler::CFQ,
             scale: 1.0,
             layout_seed: 0,
             block_size: 4096,
@@ -89,6 +91,7 @@ impl RedcapGrid {
             start_jitter_ns: START_JITTER_NS,
             shadow: Shadow::default(),
             think_jitter_ns: 0,
+            cpus: 1,
         })
     }
 
@@ -175,6 +178,7 @@ impl RedcapGrid {
             start_jitter_ns: self.start_jitter_ns,
             start_seed: u64::from(run),
             think_jitter_ns: self.think_jitter_ns,
+            cpus: self.cpus,
             ..Config::default()
         })
     }
@@ -263,6 +267,7 @@ impl RedcapGrid {
             start_jitter_ns: self.start_jitter_ns,
             shadow: self.shadow.to_string(),
             think_jitter_ns: self.think_jitter_ns,
+            cpus: self.cpus,
             cells,
         })
     }
@@ -295,6 +300,8 @@ pub struct RedcapOptions {
     pub start_jitter_ms: f64,
     pub shadow: String,
     pub think_jitter_us: u64,
+    /// Processors the processes' think times share (`0`: one per process).
+    pub cpus: u32,
     /// Threads (`None`: every core); results do not depend on it.
     pub threads: Option<usize>,
 }
@@ -318,6 +325,7 @@ impl Default for RedcapOptions {
             start_jitter_ms: START_JITTER_NS as f64 / 1e6,
             shadow: "closed-loop".into(),
             think_jitter_us: 0,
+            cpus: 1,
             threads: None,
         }
     }
@@ -378,6 +386,7 @@ impl RedcapOptions {
         g.start_jitter_ns = (ms * 1e6).round() as u64;
         g.shadow = self.shadow.parse().map_err(|e| bad("shadow")(&e))?;
         g.think_jitter_ns = self.think_jitter_us.saturating_mul(1000);
+        g.cpus = self.cpus;
         g.threads = super::threads_option(self.threads)?;
         g.check()?;
         for b in &g.benchmarks {
@@ -516,6 +525,9 @@ pub struct RedcapResults {
     /// Largest random addition to each think time (0: none).
     #[serde(default)]
     pub think_jitter_ns: u64,
+    /// Processors the think times ran on (0: one per process).
+    #[serde(default)]
+    pub cpus: u32,
     pub cells: Vec<RedcapCell>,
 }
 
@@ -534,13 +546,18 @@ impl RedcapResults {
         let _ = writeln!(
             s,
             "REDCAP vs none: improvement in application time, mean of {} runs ± 95% CI (REDCAP active fraction); \
-             start jitter {} ms{}, shadow {}; disk {}, page cache {}, {}, scale {}",
+             start jitter {} ms{}{}, shadow {}; disk {}, page cache {}, {}, scale {}",
             self.runs,
             self.start_jitter_ns as f64 / 1e6,
             if self.think_jitter_ns > 0 {
                 format!(", think jitter {} us", self.think_jitter_ns as f64 / 1e3)
             } else {
                 String::new()
+            },
+            match self.cpus {
+                0 => ", a CPU per process".to_string(),
+                1 => String::new(),
+                n => format!(", {n} CPUs"),
             },
             self.shadow,
             self.disk,

@@ -33,13 +33,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 pub(crate) const ASYNC_QUEUE: u32 = u32::MAX;
 
 const MS: u64 = 1_000_000;
-/// `cfq_slice_sync`, `cfq_slice_async` (HZ/10, HZ/25).
-const SLICE_SYNC_NS: u64 = 100 * MS;
+/// `cfq_slice_async` (HZ/25); `cfq_slice_sync` is [`CfqTuning::slice_ns`].
 const SLICE_ASYNC_NS: u64 = 40 * MS;
 /// `cfq_prio_to_maxrq` for priority 4 with `cfq_slice_async_rq` = 2: 2 × (2 + 2 × 3).
 const ASYNC_MAX_REQUESTS: u64 = 16;
-/// `cfq_slice_idle` (HZ/100).
-const SLICE_IDLE_NS: u64 = 10 * MS;
+#[cfg(test)]
+const SLICE_IDLE_NS: u64 = CfqTuning::LINUX_2_6_14.idle_ns;
 /// `cfq_fifo_expire` (HZ/8 synchronous, HZ/4 asynchronous).
 const FIFO_EXPIRE_SYNC_NS: u64 = 125 * MS;
 const FIFO_EXPIRE_ASYNC_NS: u64 = 250 * MS;
@@ -84,14 +83,19 @@ impl Queue {
         }
     }
 
-    /// `cfq_update_io_thinktime` and `cfq_update_idle_window` for a read arriving at `now`.
-    fn think(&mut self, now: u64) {
-        let ttime = now.saturating_sub(self.last_end).min(2 * SLICE_IDLE_NS);
+    /// `cfq_update_io_thinktime` and `cfq_update_idle_window` for a read arriving at `now`, with an idle window
+    /// of `idle_ns` (0: never wait).
+    fn think(&mut self, now: u64, idle_ns: u64) {
+        if idle_ns == 0 {
+            self.idle_window = false;
+            return;
+        }
+        let ttime = now.saturating_sub(self.last_end).min(2 * idle_ns);
         self.ttime_samples = (7 * self.ttime_samples + 256) / 8;
         self.ttime_total = (7 * self.ttime_total + 256 * ttime) / 8;
         self.ttime_mean = (self.ttime_total + 128) / self.ttime_samples;
         if self.ttime_samples > SAMPLES_VALID {
-            self.idle_window = self.ttime_mean <= SLICE_IDLE_NS;
+            self.idle_window = self.ttime_mean <= idle_ns;
         }
     }
 }
@@ -119,8 +123,29 @@ pub(crate) enum Pick {
     Nothing,
 }
 
+/// CFQ's two time constants that matter for reads: the slice a process queue gets and the idle window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CfqTuning {
+    /// `cfq_slice_sync`: how long a process queue is served, in nanoseconds.
+    pub slice_ns: u64,
+    /// `cfq_slice_idle`: how long the disk waits for the served process's next read, in nanoseconds (0: never).
+    pub idle_ns: u64,
+}
+
+impl CfqTuning {
+    /// Linux 2.6.14's values: 100 ms slices (HZ/10), a 10 ms idle window (HZ/100).
+    pub const LINUX_2_6_14: CfqTuning = CfqTuning { slice_ns: 100 * MS, idle_ns: 10 * MS };
+}
+
+impl Default for CfqTuning {
+    fn default() -> Self {
+        Self::LINUX_2_6_14
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Cfq {
+    tuning: CfqTuning,
     /// Looked up by queue key only, never iterated.
     queues: HashMap<u32, Queue>,
     /// Queues with requests, by (last served, insertion order).
@@ -130,6 +155,10 @@ pub(crate) struct Cfq {
 }
 
 impl Cfq {
+    pub(crate) fn new(tuning: CfqTuning) -> Self {
+        Cfq { tuning, ..Cfq::default() }
+    }
+
     fn rr_remove(&mut self, k: u32) {
         if let Some(pos) = self.queues.get_mut(&k).and_then(|q| q.rr.take()) {
             self.rr.remove(&pos);
@@ -153,7 +182,7 @@ impl Cfq {
         q.fifo.insert((key.1, key.0, now));
         let on_rr = q.rr.is_some();
         if read && k != ASYNC_QUEUE {
-            q.think(now);
+            q.think(now, self.tuning.idle_ns);
         }
         if !on_rr {
             self.rr_insert(k);
@@ -220,7 +249,7 @@ impl Cfq {
                 }
                 let key = old.unwrap_or_else(|| choose(&q.sorted, head));
                 a.dispatched += 1;
-                let slice = if k == ASYNC_QUEUE { SLICE_ASYNC_NS } else { SLICE_SYNC_NS };
+                let slice = if k == ASYNC_QUEUE { SLICE_ASYNC_NS } else { self.tuning.slice_ns };
                 a.slice_end.get_or_insert(now + slice);
                 if k == ASYNC_QUEUE && a.dispatched >= ASYNC_MAX_REQUESTS {
                     self.expire(now);
@@ -232,15 +261,15 @@ impl Cfq {
                 Some(t) if now < t => return Pick::Nothing,
                 Some(_) => {
                     // The idle timer fired with no request: keep waiting while no one else wants the disk.
-                    let t = now + SLICE_IDLE_NS;
-                    if !slice_over && self.rr.is_empty() {
+                    let t = now + self.tuning.idle_ns;
+                    if !slice_over && self.rr.is_empty() && self.tuning.idle_ns > 0 {
                         a.wait_until = Some(t);
                         return Pick::Arm(t);
                     }
                 }
                 None => {
                     if k != ASYNC_QUEUE && q.idle_window && a.slice_end.is_some_and(|e| now < e) {
-                        let t = now + SLICE_IDLE_NS;
+                        let t = now + self.tuning.idle_ns;
                         a.wait_until = Some(t);
                         return Pick::Arm(t);
                     }

@@ -81,7 +81,10 @@ impl Device {
             model,
             scheduler,
             queue: BTreeMap::new(),
-            cfq: (scheduler == Scheduler::Cfq).then(Cfq::default),
+            cfq: match scheduler {
+                Scheduler::Cfq(t) => Some(Cfq::new(t)),
+                _ => None,
+            },
             current: None,
             head: 0,
             seq: 0,
@@ -126,7 +129,7 @@ impl Device {
         count.requests += 1;
         let key = match self.scheduler {
             Scheduler::Fifo => (r.seq, 0),
-            Scheduler::CLook | Scheduler::Cfq => (r.sector, r.seq),
+            Scheduler::CLook | Scheduler::Cfq(_) => (r.sector, r.seq),
         };
         if mergeable {
             self.ends.insert(r.first_key + r.n, key);
@@ -156,7 +159,7 @@ impl Device {
             Scheduler::CLook => {
                 self.queue.range((self.head, 0)..).next().or_else(|| self.queue.first_key_value()).map(|(k, _)| *k)
             }
-            Scheduler::Cfq => match self.cfq.as_mut()?.select(now, self.head) {
+            Scheduler::Cfq(_) => match self.cfq.as_mut()?.select(now, self.head) {
                 Pick::Dispatch(k) => Some(k),
                 Pick::Arm(t) => return Some(Started::Timer(t)),
                 Pick::Nothing => None,

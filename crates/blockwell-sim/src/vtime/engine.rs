@@ -111,6 +111,8 @@ struct Sim {
     think_jitter: u64,
     /// Start delay of each process.
     starts: Vec<u64>,
+    /// When each processor is next free ([`Config::cpus`]); empty: think times never wait for one.
+    cpus: Vec<u64>,
     spb: u64,
     max_blocks: u64,
     procs: Vec<Proc>,
@@ -214,6 +216,7 @@ impl Sim {
             open_loop: cfg.issue == IssueMode::OpenLoop,
             think: cfg.think_ns,
             starts: start_delays(reqs.len(), cfg.start_jitter_ns, cfg.start_seed),
+            cpus: vec![0; cfg.cpus as usize],
             spb,
             max_blocks,
             procs: reqs
@@ -286,11 +289,32 @@ impl Sim {
         base + self.procs[p].jitter.next_u64() % (self.think_jitter + 1)
     }
 
+    /// When a process ready at `ready` has run a think time of `burst` (closed loop): at once, or after waiting
+    /// for the processor free first ([`Config::cpus`]; first come, first served).
+    fn think_done(&mut self, ready: u64, burst: u64) -> u64 {
+        if burst == 0 {
+            return ready;
+        }
+        let Some(cpu) = self.cpus.iter_mut().min() else { return ready + burst };
+        *cpu = ready.max(*cpu) + burst;
+        *cpu
+    }
+
     fn run(&mut self) {
-        for p in 0..self.procs.len() {
+        // Processes take the processors in the order they start.
+        let mut order: Vec<usize> = (0..self.procs.len()).collect();
+        if !self.cpus.is_empty() {
+            order.sort_by_key(|&p| (self.starts[p], p));
+        }
+        for p in order {
             if let Some(r) = self.procs[p].reqs.first().copied() {
-                let at = if self.open_loop { r.at_ns.unwrap_or(0) } else { self.think_before(p, &r) };
-                self.schedule(at + self.starts[p], Ev::Issue(p as u32));
+                let at = if self.open_loop {
+                    r.at_ns.unwrap_or(0) + self.starts[p]
+                } else {
+                    let burst = self.think_before(p, &r);
+                    self.think_done(self.starts[p], burst)
+                };
+                self.schedule(at, Ev::Issue(p as u32));
             }
         }
         if let Some(t) = self.cdev.as_ref().and_then(CacheDev::first_tick) {
@@ -897,7 +921,8 @@ impl Sim {
         proc.done_at = self.now;
         if !self.open_loop {
             if let Some(n) = proc.reqs.get(proc.next).copied() {
-                let at = self.now + self.think_before(job.proc as usize, &n);
+                let burst = self.think_before(job.proc as usize, &n);
+                let at = self.think_done(self.now, burst);
                 self.schedule(at, Ev::Issue(job.proc));
             }
         }

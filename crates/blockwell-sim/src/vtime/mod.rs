@@ -40,6 +40,7 @@ mod redcap;
 mod report;
 mod tier;
 
+pub use cfq::CfqTuning;
 pub use level::LevelCounters;
 pub use redcap::{RedcapReport, RedcapSetup, Shadow, ShadowParseError, SHADOW_LAG};
 pub use report::{DeviceReport, IoCount, LevelReport, Report};
@@ -73,8 +74,7 @@ pub enum IssueMode {
 }
 
 /// The order in which the device serves queued requests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Scheduler {
     /// Arrival order.
     #[default]
@@ -82,31 +82,92 @@ pub enum Scheduler {
     /// Circular LOOK: the queued request with the lowest start sector at or after the end of the last served
     /// request; when there is none, the lowest start sector of all (ties: arrival order).
     CLook,
-    /// Linux 2.6.14's CFQ (seed `000_*`'s scheduler): a queue per process served in 100 ms time slices round
-    /// robin, waiting up to 10 ms for the served process's next request (anticipation), C-LOOK-like order with
-    /// short backward seeks within a queue, FIFO deadlines; writes share one asynchronous queue. See
+    /// Linux 2.6.14's CFQ (seed `000_*`'s scheduler): a queue per process served in time slices (100 ms) round
+    /// robin, waiting up to the idle window (10 ms) for the served process's next request (anticipation),
+    /// C-LOOK-like order with short backward seeks within a queue, FIFO deadlines; writes share one asynchronous
+    /// queue. `cfq(slice_ms=S,idle_ms=I)` changes the two times (`idle_ms=0`: no anticipation). See
     /// `docs/time-simulation.md`.
-    Cfq,
+    Cfq(CfqTuning),
 }
 
 impl Scheduler {
-    /// Parses `fifo`, `c-look` (or `clook`) or `cfq`, in any case.
+    /// CFQ with Linux 2.6.14's times.
+    pub const CFQ: Scheduler = Scheduler::Cfq(CfqTuning::LINUX_2_6_14);
+
+    /// Parses `fifo`, `c-look` (or `clook`), `cfq` or `cfq(slice_ms=S,idle_ms=I)`, in any case.
     pub fn parse(s: &str) -> Result<Self, String> {
-        match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
-            "fifo" => Ok(Scheduler::Fifo),
-            "c-look" | "clook" => Ok(Scheduler::CLook),
-            "cfq" => Ok(Scheduler::Cfq),
+        let text = blockwell_core::spec::split_spec(s.trim()).map_err(|e| format!("scheduler '{s}': {e}"))?;
+        let name = text.name.trim().to_ascii_lowercase().replace('_', "-");
+        let simple = |v: Scheduler| {
+            if text.params.is_empty() {
+                Ok(v)
+            } else {
+                Err(format!("scheduler '{s}': {name} takes no parameters"))
+            }
+        };
+        match name.as_str() {
+            "fifo" => simple(Scheduler::Fifo),
+            "c-look" | "clook" => simple(Scheduler::CLook),
+            "cfq" => {
+                let mut t = CfqTuning::LINUX_2_6_14;
+                for (k, v) in &text.params {
+                    let ms: f64 = v
+                        .trim()
+                        .parse()
+                        .ok()
+                        .filter(|x: &f64| x.is_finite() && (0.0..=10_000.0).contains(x))
+                        .ok_or_else(|| format!("scheduler '{s}': {k}={v} is not milliseconds from 0 to 10000"))?;
+                    let ns = (ms * 1e6).round() as u64;
+                    match k.replace('-', "_").as_str() {
+                        "slice_ms" if ns > 0 => t.slice_ns = ns,
+                        "slice_ms" => return Err(format!("scheduler '{s}': slice_ms must be above 0")),
+                        "idle_ms" => t.idle_ns = ns,
+                        _ => {
+                            return Err(format!("scheduler '{s}': unknown parameter '{k}' (known: slice_ms, idle_ms)"))
+                        }
+                    }
+                }
+                Ok(Scheduler::Cfq(t))
+            }
             _ => Err(format!("unknown scheduler '{s}' (known: fifo, c-look, cfq)")),
         }
     }
 
-    /// The name reports print.
-    pub fn label(self) -> &'static str {
+    /// The name reports print (`CFQ`, or `CFQ(slice 50 ms, idle 0 ms)` with other times).
+    pub fn label(self) -> String {
         match self {
-            Scheduler::Fifo => "FIFO",
-            Scheduler::CLook => "C-LOOK",
-            Scheduler::Cfq => "CFQ",
+            Scheduler::Fifo => "FIFO".into(),
+            Scheduler::CLook => "C-LOOK".into(),
+            Scheduler::Cfq(t) if t == CfqTuning::LINUX_2_6_14 => "CFQ".into(),
+            Scheduler::Cfq(t) => {
+                format!("CFQ(slice {} ms, idle {} ms)", t.slice_ns as f64 / 1e6, t.idle_ns as f64 / 1e6)
+            }
         }
+    }
+
+    /// The spec that parses back to this scheduler (`cfq`, `cfq(slice_ms=100,idle_ms=0)`).
+    pub fn spec(self) -> String {
+        match self {
+            Scheduler::Fifo => "fifo".into(),
+            Scheduler::CLook => "c-look".into(),
+            Scheduler::Cfq(t) if t == CfqTuning::LINUX_2_6_14 => "cfq".into(),
+            Scheduler::Cfq(t) => {
+                format!("cfq(slice_ms={},idle_ms={})", t.slice_ns as f64 / 1e6, t.idle_ns as f64 / 1e6)
+            }
+        }
+    }
+}
+
+impl serde::Serialize for Scheduler {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.spec())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Scheduler {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Scheduler::parse(&s).map_err(serde::de::Error::custom)
     }
 }
 
@@ -283,6 +344,12 @@ pub struct Config {
     /// per process, from `start_seed`). Models the variation of a real process's CPU and scheduling time per
     /// request; without it identical generated processes keep whatever phase they start with. `0`: none.
     pub think_jitter_ns: u64,
+    /// Closed loop: processors the think times run on (`0`: as many as processes, every think time runs at
+    /// once). With `cpus` processors a think time is a CPU burst: a process whose request completed waits for
+    /// a free processor (first come, first served, no preemption), runs its burst, then issues its next
+    /// request. With many processes and think times this queueing lengthens each one's time between requests,
+    /// as on seed `000_*`'s one-processor machine (`docs/time-simulation.md`).
+    pub cpus: u32,
 }
 
 impl Default for Config {
@@ -305,6 +372,7 @@ impl Default for Config {
             start_jitter_ns: 0,
             start_seed: 0,
             think_jitter_ns: 0,
+            cpus: 0,
         }
     }
 }

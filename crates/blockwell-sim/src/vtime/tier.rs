@@ -947,7 +947,7 @@ mod tests {
             .collect();
         for cleaner in ["pi(update_ms=100,percent=1)", "watermark(high=5,low=1)"] {
             let cfg = config(spec(DevMode::WriteBack, 2000, cleaner), disk("sata-ssd"));
-            let cfg = Config { scheduler: super::super::Scheduler::Cfq, ..cfg };
+            let cfg = Config { scheduler: super::super::Scheduler::CFQ, ..cfg };
             let json = || serde_json::to_string(&run(&procs, &cfg, &*disk("wd1200bb"))).unwrap();
             let a = json();
             assert_eq!(a, json(), "{cleaner}");
