@@ -255,6 +255,23 @@ def test_over_time_equals_the_command_line_and_adds_up():
         blockwell.over_time(trace, "lru", "1%", interval=0)
 
 
+def test_plot_over_time_draws_a_line_per_cache(tmp_path):
+    pytest.importorskip("matplotlib", reason="SKIPPED LOUDLY: matplotlib is not installed")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    df = blockwell.over_time(shared_trace(), ["lru", "arc"], ["1%"], interval=25_000)
+    ax = blockwell.plot.over_time(df)
+    lines = ax.get_lines()
+    assert [ln.get_label() for ln in lines] == [f"{p} / {b} blocks" for p, b in
+                                                df[["policy", "cache_blocks"]].drop_duplicates().values]
+    lru = df[df["policy"] == "lru"]
+    assert list(lines[0].get_xdata()) == lru["end_request"].tolist()
+    assert list(lines[0].get_ydata()) == lru["block_miss_ratio"].tolist()
+    ax.figure.savefig(tmp_path / "t.png")
+    assert (tmp_path / "t.png").stat().st_size > 5_000
+
+
 def test_mrc_of_policies_equals_the_command_line():
     trace = shared_trace()
     df = blockwell.mrc(trace, ["2000blocks", "20000blocks"], policies=["lru", "arc"], sample=0.1)

@@ -1,4 +1,4 @@
-"""Plots of Blockwell results with matplotlib: miss-ratio curves and policy comparisons.
+"""Plots of Blockwell results with matplotlib: miss-ratio curves, policy comparisons and miss ratios over time.
 
 Each function draws on ``ax`` (a new figure's axes when None) and returns the axes, so plots compose and save
 with matplotlib as usual::
@@ -54,6 +54,22 @@ def policies(df, metric: str = "block_miss_ratio", *, ax: Any = None, bytes: boo
         ax.plot(x, rows[metric], marker="o", label=name)
     ax.set_xlabel("cache size (MiB)" if bytes else "cache size (blocks)")
     ax.set_ylabel(metric.replace("_", " "))
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    return ax
+
+
+def over_time(df, metric: str = "block_miss_ratio", *, ax: Any = None):
+    """One line per cache of a :func:`blockwell.over_time` DataFrame: ``metric`` per interval against the
+    request that ends it (a step at each interval's end), as ``blockwell sim --interval N --plot``. Lines are
+    named policy / cache size in blocks."""
+    ax = _axes(ax)
+    for (policy, blocks), rows in df.groupby(["policy", "cache_blocks"], sort=False):
+        rows = rows.sort_values("interval")
+        ax.step(rows["end_request"], rows[metric], where="pre", marker=".", label=f"{policy} / {blocks} blocks")
+    ax.set_xlabel("requests (after warm-up)")
+    ax.set_ylabel(metric.replace("_", " "))
+    ax.set_ylim(0, 1.0 if len(df) == 0 else max(1.0, float(df[metric].max()) * 1.05))
     ax.grid(True, alpha=0.3)
     ax.legend()
     return ax
