@@ -447,6 +447,16 @@ fn a_simulated_cache_device_reports_both_levels_and_refuses_nonsense() {
     assert!(e.contains("--cache-dev-size"), "{e}");
     let e = util::fails(&[&args[..], &["--cache-dev-policy", "opt"]].concat());
     assert!(e.contains("OPT"), "{e}");
+    // Warm-up by time: the generated requests are 100 us apart, so 500 ms are the first 5000 requests; one
+    // longer than the trace leaves nothing counted.
+    let warm = |w: &str| util::ok(&[&args[..], &["--json", "--cleaner", "watermark", "--warmup", w]].concat());
+    let by_count = warm("5000");
+    assert_eq!(warm("500ms"), by_count);
+    let v: serde_json::Value = serde_json::from_str(&by_count).unwrap();
+    assert_eq!(v["warmup_requests"], 5000);
+    let v: serde_json::Value = serde_json::from_str(&warm("1h")).unwrap();
+    assert_eq!(v["warmup_requests"], 20000);
+    assert_eq!(v["results"][0]["tier"]["read_hits"], 0, "{v}");
 }
 
 #[test]

@@ -282,8 +282,11 @@ pub fn replay_tier(
         return Err(ReplayError::NoCaches);
     }
     let rc = &cfg.replay;
-    let Some(warmup) = rc.warmup.requests() else {
-        return Err(unsupported("a warm-up by time: give a number of requests with a cache device"));
+    // A warm-up by time ends at the first request at least that long after the first one (trace time, as
+    // `replay` does); until then it counts as unending.
+    let span = match rc.warmup {
+        crate::replay::Warmup::Nanos(ns) => Some(ns),
+        crate::replay::Warmup::Requests(_) => None,
     };
     let bs = rc.block_size;
     if rams.iter().any(|r| r.policy.kind.needs_next_use()) || cfg.dev.policy.kind.needs_next_use() {
@@ -320,12 +323,20 @@ pub fn replay_tier(
         let (mut requests, mut accesses) = (0u64, 0u64);
         let (mut first_time, mut last_time) = (None::<u64>, 0u64);
         let mut prev_now = None::<u64>;
+        let mut warmup = rc.warmup.requests().unwrap_or(u64::MAX);
+        let mut trace_start = None::<u64>;
         loop {
             if reader.read_batch(&mut raw, 1 << 15)? == 0 {
                 break;
             }
             for t in &raw {
                 let Some(b) = filter.convert(t, reader.volumes()).map_err(|e| *e)? else { continue };
+                if let Some(span) = span.filter(|_| warmup == u64::MAX) {
+                    let t0 = *trace_start.get_or_insert(t.time_ns);
+                    if t.time_ns.saturating_sub(t0) >= span {
+                        warmup = requests;
+                    }
+                }
                 if warmup > 0 && requests == warmup {
                     run.reset();
                 }
@@ -363,6 +374,10 @@ pub fn replay_tier(
             && !matches!(cfg.dev.cleaner, CleanerSpec::None | CleanerSpec::Watermark { .. });
         report.requests = requests;
         report.block_accesses = accesses;
+        if warmup >= requests && warmup > 0 {
+            // The warm-up outlasted the trace: nothing counts.
+            run.reset();
+        }
         report.warmup_requests = warmup.min(requests);
         let skipped = reader.skipped();
         report.skipped_lines = skipped.count;

@@ -118,9 +118,6 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if a.interval.is_some() && (list.many || dev.is_some()) {
         bail!("--interval: one --trace FILE, without --cache-dev-size");
     }
-    if dev.is_some() && matches!(a.warmup, Warmup::Nanos(_)) {
-        bail!("--warmup: with --cache-dev-size, a number of requests");
-    }
     if list.many {
         if dev.is_some() {
             bail!("--cache-dev-size simulates one trace at a time: give one --trace FILE, not several nor a pattern");
