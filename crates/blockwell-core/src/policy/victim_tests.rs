@@ -40,7 +40,8 @@ fn exact(spec: &PolicySpec, preset: Preset) -> bool {
     let config = spec.config(preset).unwrap();
     match spec.kind {
         Opt => config["bypass"] != Value::Bool(true),
-        Fifo | Lru | TwoQ | Lrfu | Mq | Arc | TwoList => true,
+        Lirs => config["libcachesim_quirks"] != Value::Bool(true),
+        Fifo | Lru | Clock | LruK | TwoQ | Lrfu | Mq | Arc | Car | S3Fifo | Sieve | WTinyLfu | TwoList => true,
         #[allow(unreachable_patterns)]
         _ => false,
     }

@@ -465,6 +465,50 @@ impl Policy for WTinyLfu {
     fn heap_bytes(&self) -> usize {
         self.arena.heap_bytes() + self.index.heap_bytes() + self.sketch.heap_bytes()
     }
+
+    /// Exact: *evict* replayed on a read-only walk of the window from its LRU end. Window blocks that would move
+    /// into free main-cache slots are counted (segment sizes, P's LRU end) and their sketch additions applied
+    /// to the two estimates compared ([`Sketch::estimate_after`]).
+    fn victim(&self, incoming: BlockKey) -> super::Victim {
+        use super::Victim;
+        if !self.admits || self.arena.len() < self.capacity || self.contains(incoming) {
+            return Victim::None;
+        }
+        let (p, q) = (self.seg_max[PROBATION as usize], self.seg_max[PROTECTED as usize]);
+        let mut lens = [self.lists[PROBATION as usize].len(), self.lists[PROTECTED as usize].len()];
+        let mut backs = [self.lists[PROBATION as usize].back(), self.lists[PROTECTED as usize].back()];
+        let mut moved: Vec<BlockKey> = Vec::new();
+        let mut w = self.lists[WINDOW as usize].back();
+        loop {
+            let main_victim = backs[0].or(backs[1]);
+            let Some(v) = w else {
+                return main_victim.map_or(Victim::None, |u| Victim::Block(self.key(u)));
+            };
+            if self.arena[v].links.flag() {
+                return Victim::Block(self.key(v));
+            }
+            let vkey = self.key(v);
+            if lens[0] + lens[1] < self.main {
+                // main_insert into a free slot: P if it has room (or Q is full too), else Q; nothing evicted.
+                let s = if lens[0] < p || lens[1] >= q { 0 } else { 1 };
+                if lens[s] == 0 {
+                    backs[s] = Some(v);
+                }
+                lens[s] += 1;
+                moved.push(vkey);
+                w = List::prev_of(&self.arena, v);
+                continue;
+            }
+            return match main_victim {
+                Some(u)
+                    if self.sketch.estimate_after(vkey, &moved) > self.sketch.estimate_after(self.key(u), &moved) =>
+                {
+                    Victim::Block(self.key(u))
+                }
+                _ => Victim::Block(vkey),
+            };
+        }
+    }
 }
 
 impl WTinyLfu {
