@@ -12,7 +12,8 @@
 //!   (sim, the live server, the FUSE export) runs this type.
 //! - [`cache`]: [`cache::BlockCache`], a policy over a byte budget at a block size (the replacement part of a
 //!   level).
-//! - [`admission`]: which missed blocks enter a level; [`cutoff`]: the sequential cutoff.
+//! - [`admission`]: which missed blocks enter a level (`always`, `n-hit:N`, `tinylfu`, `bloom`, `prob:P`, or a
+//!   custom rule); [`cutoff`]: the sequential cutoff.
 //! - [`sketch`]: frequency sketches and Bloom filters (W-TinyLFU's and the admission filters').
 //! - [`prefetch`]: the prefetchers (observe demand requests, propose block ranges), one module each.
 //! - [`cluster`]: merges block fetches into device requests.
