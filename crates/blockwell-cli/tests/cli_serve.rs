@@ -127,7 +127,8 @@ fn toml_config_serves_two_exports_one_read_only() {
     std::fs::write(
         &cfg,
         "control = \"ctl.sock\"\n\n\
-         [[export]]\nname = \"a\"\ndescription = \"writable\"\nbackend = \"a.img\"\ncache = \"1MiB\"\npolicy = \"arc\"\n\n\
+         [[export]]\nname = \"a\"\ndescription = \"writable\"\nbackend = \"a.img\"\ncache = \"1MiB\"\npolicy = \"arc\"\n\
+         admission = \"tinylfu\"\n\n\
          [[export]]\nname = \"b\"\nbackend = \"b.img\"\nread_only = true\ncache = 0\n",
     )
     .unwrap();
@@ -188,6 +189,11 @@ fn bad_config_files_are_one_error_line_naming_file_and_key() {
         e.ends_with(
             "exports.toml:7:10: export \"b\": preset: unknown preset 'x' (known: default, libcachesim, seed001)"
         ),
+        "{e}"
+    );
+    let e = fails("[[export]]\nname = \"a\"\nbackend = \"disk.img\"\nadmission = \"prob:2\"\n");
+    assert!(
+        e.contains("exports.toml:4:13: export \"a\": admission: bad admission 'prob:2': prob:P needs 0 < P <= 1"),
         "{e}"
     );
     let e = fails("listen = \"127.0.0.1:0\"\nsched = \"fifo\"\n[[export]]\nname = \"a\"\nbackend = \"disk.img\"\n");

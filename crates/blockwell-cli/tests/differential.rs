@@ -136,6 +136,7 @@ fn sim_and_serve_count_the_same_with_prefetch_and_admission() {
     compare("lru", "obl(sync=true,blocks=2)", "n-hit:2", "0");
     compare("arc", "obl(sync=true)", "always", "64KiB");
     compare("s3fifo", "none", "n-hit:2", "64KiB");
+    compare("clock", "none", "tinylfu", "0");
 }
 
 /// Whether nbdsh (python3-libnbd for /usr/bin/python3) is there; in CI its absence fails the test.

@@ -25,6 +25,13 @@
 //! writes alike, are applied then, in order; blocks that arrived only prefetched enter as one prefetch group
 //! ([`CacheLevel::insert_arrived`]). Counting is the same in both modes.
 //!
+//! ## Admission
+//! Every demand access the level serves (reads, and writes that may allocate; hits, waits and misses alike) is
+//! shown to admission ([`crate::admission::Admission::record`]: TinyLFU counts it). A demand miss of an absent
+//! block, read or whole-block write, asks admission whether the block enters; a rule that weighs the policy's
+//! victim (TinyLFU) gets [`crate::Policy::victim`] for it. A rejected block is [`Fate::Pass`]: read (or written)
+//! through, not inserted, counted in `admission_rejections`. `always` costs nothing.
+//!
 //! ## Writes
 //! - [`WritePolicy::Allocate`] (write-through, and the simulator): a written block that is resident is updated
 //!   ([`Fate::Update`]); an absent block wholly covered by the write is admitted and allocated
@@ -57,7 +64,7 @@ use crate::cache::{BlockCache, CacheConfig, CacheError, Op};
 use crate::cluster::{Clusterer, DeviceRead};
 use crate::cutoff::SequentialCutoff;
 use crate::key::{block_span, BlockKey, MAX_BLOCK, MAX_VOLUME};
-use crate::policy::{Access, DynPolicy, Evicted, Outcome, NEVER};
+use crate::policy::{Access, DynPolicy, Evicted, Outcome, Victim as PolicyVictim, NEVER};
 use crate::prefetch::{BlockState, BlockView, Demand, Fetch, Prefetcher, U64Map};
 use crate::redcap::{ReadPlan, Redcap};
 use std::collections::BTreeSet;
@@ -504,6 +511,7 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
         let mut key = req.first;
         for i in 0..req.n as usize {
             let nu = req.next_use.get(i).copied().unwrap_or(NEVER);
+            self.admission.record(key.raw());
             let fate = if let Some(f) = self.inflight.get_mut(&key.raw()) {
                 let late = std::mem::replace(&mut f.prefetched, false);
                 if self.config.insert == Insert::OnCompletion {
@@ -548,10 +556,25 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
         self.clusterer.cluster(&self.async_keys, &mut plan.async_reads);
     }
 
+    /// Admission's decision on a demand miss of the absent block `key`, counted when it says no. The policy is
+    /// asked for its victim only when the rule weighs it (TinyLFU).
+    #[inline]
+    fn admit(&mut self, key: BlockKey) -> bool {
+        if self.admission.is_always() {
+            return true;
+        }
+        let victim =
+            if self.admission.needs_victim() { self.cache.policy().victim(key) } else { PolicyVictim::Unknown };
+        let admitted = self.admission.admit(key.raw(), victim);
+        if !admitted {
+            self.cache.stats_mut().admission_rejections += 1;
+        }
+        admitted
+    }
+
     /// A demand miss of an absent block: admit and insert it (in flight), or let it pass.
     fn allocate(&mut self, key: BlockKey, nu: u64, token: u64, plan: &mut StepPlan) -> Fate {
-        if !self.admission.admit(key.raw()) {
-            self.cache.stats_mut().admission_rejections += 1;
+        if !self.admit(key) {
             return Fate::Pass;
         }
         if self.config.insert == Insert::OnCompletion {
@@ -638,6 +661,7 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
         let mut key = req.first;
         for i in 0..req.n as usize {
             let nu = req.next_use.get(i).copied().unwrap_or(NEVER);
+            self.admission.record(key.raw());
             let start = key.block().saturating_mul(bs);
             let stop = start.saturating_add(bs).min(self.config.volume_bytes.max(start + 1));
             let whole = self.config.partial_write_allocate || (start >= req.offset && stop <= end);
@@ -663,10 +687,7 @@ impl<P: DynPolicy + ?Sized> CacheLevel<P> {
                 self.written_into(key);
                 hits += 1;
                 Fate::Update
-            } else if !whole {
-                Fate::Pass
-            } else if !self.admission.admit(key.raw()) {
-                self.cache.stats_mut().admission_rejections += 1;
+            } else if !whole || !self.admit(key) {
                 Fate::Pass
             } else {
                 self.touch(key, nu, plan);

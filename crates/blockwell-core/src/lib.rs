@@ -12,7 +12,9 @@
 //!   (sim, the live server, the FUSE export) runs this type.
 //! - [`cache`]: [`cache::BlockCache`], a policy over a byte budget at a block size (the replacement part of a
 //!   level).
-//! - [`admission`]: which missed blocks enter a level; [`cutoff`]: the sequential cutoff.
+//! - [`admission`]: which missed blocks enter a level (`always`, `n-hit:N`, `tinylfu`, `bloom`, `prob:P`, or a
+//!   custom rule); [`cutoff`]: the sequential cutoff.
+//! - [`sketch`]: frequency sketches and Bloom filters (W-TinyLFU's and the admission filters').
 //! - [`prefetch`]: the prefetchers (observe demand requests, propose block ranges), one module each.
 //! - [`cluster`]: merges block fetches into device requests.
 //! - [`dedup`]: content-based caching (seed 003): one copy per content, shared by addresses, Table 1 counters.
@@ -31,6 +33,7 @@ pub mod level;
 pub mod policy;
 pub mod prefetch;
 pub mod redcap;
+pub mod sketch;
 pub mod spec;
 pub mod stats;
 pub mod typed;

@@ -88,6 +88,61 @@ fn n_hit_admission_passes_the_first_miss() {
     assert_eq!((s.admission_rejections, s.read.block_misses(), s.read.block_hits), (1, 2, 1));
 }
 
+/// TinyLFU counts hits too, and weighs a miss against the policy's victim (LRU's tail).
+#[test]
+fn tinylfu_admission_weighs_the_miss_against_the_victim() {
+    let mut l = level(4, |c| c.admission = "tinylfu".parse().unwrap(), None);
+    let mut p = StepPlan::default();
+    for b in 0..4 {
+        read(&mut l, b, 1, &mut p);
+        assert_eq!(p.fates, [Fate::Fetch], "room in the cache: admitted");
+        l.complete_all();
+    }
+    for _ in 0..3 {
+        read(&mut l, 0, 4, &mut p);
+        assert_eq!(p.hits, 4);
+    }
+    // Block 9 (seen once) against the LRU tail, block 0 (seen four times): kept out, and 0 stays.
+    for miss in 1..=4 {
+        read(&mut l, 9, 1, &mut p);
+        assert_eq!(p.fates, [Fate::Pass], "miss {miss} of 9 is no more frequent than the victim");
+    }
+    read(&mut l, 9, 1, &mut p);
+    assert_eq!(p.fates, [Fate::Fetch], "the fifth miss of 9 beats the victim's four accesses");
+    assert_eq!(p.victims.first().map(|v| v.key), Some(k(0)), "the victim the policy named");
+    l.complete_all();
+    let s = l.stats();
+    assert_eq!((s.admission_rejections, s.read.block_hits, s.evictions), (4, 12, 1));
+    l.validate().unwrap();
+}
+
+/// `bloom` admits a block's second miss; `prob` is deterministic for a seed and admits about P of the misses.
+#[test]
+fn bloom_and_prob_admission_in_a_level() {
+    let mut l = level(64, |c| c.admission = "bloom".parse().unwrap(), None);
+    let mut p = StepPlan::default();
+    read(&mut l, 3, 1, &mut p);
+    assert_eq!(p.fates, [Fate::Pass]);
+    read(&mut l, 3, 1, &mut p);
+    assert_eq!(p.fates, [Fate::Fetch]);
+    let run = |spec: &str| {
+        let mut l = level(64, |c| c.admission = spec.parse().unwrap(), None);
+        let mut p = StepPlan::default();
+        let fates: Vec<Fate> = (0..2000)
+            .map(|b| {
+                read(&mut l, 1000 + b, 1, &mut p);
+                l.complete_all();
+                p.fates[0]
+            })
+            .collect();
+        (fates, l.stats().admission_rejections)
+    };
+    let (a, rejected) = run("prob:0.25");
+    assert_eq!(run("prob:0.25").0, a, "deterministic");
+    assert_ne!(run("prob:0.25:seed=3").0, a, "another seed, other draws");
+    assert!((1400..1600).contains(&rejected), "{rejected} of 2000 misses rejected at P = 0.25");
+}
+
 #[test]
 fn a_sequential_run_past_the_cutoff_bypasses() {
     let mut l = level(64, |c| c.sequential_cutoff = 4 * BS, None);

@@ -585,6 +585,47 @@ fn n_hit_admission() {
     assert_eq!(c.snapshot().read_block_hits, before + 2);
 }
 
+/// The live cache takes the admission filters: TinyLFU keeps a scan seen once from evicting blocks read often
+/// (the data stays right), `bloom` admits a block's second miss, `prob:1` everything.
+#[test]
+fn tinylfu_bloom_and_prob_admission() {
+    for policy in ["lru", "clock", "arc", "s3fifo"] {
+        let c = cached(256 * BS as usize, 16, |c| {
+            c.admission = "tinylfu".parse().unwrap();
+            c.policy = PolicySpec::parse(policy).unwrap();
+        });
+        c.inner().write_at(&fill(256 * BS as usize, 3), 0, false).unwrap();
+        for _ in 0..4 {
+            for b in 0..16 {
+                read(&c, b * BS, BS as usize);
+            }
+        }
+        let s = c.snapshot();
+        assert_eq!((s.slots_allocated, s.admission_rejections), (16, 0), "{policy}: room, then hits: {s:?}");
+        let hits = s.read_block_hits;
+        for b in 100..200 {
+            assert_eq!(read(&c, b * BS, BS as usize), fill(256 * BS as usize, 3)[(b * BS) as usize..][..BS as usize]);
+        }
+        let s = c.snapshot();
+        assert!(s.admission_rejections >= 90, "{policy}: the scan is kept out: {s:?}");
+        for b in 0..16 {
+            read(&c, b * BS, BS as usize);
+        }
+        assert!(c.snapshot().read_block_hits >= hits + 14, "{policy}: the hot blocks stayed");
+        c.validate().unwrap();
+    }
+    let c = cached(64 * BS as usize, 16, |c| c.admission = "bloom".parse().unwrap());
+    read(&c, 0, BS as usize);
+    read(&c, 0, BS as usize);
+    read(&c, 0, BS as usize);
+    let s = c.snapshot();
+    assert_eq!((s.admission_rejections, s.slots_allocated, s.read_block_hits), (1, 1, 1));
+    let c = cached(64 * BS as usize, 16, |c| c.admission = "prob:1".parse().unwrap());
+    read(&c, 0, BS as usize);
+    assert_eq!(c.snapshot().slots_allocated, 1);
+    assert!("prob:1.5".parse::<Admission>().unwrap_err().to_string().contains("0 < P <= 1"));
+}
+
 #[test]
 fn cache_command_prefetches() {
     let c = cached(64 * BS as usize, 16, |_| {});

@@ -363,8 +363,10 @@ impl<A: Arity> CacheArgs<A> {
 #[derive(clap::Args, serde::Deserialize, Clone, Debug, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct AdmitArgs {
-    /// Which missed blocks enter the cache: `always`, or `n-hit:N` (on the N-th miss within a recent-miss
-    /// history as long as the cache).
+    /// Which missed blocks enter the cache: `always`; `n-hit:N` (on the N-th miss within a recent-miss history
+    /// as long as the cache); `tinylfu` (when more frequent than the block it would evict; `tinylfu:sample=N`
+    /// ages the sketch every N x capacity accesses, default 10); `bloom` (on a block's second miss, remembered in
+    /// a Bloom filter); `prob:P` (with probability P, `prob:P:seed=S` for another seed).
     #[arg(long, value_name = "SPEC", default_value = "always", value_parser = parse_arg::<AdmissionSpec>)]
     #[serde(deserialize_with = "de::from_str")]
     pub admission: AdmissionSpec,

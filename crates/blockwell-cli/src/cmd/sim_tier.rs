@@ -34,7 +34,8 @@ pub struct DevArgs {
     #[arg(long, value_name = "N", value_parser = parse_arg::<Associativity>)]
     pub cache_dev_associativity: Option<Associativity>,
 
-    /// Which read misses are copied into the cache device: `always`, or `n-hit:N`.
+    /// Which read misses are copied into the cache device: `always`, `n-hit:N`, `tinylfu`, `bloom` or `prob:P`
+    /// (as --admission).
     #[arg(long, value_name = "SPEC", default_value = DEFAULT_PROMOTE, value_parser = parse_arg::<AdmissionSpec>)]
     pub promote: AdmissionSpec,
 

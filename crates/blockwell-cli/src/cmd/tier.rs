@@ -54,7 +54,8 @@ pub struct TierArgs {
     #[arg(long, value_name = "N", value_parser = parse_arg::<Associativity>)]
     pub cache_dev_associativity: Option<Associativity>,
 
-    /// Which read misses are copied into the cache device: `always`, or `n-hit:N` (on a block's N-th miss).
+    /// Which read misses are copied into the cache device: `always`, `n-hit:N` (on a block's N-th miss),
+    /// `tinylfu`, `bloom` or `prob:P` (as --admission).
     #[arg(long, value_name = "SPEC", default_value = DEFAULT_PROMOTE, value_parser = parse_arg::<AdmissionSpec>)]
     #[serde(deserialize_with = "de::from_str")]
     pub promote: AdmissionSpec,

@@ -44,7 +44,7 @@
 //! index entry.
 
 use super::multilist::{Adaptive, MultiList, B1, B2, T1, T2};
-use super::{Access, Evicted, Outcome, Policy};
+use super::{Access, Evicted, Outcome, Policy, Victim};
 use crate::arena::Handle;
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
@@ -78,6 +78,14 @@ impl Arc {
         } else if let Some(h) = l.pop_back(T2) {
             l.demote(h, B2, out);
         }
+    }
+
+    /// The block [`Arc::replace`] would take with target `p`, changing nothing.
+    fn replace_victim(&self, p: f64, hit_in_b2: bool) -> Victim {
+        let l = &self.lists;
+        let t1 = l.len(T1) as f64;
+        let from_t1 = (!l.is_empty(T1) && (t1 > p || (t1 == p && hit_in_b2))) || l.is_empty(T2);
+        l.back_victim(if from_t1 { T1 } else { T2 })
     }
 
     /// A demand access to a key found in B1 (`in_b2 == false`) or B2: adapt `p`, make room, move it to T2.
@@ -202,6 +210,29 @@ impl Policy for Arc {
 
     fn heap_bytes(&self) -> usize {
         self.lists.heap_bytes()
+    }
+
+    /// Exact: the paper's cases. A key in B1 or B2 adapts `p` first and REPLACE runs with the new target (and
+    /// whether the key is in B2); a key in no list runs case IV: REPLACE with the current `p` when the cache is
+    /// full, or T1's LRU block when |T1| = c.
+    fn victim(&self, incoming: BlockKey) -> Victim {
+        let l = &self.lists;
+        let c = l.capacity();
+        let full = l.resident() >= c;
+        match l.get(incoming).map(|h| l.node(h).list()) {
+            Some(T1 | T2) => Victim::None,
+            Some(list) => {
+                let in_b2 = list == B2;
+                if full {
+                    self.replace_victim(l.adapt(self.p, in_b2), in_b2)
+                } else {
+                    Victim::None
+                }
+            }
+            None if l.len(T1) + l.len(B1) >= c && l.is_empty(B1) => l.back_victim(T1),
+            None if full => self.replace_victim(self.p, false),
+            None => Victim::None,
+        }
     }
 }
 

@@ -42,7 +42,7 @@
 //! no allocation per access (the arena and the index are sized for the full directory, 2c entries, up front).
 
 use super::multilist::{Adaptive, MultiList, Node, B1, B2, T1, T2};
-use super::{Access, Evicted, Outcome, Policy};
+use super::{Access, Evicted, Outcome, Policy, Victim};
 use crate::arena::Keyed;
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
@@ -84,6 +84,38 @@ impl Car {
             // A prefetched block never accessed is forgotten, not demoted into B1.
             l.retire(h, if from_t1 { B1 } else { B2 }, out);
             return;
+        }
+    }
+
+    /// The block [`Car::replace`] would demote or forget, changing nothing: the sweep replayed over T1 and T2
+    /// from their heads, counting the blocks it would move to T2's tail (reference bit cleared, so the first of
+    /// them is the victim once T2's own blocks are passed).
+    fn replace_victim(&self) -> Victim {
+        let l = &self.lists;
+        let p = self.p.max(1.0);
+        let (mut t1, mut t2) = (l.len(T1), l.len(T2));
+        let (mut c1, mut c2) = (l.back(T1), l.back(T2));
+        // The first block moved to T2's tail (the others follow it).
+        let mut moved: Option<crate::arena::Handle> = None;
+        loop {
+            let h = if t1 as f64 >= p || t2 == 0 {
+                let Some(h) = c1 else { return Victim::None };
+                c1 = l.newer(h);
+                t1 -= 1;
+                h
+            } else if let Some(h) = c2 {
+                c2 = l.newer(h);
+                t2 -= 1;
+                h
+            } else {
+                // T2's own blocks all had their second chance: the first block moved behind them goes.
+                return moved.map_or(Victim::None, |h| Victim::Block(l.key_of(h)));
+            };
+            if l.node(h).state & REF == 0 {
+                return Victim::Block(l.key_of(h));
+            }
+            moved.get_or_insert(h);
+            t2 += 1;
         }
     }
 
@@ -197,6 +229,15 @@ impl Policy for Car {
 
     fn heap_bytes(&self) -> usize {
         self.lists.heap_bytes()
+    }
+
+    /// Exact: `replace()` runs first when the cache is full, for a ghost hit as for a key in no list (before
+    /// `p` adapts), and is replayed read-only ([`Car::replace_victim`]); as long as the sweep itself.
+    fn victim(&self, incoming: BlockKey) -> Victim {
+        if self.lists.contains(incoming) || self.lists.resident() < self.lists.capacity() {
+            return Victim::None;
+        }
+        self.replace_victim()
     }
 }
 

@@ -201,6 +201,30 @@ impl Policy for Clock {
     fn heap_bytes(&self) -> usize {
         self.blocks.heap_bytes() + self.freq.capacity()
     }
+
+    /// Exact, on a read-only walk from the hand. The hand decrements each counter it passes and every block
+    /// keeps its place in the circle, so the block at position i from the hand (0 = the hand) with counter f is
+    /// reached with counter 0 after f·n + i steps: the victim is the first block from the hand with the smallest
+    /// counter. The walk stops at the first 0 (where the hand would stop); it reads every block when no counter
+    /// is 0.
+    fn victim(&self, incoming: BlockKey) -> super::Victim {
+        if !self.blocks.is_full() || self.blocks.contains(incoming) {
+            return super::Victim::None;
+        }
+        let mut best: Option<(u8, crate::arena::Handle)> = None;
+        let mut h = self.blocks.list.back();
+        while let Some(x) = h {
+            let f = self.freq[slot(x)];
+            if best.map_or(true, |(b, _)| f < b) {
+                best = Some((f, x));
+                if f == 0 {
+                    break;
+                }
+            }
+            h = crate::arena::List::prev_of(&self.blocks.arena, x);
+        }
+        best.map_or(super::Victim::None, |(_, x)| super::Victim::Block(self.blocks.arena[x].key()))
+    }
 }
 
 /// The side-array slot of a handle.

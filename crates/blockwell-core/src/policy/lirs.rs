@@ -772,6 +772,64 @@ impl Policy for Lirs {
     fn heap_bytes(&self) -> usize {
         self.arena.heap_bytes() + self.index.heap_bytes()
     }
+
+    /// Exact without `libcachesim_quirks`. A new block evicts Q's LRU block when the LIR set is full and Q has no
+    /// room, else nothing. A block with a non-resident entry in S becomes LIR: with the LIR set full, the bottom
+    /// LIR block of S is demoted to Q, which first evicts Q's LRU block when Q has no room, else nothing (the
+    /// pruning that follows forgets non-resident entries and evicts nothing). Under the quirks the demotion may
+    /// also be of a non-LIR entry, or repeat, or the pruning evict a phantom: a phantom is found by a read-only
+    /// walk up S, the other two cases (quirk 2 only) say `Unknown`. A resident key (a hit, which in LIRS may
+    /// demote and evict) says `Unknown`.
+    fn victim(&self, incoming: BlockKey) -> super::Victim {
+        use super::Victim;
+        let q_victim = || {
+            if self.q.len() + 1 > self.hir_limit {
+                self.q.back().map_or(Victim::None, |t| Victim::Block(self.arena[t].key))
+            } else {
+                Victim::None
+            }
+        };
+        let h = match self.index.get(&self.arena, incoming) {
+            None if (self.quirks && self.lir_limit == 0) || self.lirs < self.lir_limit => return Victim::None,
+            None => return q_victim(),
+            Some(h) if self.arena[h].resident() => return Victim::Unknown,
+            Some(h) => h,
+        };
+        // miss_nonresident: `h` goes to the top of S first.
+        if self.lir_limit == 0 {
+            return q_victim();
+        }
+        if self.lirs < self.lir_limit {
+            return Victim::None;
+        }
+        if self.lirs > self.lir_limit {
+            return Victim::Unknown; // quirk 2: several demotions
+        }
+        let below = |x: Handle| {
+            List::prev_of(&self.arena, x).filter(|&y| y != h).or_else(|| {
+                // Skip `h`, which has moved to the top.
+                List::prev_of(&self.arena, x).and_then(|y| List::prev_of(&self.arena, y))
+            })
+        };
+        let bottom = self.s.back().and_then(|b| if b == h { below(b) } else { Some(b) });
+        let Some(t) = bottom.filter(|&t| self.arena[t].is_lir()) else { return Victim::Unknown };
+        if self.q.len() + 1 > self.hir_limit {
+            return q_victim();
+        }
+        // The pruning after the demotion, from the entry above `t` up to (not including) the top, `h`.
+        let mut x = below(t);
+        while let Some(e) = x {
+            let n = &self.arena[e];
+            if n.is_lir() {
+                break;
+            }
+            if n.resident() && !self.in_q(e) {
+                return Victim::Block(n.key); // a phantom (quirks only)
+            }
+            x = below(e);
+        }
+        Victim::None
+    }
 }
 
 #[cfg(test)]

@@ -253,6 +253,14 @@ impl Policy for Lrfu {
     fn heap_bytes(&self) -> usize {
         self.arena.heap_bytes() + self.index.heap_bytes() + self.heap.heap_bytes()
     }
+
+    /// Exact: the top of the heap (smallest CRF now) when the cache is full.
+    fn victim(&self, incoming: BlockKey) -> super::Victim {
+        if self.arena.len() < self.capacity || self.contains(incoming) {
+            return super::Victim::None;
+        }
+        self.heap.peek().map_or(super::Victim::None, |h| super::Victim::Block(self.arena[h].key))
+    }
 }
 
 #[cfg(test)]

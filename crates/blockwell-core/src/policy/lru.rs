@@ -81,6 +81,11 @@ impl Policy for Lru {
     fn heap_bytes(&self) -> usize {
         self.blocks.heap_bytes()
     }
+
+    /// Exact: the back of the list when the cache is full.
+    fn victim(&self, incoming: BlockKey) -> super::Victim {
+        self.blocks.back_victim(incoming)
+    }
 }
 
 #[cfg(test)]

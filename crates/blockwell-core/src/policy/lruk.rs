@@ -592,6 +592,33 @@ impl Policy for LruK {
             + self.times.capacity() * std::mem::size_of::<u64>()
             + self.heap.capacity() * std::mem::size_of::<HeapEntry>()
     }
+
+    /// Exact: the access's clock tick first moves the ineligible blocks whose CRP then ends onto the heap (a
+    /// read-only walk from the ineligible list's oldest end, compared with the heap's top); the victim is the
+    /// smallest of them and the heap's top, or, with every block still within its CRP, the oldest ineligible
+    /// one.
+    fn victim(&self, incoming: BlockKey) -> super::Victim {
+        if self.resident < self.capacity || self.contains(incoming) {
+            return super::Victim::None;
+        }
+        let now = self.now + 1;
+        let mut best = self.heap.first().copied();
+        let mut b = self.ineligible.back();
+        while let Some(h) = b.filter(|_| self.crp > 0) {
+            if now - self.times(h)[0] <= self.crp {
+                break;
+            }
+            let e = HeapEntry { prio: self.prio(h), h };
+            if best.map_or(true, |x| self.less(e, x)) {
+                best = Some(e);
+            }
+            b = List::prev_of(&self.arena, h);
+        }
+        match best.map(|e| e.h).or(b) {
+            Some(h) => super::Victim::Block(self.arena[h].key),
+            None => super::Victim::None,
+        }
+    }
 }
 
 #[cfg(test)]

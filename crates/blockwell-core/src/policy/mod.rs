@@ -42,6 +42,8 @@ pub mod wtinylfu;
 mod proptest_model;
 #[cfg(test)]
 mod testutil;
+#[cfg(test)]
+mod victim_tests;
 
 /// One demand access or prefetch candidate as a policy sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -397,6 +397,18 @@ impl Policy for Mq {
     fn heap_bytes(&self) -> usize {
         self.arena.heap_bytes() + self.index.heap_bytes() + self.queues.capacity() * std::mem::size_of::<List>()
     }
+
+    /// Exact: the LRU block of the lowest non-empty queue when the cache is full (a miss evicts before the
+    /// clock tick and demotion pass of `Adjust`).
+    fn victim(&self, incoming: BlockKey) -> super::Victim {
+        if self.contains(incoming) || self.resident < self.capacity {
+            return super::Victim::None;
+        }
+        match self.queues.iter().find_map(|q| q.back()) {
+            Some(h) => super::Victim::Block(self.arena[h].key),
+            None => super::Victim::None,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -145,6 +145,30 @@ impl<const N: usize> MultiList<N> {
         self.lists[list as usize].move_to_front(&mut self.arena, h);
     }
 
+    /// The oldest entry of list `list`.
+    #[inline]
+    pub fn back(&self, list: u8) -> Option<Handle> {
+        self.lists[list as usize].back()
+    }
+
+    /// The entry after `h` towards the front (newer end) of its list.
+    #[inline]
+    pub fn newer(&self, h: Handle) -> Option<Handle> {
+        List::prev_of(&self.arena, h)
+    }
+
+    /// The key of entry `h`.
+    #[inline]
+    pub fn key_of(&self, h: Handle) -> BlockKey {
+        self.arena[h].key()
+    }
+
+    /// [`super::Victim::Block`] of the oldest entry of list `list`, or [`super::Victim::None`] when it is empty.
+    #[inline]
+    pub fn back_victim(&self, list: u8) -> super::Victim {
+        self.back(list).map_or(super::Victim::None, |h| super::Victim::Block(self.key_of(h)))
+    }
+
     /// Takes the oldest entry off list `list`.
     #[inline]
     pub fn pop_back(&mut self, list: u8) -> Option<Handle> {

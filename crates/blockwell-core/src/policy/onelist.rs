@@ -95,6 +95,16 @@ impl<T: Keyed + Linked> OneList<T> {
         self.push_front(entry, prefetched);
     }
 
+    /// [`super::Policy::victim`] of FIFO and LRU: the back entry when the cache is full and `key` is not
+    /// resident, else nothing.
+    #[inline]
+    pub fn back_victim(&self, key: BlockKey) -> super::Victim {
+        match self.list.back() {
+            Some(h) if self.is_full() && !self.contains(key) => super::Victim::Block(self.arena[h].key()),
+            _ => super::Victim::None,
+        }
+    }
+
     /// Evicts `h`, which is on the list, and reports it (see [`evict`]).
     #[inline]
     pub fn evict(&mut self, h: Handle, out: &mut Vec<Evicted>) {

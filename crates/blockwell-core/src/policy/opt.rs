@@ -247,6 +247,19 @@ impl Policy for Opt {
             + self.heap.heap_bytes()
             + self.pending.capacity() * std::mem::size_of::<Handle>()
     }
+
+    /// Exact without `bypass`: the block used farthest in the future when the cache is full. With `bypass` the
+    /// choice depends on the missed block's own next use, which a victim query does not carry: `Unknown` when
+    /// the cache is full.
+    fn victim(&self, incoming: BlockKey) -> super::Victim {
+        if self.arena.len() < self.capacity || self.contains(incoming) {
+            return super::Victim::None;
+        }
+        if self.bypass {
+            return super::Victim::Unknown;
+        }
+        self.heap.peek().map_or(super::Victim::None, |h| super::Victim::Block(self.arena[h].key))
+    }
 }
 
 #[cfg(test)]

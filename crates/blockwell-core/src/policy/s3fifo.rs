@@ -444,6 +444,47 @@ impl Policy for S3Fifo {
     fn heap_bytes(&self) -> usize {
         self.arena.heap_bytes() + self.index.heap_bytes()
     }
+
+    /// Exact, replaying *evict* on read-only walks. From S: the first block from S's oldest end that is an unused
+    /// prefetch or below the threshold (the others would move to M). From M (or when every S block moves): M's
+    /// oldest block with counter 0; failing that the first block moved in from S (counter 0, behind M's own
+    /// blocks); failing that the first block with the smallest min(counter, 3), since each pass of the hand lowers
+    /// every counter by one. As long as the eviction's own walks.
+    fn victim(&self, incoming: BlockKey) -> super::Victim {
+        use super::Victim;
+        if self.resident() < self.capacity || self.contains(incoming) {
+            return Victim::None;
+        }
+        let block = |h: Handle| Victim::Block(self.arena[h].key());
+        let mut moved = None;
+        if !(self.main.len() > self.main_cap || self.small.is_empty()) {
+            let mut s = self.small.back();
+            while let Some(h) = s {
+                let n = &self.arena[h];
+                if n.links.flag() || n.freq < self.threshold {
+                    return block(h);
+                }
+                moved.get_or_insert(h);
+                s = List::prev_of(&self.arena, h);
+            }
+        }
+        let mut best: Option<(u8, Handle)> = None;
+        let mut m = self.main.back();
+        while let Some(h) = m {
+            let f = self.arena[h].freq.min(3);
+            if f == 0 {
+                return block(h);
+            }
+            if best.map_or(true, |(b, _)| f < b) {
+                best = Some((f, h));
+            }
+            m = List::prev_of(&self.arena, h);
+        }
+        match moved.or(best.map(|(_, h)| h)) {
+            Some(h) => block(h),
+            None => Victim::None,
+        }
+    }
 }
 
 #[cfg(test)]

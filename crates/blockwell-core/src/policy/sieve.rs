@@ -172,6 +172,27 @@ impl Policy for Sieve {
     fn heap_bytes(&self) -> usize {
         self.blocks.heap_bytes()
     }
+
+    /// Exact, on a read-only walk: the first block from the hand towards the head (wrapping to the tail) whose
+    /// visited bit is clear; when every bit is set, the hand clears them all and comes back to where it started,
+    /// which is then the victim. As long as the hand's own walk (up to every block).
+    fn victim(&self, incoming: BlockKey) -> super::Victim {
+        if !self.blocks.is_full() || self.blocks.contains(incoming) {
+            return super::Victim::None;
+        }
+        let Some(start) = self.hand.or_else(|| self.blocks.list.back()) else { return super::Victim::None };
+        let mut h = start;
+        for _ in 0..self.blocks.len() {
+            if !self.blocks.arena[h].visited() {
+                return super::Victim::Block(self.blocks.arena[h].key());
+            }
+            h = match List::prev_of(&self.blocks.arena, h).or_else(|| self.blocks.list.back()) {
+                Some(p) => p,
+                None => break,
+            };
+        }
+        super::Victim::Block(self.blocks.arena[start].key())
+    }
 }
 
 #[cfg(test)]

@@ -181,6 +181,20 @@ impl Policy for TwoList {
     fn heap_bytes(&self) -> usize {
         self.lists.heap_bytes()
     }
+
+    /// Exact: the inactive list's tail when it has blocks (balancing pushes demoted pages in at its head); when
+    /// it is empty, the active tail, the first page balancing would demote.
+    fn victim(&self, incoming: BlockKey) -> super::Victim {
+        let l = &self.lists;
+        if l.contains(incoming) || l.resident() < l.capacity() {
+            return super::Victim::None;
+        }
+        if l.is_empty(INACTIVE) {
+            l.back_victim(ACTIVE)
+        } else {
+            l.back_victim(INACTIVE)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -258,6 +258,24 @@ impl Policy for TwoQ {
     fn heap_bytes(&self) -> usize {
         self.lists.heap_bytes()
     }
+
+    /// Exact: `reclaimfor`'s choice when the cache is full (A1in's oldest block while A1in is over Kin or Am is
+    /// empty, else Am's LRU block), for a key in A1out as for a new one; nothing when Kin = 0 admits nothing.
+    fn victim(&self, incoming: BlockKey) -> super::Victim {
+        let l = &self.lists;
+        let ghost = match l.get(incoming) {
+            Some(h) => l.node(h).state == A1OUT,
+            None => false,
+        };
+        if l.contains(incoming) || (!ghost && self.kin == 0) || l.resident() < l.capacity() {
+            return super::Victim::None;
+        }
+        if l.len(A1IN) > self.kin || l.is_empty(AM) {
+            l.back_victim(A1IN)
+        } else {
+            l.back_victim(AM)
+        }
+    }
 }
 
 #[cfg(test)]

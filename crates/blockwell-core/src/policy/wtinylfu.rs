@@ -89,6 +89,10 @@
 use super::{evict, Access, Evicted, Outcome, Policy, Preset};
 use crate::arena::{Arena, Handle, KeyIndex, Links, List, PackedKey};
 use crate::key::BlockKey;
+/// libCacheSim's `minimalIncrementCBF`, shared in [`crate::sketch`].
+use crate::sketch::CountingBloom as Sketch;
+#[cfg(test)]
+use crate::sketch::{xxh64_u64, SEED0, SEED1};
 use serde::{Deserialize, Serialize};
 
 /// W-TinyLFU's parameters.
@@ -136,99 +140,6 @@ struct Node {
 
 crate::arena::linked_by_field!(Node);
 crate::arena::keyed_by_field!(Node);
-
-const PRIME64_1: u64 = 0x9E37_79B1_85EB_CA87;
-const PRIME64_2: u64 = 0xC2B2_AE3D_27D4_EB4F;
-const PRIME64_3: u64 = 0x1656_67B1_9E37_79F9;
-const PRIME64_4: u64 = 0x85EB_CA77_C2B2_AE63;
-const PRIME64_5: u64 = 0x27D4_EB2F_1656_67C5;
-/// libCacheSim's `HASH_SEED0` and `HASH_SEED1`.
-const SEED0: u64 = 0x1234_5678;
-const SEED1: u64 = 0x1234_4321;
-
-/// XXH64 of the 8 little-endian bytes of `x` with `seed` (xxHash's algorithm for an 8-byte input).
-#[inline]
-fn xxh64_u64(x: u64, seed: u64) -> u64 {
-    let mut h = seed.wrapping_add(PRIME64_5).wrapping_add(8);
-    let k = x.wrapping_mul(PRIME64_2).rotate_left(31).wrapping_mul(PRIME64_1);
-    h ^= k;
-    h = h.rotate_left(27).wrapping_mul(PRIME64_1).wrapping_add(PRIME64_4);
-    h ^= h >> 33;
-    h = h.wrapping_mul(PRIME64_2);
-    h ^= h >> 29;
-    h = h.wrapping_mul(PRIME64_3);
-    h ^= h >> 32;
-    h
-}
-
-/// libCacheSim's `minimalIncrementCBF`: one array of counters, `hashes` double-hashed positions per key.
-#[derive(Clone, Debug)]
-struct Sketch {
-    counters: Vec<u32>,
-    hashes: u32,
-    /// Main-cache hits since the last aging, and the period.
-    hits: u64,
-    period: u64,
-}
-
-impl Sketch {
-    /// For `entries` main-cache blocks at false-positive rate `error` (libCacheSim's `minimalIncrementCBF_init`,
-    /// with its truncated literals for ln²2 and ln 2, not `std::f64::consts::LN_2`, so that sizes agree exactly).
-    #[allow(clippy::approx_constant)]
-    fn new(entries: usize, error: f64, period: u64) -> Self {
-        let entries = entries.min(i32::MAX as usize) as f64;
-        let bpe = -error.ln() / 0.480453013918201; // ln(2)^2
-        let hashes = (0.693147180559945 * bpe).ceil() as u32;
-        let mut n = (bpe * entries).ceil().min(i32::MAX as f64) as u32;
-        if n < hashes {
-            n = hashes * 2;
-        }
-        Sketch { counters: vec![0; n as usize], hashes, hits: 0, period }
-    }
-
-    #[inline]
-    fn positions(&self, key: BlockKey) -> impl Iterator<Item = usize> {
-        let raw = key.raw();
-        let a = xxh64_u64(raw, SEED0) as u32;
-        let b = xxh64_u64(raw, SEED1) as u32;
-        let n = self.counters.len() as u32;
-        (0..self.hashes).map(move |i| (a.wrapping_add(i.wrapping_mul(b)) % n) as usize)
-    }
-
-    #[inline]
-    fn estimate(&self, key: BlockKey) -> u32 {
-        self.positions(key).map(|x| self.counters[x]).min().unwrap_or(0)
-    }
-
-    /// Increments every counter of `key` (a position hit twice is incremented twice, as in libCacheSim).
-    #[inline]
-    fn add(&mut self, key: BlockKey) {
-        let raw = key.raw();
-        let a = xxh64_u64(raw, SEED0) as u32;
-        let b = xxh64_u64(raw, SEED1) as u32;
-        let n = self.counters.len() as u32;
-        for i in 0..self.hashes {
-            let x = (a.wrapping_add(i.wrapping_mul(b)) % n) as usize;
-            self.counters[x] = self.counters[x].wrapping_add(1);
-        }
-    }
-
-    /// A main-cache hit: counts toward aging, and halves every counter when the period is reached.
-    #[inline]
-    fn tick(&mut self) {
-        self.hits += 1;
-        if self.hits >= self.period {
-            self.hits = 0;
-            for c in &mut self.counters {
-                *c >>= 1;
-            }
-        }
-    }
-
-    fn heap_bytes(&self) -> usize {
-        self.counters.capacity() * std::mem::size_of::<u32>()
-    }
-}
 
 /// The W-TinyLFU policy. Every list's front is its MRU end.
 #[derive(Clone, Debug)]
@@ -553,6 +464,50 @@ impl Policy for WTinyLfu {
 
     fn heap_bytes(&self) -> usize {
         self.arena.heap_bytes() + self.index.heap_bytes() + self.sketch.heap_bytes()
+    }
+
+    /// Exact: *evict* replayed on a read-only walk of the window from its LRU end. Window blocks that would move
+    /// into free main-cache slots are counted (segment sizes, P's LRU end) and their sketch additions applied
+    /// to the two estimates compared ([`Sketch::estimate_after`]).
+    fn victim(&self, incoming: BlockKey) -> super::Victim {
+        use super::Victim;
+        if !self.admits || self.arena.len() < self.capacity || self.contains(incoming) {
+            return Victim::None;
+        }
+        let (p, q) = (self.seg_max[PROBATION as usize], self.seg_max[PROTECTED as usize]);
+        let mut lens = [self.lists[PROBATION as usize].len(), self.lists[PROTECTED as usize].len()];
+        let mut backs = [self.lists[PROBATION as usize].back(), self.lists[PROTECTED as usize].back()];
+        let mut moved: Vec<BlockKey> = Vec::new();
+        let mut w = self.lists[WINDOW as usize].back();
+        loop {
+            let main_victim = backs[0].or(backs[1]);
+            let Some(v) = w else {
+                return main_victim.map_or(Victim::None, |u| Victim::Block(self.key(u)));
+            };
+            if self.arena[v].links.flag() {
+                return Victim::Block(self.key(v));
+            }
+            let vkey = self.key(v);
+            if lens[0] + lens[1] < self.main {
+                // main_insert into a free slot: P if it has room (or Q is full too), else Q; nothing evicted.
+                let s = if lens[0] < p || lens[1] >= q { 0 } else { 1 };
+                if lens[s] == 0 {
+                    backs[s] = Some(v);
+                }
+                lens[s] += 1;
+                moved.push(vkey);
+                w = List::prev_of(&self.arena, v);
+                continue;
+            }
+            return match main_victim {
+                Some(u)
+                    if self.sketch.estimate_after(vkey, &moved) > self.sketch.estimate_after(self.key(u), &moved) =>
+                {
+                    Victim::Block(self.key(u))
+                }
+                _ => Victim::Block(vkey),
+            };
+        }
     }
 }
 

@@ -92,7 +92,7 @@ pub struct TierConfig {
     /// eviction only within a block's set); `None`: fully associative. Only the replacement decision is split
     /// into sets; a block's slot on the device is any free slot.
     pub associativity: Option<std::num::NonZeroUsize>,
-    /// Which missed blocks are promoted into the device (always, `n-hit:N`).
+    /// Which missed blocks are promoted into the device (`always`, `n-hit:N`, `tinylfu`, `bloom`, `prob:P`).
     pub admission: AdmissionSpec,
     /// Back-to-back runs of at least this many bytes bypass the device; 0 turns it off.
     pub sequential_cutoff: u64,
