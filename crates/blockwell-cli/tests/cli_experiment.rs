@@ -159,6 +159,53 @@ fn experiment_prefetch_policies_quick_shows_prefetching_narrowing_the_opt_lru_ga
 }
 
 #[test]
+fn experiment_prefetch_policies_runs_seed_001s_applications_at_the_papers_cache_sizes() {
+    // `--workload cscope`: the generator named after the application, at Figure 3's 32-256 MB mapped onto the
+    // generated data (260 MB in the paper).
+    let v = json(&[
+        "experiment",
+        "prefetch-policies",
+        "--workload",
+        "cscope(scale=0.01)",
+        "--policies",
+        "lru,2q",
+        "--json",
+    ]);
+    assert_eq!(v["source"], "cscope(scale=0.01)");
+    let sizes: Vec<u64> = v["sizes"].as_array().unwrap().iter().map(|s| s.as_u64().unwrap()).collect();
+    let data_blocks: f64 = 260.0 * 0.01 * 256.0; // 2.6 MiB in 4 KiB blocks
+    let want: Vec<u64> =
+        [32.0f64, 64.0, 128.0, 256.0].iter().map(|mb| (mb / 260.0 * data_blocks).round() as u64).collect();
+    for (got, want) in sizes.iter().zip(&want) {
+        assert!(got.abs_diff(*want) <= 2, "{sizes:?} vs {want:?}");
+    }
+    assert_eq!(v["points"].as_array().unwrap().len(), 2 * 2 * 4);
+    // Every application and mix runs (one tiny size, one policy).
+    for w in [
+        "glimpse(scale=0.002)",
+        "gcc(scale=0.02)",
+        "viewperf(scale=0.005)",
+        "tpc-r(scale=0.0005)",
+        "multi3(scale=0.001)",
+    ] {
+        let v = json(&[
+            "experiment",
+            "prefetch-policies",
+            "--workload",
+            w,
+            "--policies",
+            "lru",
+            "--cache",
+            "50%",
+            "--json",
+        ]);
+        assert_eq!(v["points"].as_array().unwrap().len(), 2, "{w}");
+    }
+    let e = util::fails(&["experiment", "prefetch-policies", "--workload", "cscope(scale=0)"]);
+    assert!(e.contains("scale"), "{e}");
+}
+
+#[test]
 fn experiment_prefetch_policies_on_a_block_trace() {
     let d = tempfile::tempdir().unwrap();
     let t = d.path().join("loop.csv");

@@ -81,6 +81,43 @@ impl Workload {
         }
     }
 
+    /// Block references: blocks of `block_size` each request touches, summed over all requests (our reading of the
+    /// "references" of seed 001's Table 2; see `docs/workloads.md`).
+    pub fn block_references(&self, block_size: u64) -> u64 {
+        let bs = block_size.max(1);
+        self.processes
+            .iter()
+            .flatten()
+            .filter(|r| r.len > 0)
+            .map(|r| r.offset.saturating_add(r.len - 1) / bs - r.offset / bs + 1)
+            .sum()
+    }
+
+    /// Fraction of block references (of `block_size`) that are to the block after the one the same process
+    /// referenced last in the same file: every block of a request but the first, and the first when the
+    /// process's previous reference to the file ended in the block before. 0 for no requests.
+    pub fn consecutive_block_fraction(&self, block_size: u64) -> f64 {
+        let bs = block_size.max(1);
+        let (mut consecutive, mut all) = (0u64, 0u64);
+        let mut last: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
+        for reqs in &self.processes {
+            last.clear();
+            for r in reqs.iter().filter(|r| r.len > 0) {
+                let (first, end) = (r.offset / bs, r.offset.saturating_add(r.len - 1) / bs);
+                all += end - first + 1;
+                consecutive += end - first;
+                if first > 0 && last.get(&r.file) == Some(&(first - 1)) {
+                    consecutive += 1;
+                }
+                last.insert(r.file, end);
+            }
+        }
+        match all {
+            0 => 0.0,
+            n => consecutive as f64 / n as f64,
+        }
+    }
+
     /// Checks that every request names a file of the workload, has `len >= 1` and lies within the file.
     pub fn validate(&self) -> Result<(), WorkloadError> {
         for (process, reqs) in self.processes.iter().enumerate() {

@@ -280,4 +280,110 @@ fn schedulers_parse_with_cfq_times_and_name_their_errors() {
     assert!(Scheduler::parse("cfq(idle=3)").unwrap_err().contains("unknown parameter 'idle'"));
     assert!(Scheduler::parse("cfq(slice_ms=0)").unwrap_err().contains("slice_ms"));
     assert!(Scheduler::parse("c-look(x=1)").unwrap_err().contains("takes no parameters"));
+
+// ---------------------------------------------------------------------------------------------------------------
+// Seed 001's findings on the application generators, where Blockwell reproduces their trend
+// (docs/experiments/prefetch-policies.md, "Compared with the paper"). Scaled down to run in about a second each;
+// cache sizes are the paper's, mapped onto the generated data as `--workload cscope` maps them.
+
+/// The grid on `spec` at the paper's cache sizes `mb` (of the application's Table 2 data size).
+fn app_grid(spec: &str, policies: &str, mb: &[u64]) -> PolicyGrid {
+    use blockwell_sim::workloads::{paper_app, WorkloadSpec};
+    let s = WorkloadSpec::parse(spec).unwrap();
+    let w = s.build().unwrap();
+    let app = paper_app(s.kind).unwrap();
+    let data: u64 = w.files.iter().map(|f| f.size).sum();
+    PolicyGrid {
+        policies: parse_policy_list(policies).unwrap(),
+        sizes: mb.iter().map(|&mb| CacheSize::Blocks(app.blocks_for(mb as f64, data, 4096))).collect(),
+        ..PolicyGrid::paper(Source::Workload(w)).unwrap()
+    }
+}
+
+#[test]
+fn cscope_prefetching_raises_every_hit_ratio_and_keeps_lru2_and_lirs_above_2q() {
+    // Paper, cscope at 128 MB (half its 260 MB): with prefetching LRU-2 78.1 %, LIRS 77.1 %, 2Q 75.8 %; every
+    // policy gains; the OPT–2Q gap narrows (18 points to under 6); disk requests fall (clustering).
+    let r = app_grid("cscope(scale=0.03)", "opt,lru,lru-k(k=2),2q,lirs", &[128]).run().unwrap();
+    let b = r.sizes[0];
+    let p = |pol: &str, pf: &str| r.get(pol, pf, b).unwrap();
+    for pol in &r.policies {
+        let (none, ra) = (p(pol, "none"), p(pol, "linux24"));
+        assert!(ra.hit_ratio > none.hit_ratio + 0.05, "{pol}: {} -> {}", none.hit_ratio, ra.hit_ratio);
+        assert!(ra.disk_requests < none.disk_requests, "{pol}");
+    }
+    let with = |pol: &str| p(pol, "linux24").hit_ratio;
+    assert!(with("lru-k(k=2)") > with("2q") && with("lirs") > with("2q"), "{r:?}");
+    let gap = |pf: &str| p("opt", pf).hit_ratio - p("2q", pf).hit_ratio;
+    assert!(gap("linux24") < gap("none"), "OPT-2Q gap {} -> {}", gap("none"), gap("linux24"));
+}
+
+#[test]
+fn gcc_prefetching_leaves_the_execution_time_almost_unchanged() {
+    // Paper: "all three performance metrics ... are almost identical with and without prefetching" for gcc.
+    // Blockwell reproduces it for the time (within 3 % here; hit ratios gain 5-12 points).
+    let r = app_grid("gcc(scale=0.2)", "lru,lru-k(k=2)", &[2, 4, 8]).run().unwrap();
+    for &b in &r.sizes {
+        for pol in &r.policies {
+            let (none, ra) = (r.get(pol, "none", b).unwrap(), r.get(pol, "linux24", b).unwrap());
+            let change = ra.app_time_ns as f64 / none.app_time_ns as f64 - 1.0;
+            assert!(change.abs() < 0.03, "{pol} at {b} blocks: {change:+.3}");
+        }
+    }
+}
+
+#[test]
+fn viewperf_prefetching_cuts_disk_requests_tenfold_but_not_the_cpu_bound_time() {
+    // Paper: hit ratio 35 % -> 87 % on average, disk requests / 11, time 880 s -> 850 s (CPU-bound).
+    let r = app_grid("viewperf(scale=0.05)", "lru,2q", &[64, 256]).run().unwrap();
+    for &b in &r.sizes {
+        for pol in &r.policies {
+            let (none, ra) = (r.get(pol, "none", b).unwrap(), r.get(pol, "linux24", b).unwrap());
+            assert!(ra.hit_ratio > 0.9 && ra.hit_ratio > none.hit_ratio + 0.3, "{pol} at {b}: {none:?} {ra:?}");
+            assert!(ra.disk_requests * 8 < none.disk_requests, "{pol} at {b}");
+            let time = ra.app_time_ns as f64 / none.app_time_ns as f64;
+            assert!((0.7..1.0).contains(&time), "{pol} at {b}: time x{time:.3}");
+        }
+    }
+}
+
+#[test]
+fn tpc_prefetching_reads_more_blocks_and_takes_longer_for_the_same_hit_ratio() {
+    // Paper, tpc-h: little hit-ratio improvement; synchronous requests about as many as without prefetching,
+    // each with an extra block; more blocks read and a longer run (x5 blocks, x2 time in the paper; x2 and
+    // +15 % or more here).
+    let r = app_grid("tpc-h(scale=0.002)", "lru,arc", &[128, 512]).run().unwrap();
+    for &b in &r.sizes {
+        for pol in &r.policies {
+            let (none, ra) = (r.get(pol, "none", b).unwrap(), r.get(pol, "linux24", b).unwrap());
+            assert!((ra.hit_ratio - none.hit_ratio).abs() < 0.02, "{pol} at {b}: {none:?} {ra:?}");
+            let sync = ra.sync_reads.requests as f64 / none.disk_requests as f64;
+            assert!((0.9..1.05).contains(&sync), "{pol} at {b}: sync x{sync:.3}");
+            assert!(ra.sync_reads.mean_blocks > 1.5, "{pol} at {b}: an extra block per synchronous request");
+            assert!(ra.blocks_read as f64 > 1.5 * none.blocks_read as f64, "{pol} at {b}");
+            assert!(ra.app_time_ns as f64 > 1.15 * none.app_time_ns as f64, "{pol} at {b}");
+        }
+    }
+}
+
+#[test]
+fn application_workloads_default_to_the_papers_cache_sizes() {
+    use blockwell_sim::experiments::policies::PolicyOptions;
+    let o = PolicyOptions { workload: Some("cscope(scale=0.02)".into()), ..PolicyOptions::default() };
+    let g = o.grid(None).unwrap();
+    let Source::Workload(w) = &g.source else { panic!("a workload") };
+    let data: u64 = w.files.iter().map(|f| f.size).sum();
+    // 32, 64, 128 and 256 MB of cscope's 260 MB.
+    let want: Vec<CacheSize> = [32.0, 64.0, 128.0, 256.0]
+        .iter()
+        .map(|mb| CacheSize::Blocks((mb / 260.0 * data as f64 / 4096.0).round() as u64))
+        .collect();
+    assert_eq!(g.sizes, want);
+    // --quick and --cache still decide.
+    let q = PolicyOptions { quick: true, ..o.clone() }.grid(None).unwrap();
+    assert_eq!(q.sizes.len(), 3);
+    let c = PolicyOptions { cache: Some(vec!["50%".into()]), ..o }.grid(None).unwrap();
+    assert_eq!(c.sizes, [CacheSize::PercentOfFootprint(50.0)]);
+    let l = PolicyOptions { workload: Some("loop(files=10)".into()), ..PolicyOptions::default() }.grid(None).unwrap();
+    assert_eq!(l.sizes.len(), 5, "other generators keep 10-100 % of the footprint");
 }

@@ -29,9 +29,10 @@ comparison with the paper: docs/experiments/redcap.md.")]
     /// Seed 001 Figures 3-6 and Table 5: hit ratio, disk requests and execution time against cache size for
     /// replacement policies, with and without read-ahead.
     #[command(after_help = "\
-A generated workload (--workload; loop ~ cscope, random ~ tpc-h, mix-seq ~ multi1, mix-random ~ multi3) runs \
-through a page cache with the policy and the read-ahead, files laid out by --layout; a block trace (--trace) \
-runs through a block-level cache instead. Results and their comparison with the paper: \
+A generated workload (--workload: the paper's applications cscope, glimpse, gcc, viewperf, tpc-h, tpc-r, \
+multi1-multi3, at the paper's cache sizes mapped onto the generated data unless --cache is given; or the classes \
+loop, random, mix-seq, mix-random) runs through a page cache with the policy and the read-ahead, files laid out \
+by --layout; a block trace (--trace) runs through a block-level cache instead. Results and their comparison with the paper: \
 docs/experiments/prefetch-policies.md.")]
     PrefetchPolicies(PolicyArgs),
     /// Seed 003 Tables 1 and 3, Figures 4-5: offset- vs content-based caching across cache sizes, the hash-table
@@ -158,8 +159,8 @@ pub struct PolicyArgs {
     #[arg(long)]
     pub quick: bool,
 
-    /// A generated workload: loop, random, mix-seq, mix-random (with parameters, e.g. `loop(files=500)`)
-    /// [default: loop].
+    /// A generated workload: seed 001's applications cscope, glimpse, gcc, viewperf, tpc-h, tpc-r, multi1-3, or
+    /// loop, random, mix-seq, mix-random (with parameters, e.g. `cscope(scale=0.3)`) [default: loop].
     #[arg(long, value_name = "SPEC", conflicts_with = "trace")]
     pub workload: Option<String>,
 
@@ -185,7 +186,7 @@ pub struct PolicyArgs {
     pub prefetch: String,
 
     /// Cache sizes, comma separated: `25%` (of the footprint), `64MiB`, `16384blocks` [default:
-    /// 10%,25%,50%,75%,100%].
+    /// 10%,25%,50%,75%,100%; for seed 001's applications the paper's sizes, mapped onto the generated data].
     #[arg(long, visible_alias = "sizes", value_name = "SIZE,...", value_parser = parse_arg::<List<SizeSpec>>)]
     pub cache: Option<List<SizeSpec>>,
 

@@ -221,13 +221,16 @@ impl PolicyGrid {
 /// The grid's settings as a user writes them, for `blockwell experiment prefetch-policies` and Python's
 /// `blockwell.experiments.prefetch_policies`. [`PolicyOptions::grid`] checks them and builds the grid on a
 /// generated workload or on a trace the caller has read; an error names the option (by its field name,
-/// [`Error::option`]). The defaults are the paper's setup ([`PolicyGrid::paper`]) on `loop`; `quick` means
+/// [`Error::option`]). The defaults are the paper's setup ([`PolicyGrid::paper`]) on `loop`; on one of the paper's
+/// applications (`cscope`, `tpc-h`, ... [`crate::workloads::TABLE2`]) the default cache sizes are the paper's,
+/// mapped proportionally onto the generated data ([`crate::workloads::PaperApp::cache_blocks`]); `quick` means
 /// cache sizes of 25, 50 and 100 % and `loop(files=500)`, and every option given still applies.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PolicyOptions {
     pub quick: bool,
-    /// A generated workload (`loop`, `random`, `mix-seq`, `mix-random`, with parameters); not with a trace.
+    /// A generated workload (`loop`, `random`, `mix-seq`, `mix-random`, the paper's applications `cscope`,
+    /// `glimpse`, `gcc`, `viewperf`, `tpc-h`, `tpc-r`, `multi1`–`multi3`, with parameters); not with a trace.
     pub workload: Option<String>,
     /// Policy specs (`None`: the paper's eight, [`POLICIES`]).
     pub policies: Option<Vec<String>>,
@@ -269,6 +272,12 @@ impl PolicyOptions {
     /// The grid on `trace` (a block trace read with [`Source::from_trace`]) or, without one, on the workload
     /// option; every setting checked before anything runs.
     pub fn grid(&self, trace: Option<Source>) -> Result<PolicyGrid, Error> {
+        let bs = self.block_size;
+        if !bs.is_power_of_two() || !(512..=1 << 20).contains(&bs) {
+            return Err(bad("block_size")(&format!("{bs} is not a power of two between 512 B and 1 MiB")));
+        }
+        // The paper's cache sizes, mapped onto the generated data, for its applications (`cscope`, ...).
+        let mut app_sizes = None;
         let source = match (trace, &self.workload) {
             (Some(_), Some(_)) => return Err(bad("workload")(&"give a workload or a trace, not both")),
             (Some(t), None) => t,
@@ -278,18 +287,21 @@ impl PolicyOptions {
                     (None, true) => "loop(files=500)",
                     (None, false) => "loop",
                 };
-                let w = crate::workloads::WorkloadSpec::parse(spec).and_then(|s| s.build());
-                Source::Workload(w.map_err(|e| bad("workload")(&e))?)
+                let spec = crate::workloads::WorkloadSpec::parse(spec).map_err(|e| bad("workload")(&e))?;
+                let w = spec.build().map_err(|e| bad("workload")(&e))?;
+                if let Some(app) = crate::workloads::paper_app(spec.kind) {
+                    let data: u64 = w.files.iter().map(|f| f.size).sum();
+                    app_sizes = Some(app.cache_blocks(data, bs));
+                }
+                Source::Workload(w)
             }
         };
         let mut g = PolicyGrid::paper(source)?;
-        let bs = self.block_size;
-        if !bs.is_power_of_two() || !(512..=1 << 20).contains(&bs) {
-            return Err(bad("block_size")(&format!("{bs} is not a power of two between 512 B and 1 MiB")));
-        }
         g.block_size = bs;
         if self.quick {
             g.sizes = [25.0, 50.0, 100.0].into_iter().map(CacheSize::PercentOfFootprint).collect();
+        } else if let Some(sizes) = app_sizes {
+            g.sizes = sizes.into_iter().map(CacheSize::Blocks).collect();
         }
         if let Some(p) = &self.policies {
             g.policies =

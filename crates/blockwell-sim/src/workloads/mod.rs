@@ -12,6 +12,7 @@
 //! ([`crate::workload::FileInfo::writer`]), all at the same time, so block-group layouts interleave them
 //! ([`crate::layout`]).
 
+mod apps;
 mod classes;
 mod redcap;
 
@@ -21,6 +22,10 @@ use blockwell_core::Op;
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{Map, Value};
 
+pub use apps::{
+    paper_app, CscopeConfig, GccConfig, GlimpseConfig, MultiConfig, PaperApp, TpcConfig, ViewperfConfig, PAPER_BLOCK,
+    TABLE2,
+};
 pub use classes::{Dist, LoopConfig, MixConfig, RandomConfig};
 pub use redcap::{IorConfig, KernelReadConfig, StridedConfig, TacConfig};
 
@@ -106,6 +111,24 @@ registry! {
         "mostly sequential mix (like seed 001's multi1): two looping processes and one random reader";
     MixRandom => MixConfig = MixConfig::random(), "mix-random",
         "mostly random mix (like seed 001's multi3): one looping process and two random readers";
+    Cscope => CscopeConfig = CscopeConfig::default(), "cscope",
+        "seed 001's cscope: each query reads the cross-reference database and a share of the source files, 2 blocks at a time";
+    Glimpse => GlimpseConfig = GlimpseConfig::default(), "glimpse",
+        "seed 001's glimpse: each query reads the index in large chunks, then a few text files (72 % of them 1-2 blocks)";
+    Gcc => GccConfig = GccConfig::default(), "gcc",
+        "seed 001's gcc: compile each source file, reading it and popular headers from a 4 MB set (scaled)";
+    Viewperf => ViewperfConfig = ViewperfConfig::default(), "viewperf",
+        "seed 001's viewperf: a few large data files read whole in loops, 1 block at a time, CPU-bound";
+    TpcH => TpcConfig = TpcConfig::h(), "tpc-h",
+        "seed 001's tpc-h: MySQL reading 256-byte records at random blocks of 49 files, each block read twice";
+    TpcR => TpcConfig = TpcConfig::r(), "tpc-r",
+        "seed 001's tpc-r: as tpc-h with Table 2's tpc-r data size and references";
+    Multi1 => MultiConfig = MultiConfig::multi1(), "multi1",
+        "seed 001's multi1: cscope and gcc at the same time";
+    Multi2 => MultiConfig = MultiConfig::multi2(), "multi2",
+        "seed 001's multi2: cscope, gcc and viewperf at the same time";
+    Multi3 => MultiConfig = MultiConfig::multi3(), "multi3",
+        "seed 001's multi3: glimpse and tpc-h at the same time";
 }
 
 fn to_map<T: Serialize>(t: &T) -> Map<String, Value> {
