@@ -44,7 +44,14 @@ PAIRS = {
     "mq": "MQ",
     "w-tinylfu": "WTinyLFU",
     "opt": "Belady",
+    "lhd": "LHD",
+    "hyperbolic": "Hyperbolic",
 }
+
+# Classes that draw from libcachesim's `next_rand()`, a thread-local generator (Lehmer64 in 0.3.5) that starts at
+# 0xdeadbeef in each thread and is never reset: a run continues the sequence of the runs before it in the same
+# thread. Each of their runs gets a fresh process, so that its draws start where Blockwell's default `seed` does.
+FRESH_PROCESS = {"LHD", "Hyperbolic"}
 
 # libcachesim 0.3.5 aborts the whole process for S3FIFO when the small queue (10 % of the cache) rounds to 0
 # blocks; Blockwell's libcachesim preset caches nothing there and is compared from 10 blocks up. Its WTinyLFU
@@ -104,9 +111,22 @@ def write_oracle(path, ids):
     return len(last)
 
 
+LCS_RUN = """
+import sys, libcachesim as lcs
+path, cls, size = sys.argv[1], sys.argv[2], int(sys.argv[3])
+r = lcs.TraceReader(trace=path, trace_type=lcs.TraceType.ORACLE_GENERAL_TRACE,
+                    reader_init_params=lcs.ReaderInitParam(ignore_obj_size=True))
+print(getattr(lcs, cls)(cache_size=size).process_trace(r)[0])
+"""
+
+
 def lcs_misses(path, cls, size, n, admissioner=None):
     """libcachesim's misses. With an admissioner the run is in a thread of its own: libcachesim's random generator
     is thread-local, starts at 0xdeadbeef in each new thread, and every draw of an earlier run would advance it."""
+    if cls in FRESH_PROCESS:
+        out = subprocess.run([sys.executable, "-c", LCS_RUN, path, cls, str(size)], capture_output=True, text=True,
+                             check=True)
+        return round(float(out.stdout) * n)
     out = []
 
     def run():

@@ -23,6 +23,9 @@ pub mod car;
 pub mod clock;
 pub mod fifo;
 pub(crate) mod handle_heap;
+pub mod hyperbolic;
+mod lehmer;
+pub mod lhd;
 pub mod lirs;
 pub mod lrfu;
 pub mod lru;
@@ -376,6 +379,8 @@ registry! {
     S3Fifo => s3fifo::S3Fifo, "s3fifo", ["s3-fifo"], "S3-FIFO: small probation FIFO, main FIFO-reinsertion, ghost";
     Sieve => sieve::Sieve, "sieve", [], "SIEVE: FIFO with a visited bit and a hand that stays in place";
     WTinyLfu => wtinylfu::WTinyLfu, "w-tinylfu", ["wtinylfu", "tinylfu", "w-tiny-lfu"], "W-TinyLFU: LRU window, SLRU main cache, frequency-sketch admission (Einziger et al. 2017)";
+    Lhd => lhd::Lhd, "lhd", [], "LHD: evict the sampled block of least hit density, learned from age histograms (Beckmann et al., NSDI'18)";
+    Hyperbolic => hyperbolic::Hyperbolic, "hyperbolic", [], "Hyperbolic caching: evict the sampled block of fewest hits per time in the cache (Blankstein et al., ATC'17)";
     TwoList => twolist::TwoList, "two-list", ["linux-lru", "active-inactive"], "the Linux page cache's active/inactive two-list LRU with a referenced bit";
     Opt => opt::Opt, "opt", ["belady"], "Belady's optimal offline policy: evict the block used farthest in the future";
 }
