@@ -28,6 +28,7 @@ pub mod lrfu;
 pub mod lru;
 pub mod lruk;
 pub mod mq;
+pub mod mru;
 mod multilist;
 mod onelist;
 pub mod opt;
@@ -375,6 +376,7 @@ registry! {
     Sieve => sieve::Sieve, "sieve", [], "SIEVE: FIFO with a visited bit and a hand that stays in place";
     WTinyLfu => wtinylfu::WTinyLfu, "w-tinylfu", ["wtinylfu", "tinylfu", "w-tiny-lfu"], "W-TinyLFU: LRU window, SLRU main cache, frequency-sketch admission (Einziger et al. 2017)";
     TwoList => twolist::TwoList, "two-list", ["linux-lru", "active-inactive"], "the Linux page cache's active/inactive two-list LRU with a referenced bit";
+    Mru => mru::Mru, "mru", [], "most recently used: evict the block used last (Chou & DeWitt, VLDB'85, for loops)";
     Opt => opt::Opt, "opt", ["belady"], "Belady's optimal offline policy: evict the block used farthest in the future";
 }
 
