@@ -32,6 +32,7 @@ pub mod mru;
 mod multilist;
 mod onelist;
 pub mod opt;
+pub mod random;
 pub mod s3fifo;
 pub mod setassoc;
 pub mod sieve;
@@ -377,6 +378,7 @@ registry! {
     WTinyLfu => wtinylfu::WTinyLfu, "w-tinylfu", ["wtinylfu", "tinylfu", "w-tiny-lfu"], "W-TinyLFU: LRU window, SLRU main cache, frequency-sketch admission (Einziger et al. 2017)";
     TwoList => twolist::TwoList, "two-list", ["linux-lru", "active-inactive"], "the Linux page cache's active/inactive two-list LRU with a referenced bit";
     Mru => mru::Mru, "mru", [], "most recently used: evict the block used last (Chou & DeWitt, VLDB'85, for loops)";
+    Random => random::Random, "random", ["rand"], "evict a block chosen at random (seeded, deterministic)";
     Opt => opt::Opt, "opt", ["belady"], "Belady's optimal offline policy: evict the block used farthest in the future";
 }
 
