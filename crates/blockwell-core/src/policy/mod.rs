@@ -21,6 +21,7 @@ use std::num::NonZeroUsize;
 pub mod arc;
 pub mod car;
 pub mod clock;
+pub mod clockpro;
 pub mod fifo;
 pub(crate) mod handle_heap;
 pub mod lirs;
@@ -371,6 +372,7 @@ registry! {
     Lirs => lirs::Lirs, "lirs", [], "low inter-reference recency set (Jiang & Zhang 2002)";
     Lrfu => lrfu::Lrfu, "lrfu", [], "least recently/frequently used: combined recency and frequency, decaying by lambda";
     Mq => mq::Mq, "mq", [], "multi-queue: LRU queues by frequency, demotion after a lifetime, frequency history";
+    ClockPro => clockpro::ClockPro, "clock-pro", ["clockpro"], "CLOCK-Pro: hot/cold blocks, test periods, non-resident entries, three hands (Jiang et al., USENIX ATC'05)";
     Arc => arc::Arc, "arc", [], "adaptive replacement cache (Megiddo & Modha, FAST'03)";
     Car => car::Car, "car", [], "CLOCK with adaptive replacement (Bansal & Modha, FAST'04)";
     S3Fifo => s3fifo::S3Fifo, "s3fifo", ["s3-fifo"], "S3-FIFO: small probation FIFO, main FIFO-reinsertion, ghost";
