@@ -4,7 +4,11 @@
 Generates traces (uniform, Zipf 0.8 and 1.2, a loop larger than most caches, a scan + hot-set mix) in
 libCacheSim's oracleGeneral binary form (one 4 KiB block per record, next-access times filled in), runs every
 policy both tools implement at several cache sizes (tiny ones included) through libcachesim and through
-`blockwell sim --preset libcachesim`, and requires the miss counts to be equal.
+`blockwell sim --preset libcachesim`, and requires the miss counts to be equal. Every libcachesim run starts
+from the generator state a fresh thread has (libcachesim 0.3.5's thread-local Lehmer64 state, 0xdeadbeef), so that
+policies that draw random numbers do not depend on the runs before them. Policies the package does not build
+(MRU) run as a Python transcription of their libCacheSim C file inside libcachesim's own request loop
+(`PluginCache`).
 
 Usage: scripts/crosscheck_libcachesim.py [--bin target/release/blockwell] [--quick]
 Prints one line per (trace, policy, size) mismatch and a closing `N passed, M failed` line; exits 1 on any
@@ -12,6 +16,8 @@ mismatch.
 """
 
 import argparse
+import collections
+import ctypes
 import json
 import os
 import struct
@@ -40,6 +46,8 @@ PAIRS = {
     "mq": "MQ",
     "w-tinylfu": "WTinyLFU",
     "opt": "Belady",
+    "random": "Random",
+    "clock-pro": "ClockPro",
 }
 
 # libcachesim 0.3.5 aborts the whole process for S3FIFO when the small queue (10 % of the cache) rounds to 0
@@ -51,6 +59,41 @@ MIN_SIZE = {"s3fifo": 10, "w-tinylfu": 5}
 # table) that Blockwell does not replay: Blockwell policy name -> (libcachesim class, allowed absolute difference
 # of the miss ratio). docs/correctness.md says why each is not exact.
 NEAR = {}
+
+
+def mru_plugin(size):
+    """libCacheSim's MRU.c (not built into the package) as PluginCache hooks: a hit moves the object to the head,
+    a miss inserts it at the head after the eviction hook removed the head."""
+    def init(_params):
+        return collections.OrderedDict()  # last = head (most recent)
+
+    def hit(q, req):
+        q.move_to_end(req.obj_id)
+
+    def miss(q, req):
+        q[req.obj_id] = True
+
+    def evict(q, _req):
+        return q.popitem(last=True)[0]
+
+    def remove(q, obj_id):
+        q.pop(obj_id, None)
+
+    def free(q):
+        q.clear()
+
+    return lcs.PluginCache(cache_size=size, cache_init_hook=init, cache_hit_hook=hit, cache_miss_hook=miss,
+                           cache_eviction_hook=evict, cache_remove_hook=remove, cache_free_hook=free,
+                           cache_name="MRU")
+
+
+# Policies libcachesim 0.3.5 has in C but does not build: Blockwell policy name -> PluginCache constructor.
+MODELS = {"mru": mru_plugin}
+
+# libcachesim 0.3.5's thread-local Lehmer64 generator starts at 0xdeadbeef in every thread; set_rand_seed(s) sets
+# its state to s. Reset before each run, so that a run does not depend on the draws of the runs before it.
+_LIB = ctypes.CDLL(lcs.libcachesim_python.__file__)
+LCS_INITIAL_RAND_STATE = 0xDEADBEEF
 
 
 def traces(quick):
@@ -87,12 +130,15 @@ def write_oracle(path, ids):
 
 
 def lcs_misses(path, cls, size, n):
+    """Misses of libcachesim class `cls` (or of a MODELS constructor) at `size` objects."""
     reader = lcs.TraceReader(
         trace=path,
         trace_type=lcs.TraceType.ORACLE_GENERAL_TRACE,
         reader_init_params=lcs.ReaderInitParam(ignore_obj_size=True),
     )
-    ratio, _ = getattr(lcs, cls)(cache_size=size).process_trace(reader)
+    _LIB.set_rand_seed(ctypes.c_uint64(LCS_INITIAL_RAND_STATE))
+    cache = cls(size) if callable(cls) else getattr(lcs, cls)(cache_size=size)
+    ratio, _ = cache.process_trace(reader)
     return round(ratio * n)
 
 
@@ -100,7 +146,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default="target/release/blockwell")
     ap.add_argument("--quick", action="store_true", help="shorter traces")
-    ap.add_argument("--policies", default=",".join([*PAIRS, *NEAR]), help="comma-separated subset")
+    ap.add_argument("--policies", default=",".join([*PAIRS, *MODELS, *NEAR]), help="comma-separated subset")
     args = ap.parse_args()
     wanted = [p for p in args.policies.split(",") if p]
     passed = failed = 0
@@ -137,7 +183,7 @@ def main():
                         theirs = lcs_misses(path, cls, size, n)
                         ok = abs(mine - theirs) / n <= tolerance
                     else:
-                        theirs = lcs_misses(path, PAIRS[pol], size, n)
+                        theirs = lcs_misses(path, MODELS.get(pol) or PAIRS[pol], size, n)
                         ok = mine == theirs
                     if ok:
                         passed += 1
