@@ -7,6 +7,10 @@ policy both tools implement at several cache sizes (tiny ones included) through 
 `blockwell sim --preset libcachesim`, and requires the miss counts to be equal. Then the admission rules both
 implement, in front of LRU, FIFO and CLOCK: `prob:P` against `ProbAdmissioner(P)` (equal), and `bloom` against
 `BloomFilterAdmissioner` where Blockwell's bounded filter is never cleared (equal but for its false positives).
+Every libcachesim run starts from the generator state a fresh thread has (libcachesim 0.3.5's thread-local
+Lehmer64 state, 0xdeadbeef), so that policies and admission rules that draw random numbers do not depend on the
+runs before them. Policies the package does not build (MRU) run as a Python transcription of their libCacheSim C
+file inside libcachesim's own request loop (`PluginCache`).
 
 Usage: scripts/crosscheck_libcachesim.py [--bin target/release/blockwell] [--quick]
 Prints one line per (trace, policy, size) mismatch and a closing `N passed, M failed` line; exits 1 on any
@@ -14,6 +18,8 @@ mismatch.
 """
 
 import argparse
+import collections
+import ctypes
 import json
 import math
 import os
@@ -21,7 +27,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import threading
 
 import numpy as np
 
@@ -46,12 +51,9 @@ PAIRS = {
     "opt": "Belady",
     "lhd": "LHD",
     "hyperbolic": "Hyperbolic",
+    "random": "Random",
+    "clock-pro": "ClockPro",
 }
-
-# Classes that draw from libcachesim's `next_rand()`, a thread-local generator (Lehmer64 in 0.3.5) that starts at
-# 0xdeadbeef in each thread and is never reset: a run continues the sequence of the runs before it in the same
-# thread. Each of their runs gets a fresh process, so that its draws start where Blockwell's default `seed` does.
-FRESH_PROCESS = {"LHD", "Hyperbolic"}
 
 # libcachesim 0.3.5 aborts the whole process for S3FIFO when the small queue (10 % of the cache) rounds to 0
 # blocks; Blockwell's libcachesim preset caches nothing there and is compared from 10 blocks up. Its WTinyLFU
@@ -76,6 +78,41 @@ ADMISSION = {
     "prob:0.85": (lambda: lcs.ProbAdmissioner(0.85), "all", 0.0),
     "bloom": (lambda: lcs.BloomFilterAdmissioner(), "half-footprint", 0.0005),
 }
+
+
+def mru_plugin(size):
+    """libCacheSim's MRU.c (not built into the package) as PluginCache hooks: a hit moves the object to the head,
+    a miss inserts it at the head after the eviction hook removed the head."""
+    def init(_params):
+        return collections.OrderedDict()  # last = head (most recent)
+
+    def hit(q, req):
+        q.move_to_end(req.obj_id)
+
+    def miss(q, req):
+        q[req.obj_id] = True
+
+    def evict(q, _req):
+        return q.popitem(last=True)[0]
+
+    def remove(q, obj_id):
+        q.pop(obj_id, None)
+
+    def free(q):
+        q.clear()
+
+    return lcs.PluginCache(cache_size=size, cache_init_hook=init, cache_hit_hook=hit, cache_miss_hook=miss,
+                           cache_eviction_hook=evict, cache_remove_hook=remove, cache_free_hook=free,
+                           cache_name="MRU")
+
+
+# Policies libcachesim 0.3.5 has in C but does not build: Blockwell policy name -> PluginCache constructor.
+MODELS = {"mru": mru_plugin}
+
+# libcachesim 0.3.5's thread-local Lehmer64 generator starts at 0xdeadbeef in every thread; set_rand_seed(s) sets
+# its state to s. Reset before each run, so that a run does not depend on the draws of the runs before it.
+_LIB = ctypes.CDLL(lcs.libcachesim_python.__file__)
+LCS_INITIAL_RAND_STATE = 0xDEADBEEF
 
 
 def traces(quick):
@@ -111,41 +148,19 @@ def write_oracle(path, ids):
     return len(last)
 
 
-LCS_RUN = """
-import sys, libcachesim as lcs
-path, cls, size = sys.argv[1], sys.argv[2], int(sys.argv[3])
-r = lcs.TraceReader(trace=path, trace_type=lcs.TraceType.ORACLE_GENERAL_TRACE,
-                    reader_init_params=lcs.ReaderInitParam(ignore_obj_size=True))
-print(getattr(lcs, cls)(cache_size=size).process_trace(r)[0])
-"""
-
-
 def lcs_misses(path, cls, size, n, admissioner=None):
-    """libcachesim's misses. With an admissioner the run is in a thread of its own: libcachesim's random generator
-    is thread-local, starts at 0xdeadbeef in each new thread, and every draw of an earlier run would advance it."""
-    if cls in FRESH_PROCESS:
-        out = subprocess.run([sys.executable, "-c", LCS_RUN, path, cls, str(size)], capture_output=True, text=True,
-                             check=True)
-        return round(float(out.stdout) * n)
-    out = []
-
-    def run():
-        reader = lcs.TraceReader(
-            trace=path,
-            trace_type=lcs.TraceType.ORACLE_GENERAL_TRACE,
-            reader_init_params=lcs.ReaderInitParam(ignore_obj_size=True),
-        )
-        kw = {} if admissioner is None else {"admissioner": admissioner()}
-        ratio, _ = getattr(lcs, cls)(cache_size=size, **kw).process_trace(reader)
-        out.append(round(ratio * n))
-
-    if admissioner is None:
-        run()
-    else:
-        t = threading.Thread(target=run)
-        t.start()
-        t.join()
-    return out[0]
+    """Misses of libcachesim class `cls` (or of a MODELS constructor) at `size` objects, optionally behind an
+    admissioner, from a reset random generator."""
+    reader = lcs.TraceReader(
+        trace=path,
+        trace_type=lcs.TraceType.ORACLE_GENERAL_TRACE,
+        reader_init_params=lcs.ReaderInitParam(ignore_obj_size=True),
+    )
+    _LIB.set_rand_seed(ctypes.c_uint64(LCS_INITIAL_RAND_STATE))
+    kw = {} if admissioner is None else {"admissioner": admissioner()}
+    cache = cls(size) if callable(cls) else getattr(lcs, cls)(cache_size=size, **kw)
+    ratio, _ = cache.process_trace(reader)
+    return round(ratio * n)
 
 
 def blockwell_misses(args, path, policies, sizes, extra=()):
@@ -171,7 +186,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default="target/release/blockwell")
     ap.add_argument("--quick", action="store_true", help="shorter traces")
-    ap.add_argument("--policies", default=",".join([*PAIRS, *NEAR]), help="comma-separated subset")
+    ap.add_argument("--policies", default=",".join([*PAIRS, *MODELS, *NEAR]), help="comma-separated subset")
     args = ap.parse_args()
     wanted = [p for p in args.policies.split(",") if p]
     passed = failed = 0
@@ -195,7 +210,7 @@ def main():
                         theirs = lcs_misses(path, cls, size, n)
                         ok = abs(mine - theirs) / n <= tolerance
                     else:
-                        theirs = lcs_misses(path, PAIRS[pol], size, n)
+                        theirs = lcs_misses(path, MODELS.get(pol) or PAIRS[pol], size, n)
                         ok = mine == theirs
                     if ok:
                         passed += 1

@@ -21,6 +21,7 @@ use std::num::NonZeroUsize;
 pub mod arc;
 pub mod car;
 pub mod clock;
+pub mod clockpro;
 pub mod fifo;
 pub(crate) mod handle_heap;
 pub mod hyperbolic;
@@ -31,9 +32,11 @@ pub mod lrfu;
 pub mod lru;
 pub mod lruk;
 pub mod mq;
+pub mod mru;
 mod multilist;
 mod onelist;
 pub mod opt;
+pub mod random;
 pub mod s3fifo;
 pub mod setassoc;
 pub mod sieve;
@@ -374,6 +377,7 @@ registry! {
     Lirs => lirs::Lirs, "lirs", [], "low inter-reference recency set (Jiang & Zhang 2002)";
     Lrfu => lrfu::Lrfu, "lrfu", [], "least recently/frequently used: combined recency and frequency, decaying by lambda";
     Mq => mq::Mq, "mq", [], "multi-queue: LRU queues by frequency, demotion after a lifetime, frequency history";
+    ClockPro => clockpro::ClockPro, "clock-pro", ["clockpro"], "CLOCK-Pro: hot/cold blocks, test periods, non-resident entries, three hands (Jiang et al., USENIX ATC'05)";
     Arc => arc::Arc, "arc", [], "adaptive replacement cache (Megiddo & Modha, FAST'03)";
     Car => car::Car, "car", [], "CLOCK with adaptive replacement (Bansal & Modha, FAST'04)";
     S3Fifo => s3fifo::S3Fifo, "s3fifo", ["s3-fifo"], "S3-FIFO: small probation FIFO, main FIFO-reinsertion, ghost";
@@ -382,6 +386,8 @@ registry! {
     Lhd => lhd::Lhd, "lhd", [], "LHD: evict the sampled block of least hit density, learned from age histograms (Beckmann et al., NSDI'18)";
     Hyperbolic => hyperbolic::Hyperbolic, "hyperbolic", [], "Hyperbolic caching: evict the sampled block of fewest hits per time in the cache (Blankstein et al., ATC'17)";
     TwoList => twolist::TwoList, "two-list", ["linux-lru", "active-inactive"], "the Linux page cache's active/inactive two-list LRU with a referenced bit";
+    Mru => mru::Mru, "mru", [], "most recently used: evict the block used last (Chou & DeWitt, VLDB'85, for loops)";
+    Random => random::Random, "random", ["rand"], "evict a block chosen at random (seeded, deterministic)";
     Opt => opt::Opt, "opt", ["belady"], "Belady's optimal offline policy: evict the block used farthest in the future";
 }
 
