@@ -22,7 +22,10 @@ pub mod arc;
 pub mod car;
 pub mod clock;
 pub mod fifo;
+mod freqlist;
 pub(crate) mod handle_heap;
+pub mod lecar;
+mod lehmer;
 pub mod lirs;
 pub mod lrfu;
 pub mod lru;
@@ -375,6 +378,7 @@ registry! {
     Sieve => sieve::Sieve, "sieve", [], "SIEVE: FIFO with a visited bit and a hand that stays in place";
     WTinyLfu => wtinylfu::WTinyLfu, "w-tinylfu", ["wtinylfu", "tinylfu", "w-tiny-lfu"], "W-TinyLFU: LRU window, SLRU main cache, frequency-sketch admission (Einziger et al. 2017)";
     TwoList => twolist::TwoList, "two-list", ["linux-lru", "active-inactive"], "the Linux page cache's active/inactive two-list LRU with a referenced bit";
+    LeCar => lecar::LeCar, "lecar", ["le-car"], "LeCaR: LRU and LFU experts weighted by regret minimisation (Vietri et al., HotStorage'18)";
     Opt => opt::Opt, "opt", ["belady"], "Belady's optimal offline policy: evict the block used farthest in the future";
 }
 
