@@ -53,6 +53,7 @@ PAIRS = {
     "hyperbolic": "Hyperbolic",
     "random": "Random",
     "clock-pro": "ClockPro",
+    "lecar": "LeCaR",
 }
 
 # libcachesim 0.3.5 aborts the whole process for S3FIFO when the small queue (10 % of the cache) rounds to 0

@@ -1,33 +1,48 @@
-//! Lemire's Lehmer64 generator, the generator behind libcachesim 0.3.5's `next_rand()` and
-//! `hashtable_rand_obj`: a 128-bit state multiplied by `0xda942042e4dd58b5` at every draw, the draw being the
-//! state's high 64 bits. libCacheSim keeps one state per thread (`g_lehmer64_state`), initially `0xdeadbeef`;
-//! `set_rand_seed(s)` sets it to `s`. The random policies that replay libCacheSim's draws (LHD, Hyperbolic) each
-//! own one, started at their `seed` parameter; no state is shared between instances.
-//!
-//! (libCacheSim's source of October 2024 still has Knuth's MMIX LCG in `next_rand()`; the compiled 0.3.5 draws
-//! with Lehmer64, which is what its machine code multiplies by.)
-
-/// The multiplier.
-const MULT: u128 = 0xda94_2042_e4dd_58b5;
+//! Lemire's Lehmer64 generator, the generator behind libcachesim 0.3.5's `next_rand()` and `hashtable_rand_obj`:
+//! a 128-bit state multiplied by `0xda942042e4dd58b5` at every draw, the draw being the state's high 64 bits.
+//! libCacheSim keeps one state per thread (`g_lehmer64_state`), initially `0xdeadbeef`; `set_rand_seed(s)` sets it
+//! to `s` (read from the wheel's `.tdata` section and machine code; libCacheSim's source of October 2024 still has
+//! Knuth's MMIX LCG in `next_rand()`). The policies that draw random numbers (LeCaR, CACHEUS, LHD, Hyperbolic)
+//! each own one, started at their `seed` parameter: no state is shared between instances, no clock, so the same
+//! trace and configuration give bit-identical results, and a policy seeded with libCacheSim's state makes its
+//! draws.
 
 /// libCacheSim's initial state in every thread.
-pub(crate) const LIBCACHESIM_SEED: u64 = 0xdead_beef;
+pub(crate) const LIBCACHESIM_SEED: u64 = Lehmer64::LIBCACHESIM_SEED;
 
-/// The generator.
+/// `x ← x · 0xda942042e4dd58b5 (mod 2¹²⁸)`; a draw is the new state's high 64 bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Lehmer64(u128);
 
 impl Lehmer64 {
-    /// The state `set_rand_seed(seed)` gives. A zero seed is a generator that draws 0 forever.
-    pub(crate) const fn new(seed: u64) -> Self {
+    const MUL: u128 = 0xda94_2042_e4dd_58b5;
+
+    /// libCacheSim's initial state.
+    pub const LIBCACHESIM_SEED: u64 = 0xdead_beef;
+
+    /// A generator whose state is `seed`, as `set_rand_seed(seed)` leaves libCacheSim's (0 makes every draw 0).
+    pub const fn new(seed: u64) -> Self {
         Lehmer64(seed as u128)
     }
 
-    /// The next draw (`next_rand()`).
+    /// The next draw (`next_rand()`), advancing the state.
     #[inline(always)]
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(MULT);
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(Self::MUL);
         (self.0 >> 64) as u64
+    }
+
+    /// The draw [`Lehmer64::next`] would return, without advancing.
+    #[inline]
+    pub const fn peek(&self) -> u64 {
+        (self.0.wrapping_mul(Self::MUL) >> 64) as u64
+    }
+
+    /// `(draw mod 100) / 100`, the expert choice of LeCaR and CACHEUS: the LRU expert's victim is taken when it is
+    /// below LRU's weight.
+    #[inline]
+    pub fn percent(draw: u64) -> f64 {
+        (draw % 100) as f64 / 100.0
     }
 }
 
@@ -38,13 +53,27 @@ mod tests {
     #[test]
     fn draws_are_the_high_half_of_the_product() {
         let mut g = Lehmer64::new(LIBCACHESIM_SEED);
-        let s1 = 0xdead_beefu128 * MULT;
+        let s1 = 0xdead_beefu128 * Lehmer64::MUL;
         assert_eq!(g.next(), (s1 >> 64) as u64);
-        let s2 = s1.wrapping_mul(MULT);
+        let s2 = s1.wrapping_mul(Lehmer64::MUL);
         assert_eq!(g.next(), (s2 >> 64) as u64);
         // The first draws from 0xdeadbeef (computed with Python's integers).
         let mut g = Lehmer64::new(LIBCACHESIM_SEED);
-        let want = [0xbe20_cd19u64, 0x5609_ca4d_13cd_b7ce];
-        assert_eq!([g.next(), g.next()], want);
+        assert_eq!([g.next(), g.next()], [0xbe20_cd19u64, 0x5609_ca4d_13cd_b7ce]);
+    }
+
+    #[test]
+    fn draws_like_libcachesim() {
+        // The first draws of a fresh libcachesim 0.3.5 process, observed through LeCaR's `to_evict` (x mod 100 < 50
+        // picks LRU's victim, "R"), match these.
+        let mut g = Lehmer64::new(Lehmer64::LIBCACHESIM_SEED);
+        let bits: String = (0..24).map(|_| if g.next() % 100 < 50 { 'R' } else { 'F' }).collect();
+        assert_eq!(bits, "FFRRFFRFRRRFFFFRRFRFFRFR");
+        let mut g = Lehmer64::new(7);
+        let p = g.peek();
+        assert_eq!(g.next(), p);
+        assert_ne!(g.peek(), p);
+        assert_eq!(Lehmer64::percent(1234), 0.34);
+        assert_eq!(Lehmer64::new(0).next(), 0);
     }
 }

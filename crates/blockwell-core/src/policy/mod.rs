@@ -23,8 +23,10 @@ pub mod car;
 pub mod clock;
 pub mod clockpro;
 pub mod fifo;
+mod freqlist;
 pub(crate) mod handle_heap;
 pub mod hyperbolic;
+pub mod lecar;
 mod lehmer;
 pub mod lhd;
 pub mod lirs;
@@ -388,6 +390,7 @@ registry! {
     TwoList => twolist::TwoList, "two-list", ["linux-lru", "active-inactive"], "the Linux page cache's active/inactive two-list LRU with a referenced bit";
     Mru => mru::Mru, "mru", [], "most recently used: evict the block used last (Chou & DeWitt, VLDB'85, for loops)";
     Random => random::Random, "random", ["rand"], "evict a block chosen at random (seeded, deterministic)";
+    LeCar => lecar::LeCar, "lecar", ["le-car"], "LeCaR: LRU and LFU experts weighted by regret minimisation (Vietri et al., HotStorage'18)";
     Opt => opt::Opt, "opt", ["belady"], "Belady's optimal offline policy: evict the block used farthest in the future";
 }
 
