@@ -41,6 +41,7 @@ PAIRS = {
     "w-tinylfu": "WTinyLFU",
     "opt": "Belady",
     "lecar": "LeCaR",
+    "cacheus": "Cacheus",
 }
 
 # libcachesim 0.3.5 aborts the whole process for S3FIFO when the small queue (10 % of the cache) rounds to 0
@@ -53,10 +54,11 @@ MIN_SIZE = {"s3fifo": 10, "w-tinylfu": 5}
 # of the miss ratio). docs/correctness.md says why each is not exact.
 NEAR = {}
 
-# libcachesim classes that draw from libCacheSim's generator (`next_rand()`, a thread-local LCG whose state starts at 0
-# and is never reseeded, so every run in one process starts where the previous one left it). Blockwell replays the
-# generator from `seed` 0; these classes are run each in a fresh interpreter, whose generator starts at 0 too.
-FRESH = {"lecar"}
+# libcachesim classes that draw from libCacheSim's generator (`next_rand()`: in 0.3.5 a thread-local 128-bit Lehmer
+# generator whose state starts at 0xdeadbeef and is never reseeded, so every run in one process starts where the
+# previous one left it). Blockwell replays the generator from its `seed`, 0xdeadbeef under the libcachesim preset;
+# these classes are run each in a fresh interpreter, whose generator starts there too.
+FRESH = {"lecar", "cacheus"}
 
 
 def traces(quick):

@@ -19,6 +19,7 @@ use std::fmt::Debug;
 use std::num::NonZeroUsize;
 
 pub mod arc;
+pub mod cacheus;
 pub mod car;
 pub mod clock;
 pub mod fifo;
@@ -379,6 +380,7 @@ registry! {
     WTinyLfu => wtinylfu::WTinyLfu, "w-tinylfu", ["wtinylfu", "tinylfu", "w-tiny-lfu"], "W-TinyLFU: LRU window, SLRU main cache, frequency-sketch admission (Einziger et al. 2017)";
     TwoList => twolist::TwoList, "two-list", ["linux-lru", "active-inactive"], "the Linux page cache's active/inactive two-list LRU with a referenced bit";
     LeCar => lecar::LeCar, "lecar", ["le-car"], "LeCaR: LRU and LFU experts weighted by regret minimisation (Vietri et al., HotStorage'18)";
+    Cacheus => cacheus::Cacheus, "cacheus", [], "CACHEUS: SR-LRU and CR-LFU experts, regret weights, adaptive learning rate (Rodriguez et al., FAST'21)";
     Opt => opt::Opt, "opt", ["belady"], "Belady's optimal offline policy: evict the block used farthest in the future";
 }
 
