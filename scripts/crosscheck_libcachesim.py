@@ -54,6 +54,7 @@ PAIRS = {
     "random": "Random",
     "clock-pro": "ClockPro",
     "lecar": "LeCaR",
+    "cacheus": "Cacheus",
 }
 
 # libcachesim 0.3.5 aborts the whole process for S3FIFO when the small queue (10 % of the cache) rounds to 0

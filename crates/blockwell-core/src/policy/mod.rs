@@ -19,6 +19,7 @@ use std::fmt::Debug;
 use std::num::NonZeroUsize;
 
 pub mod arc;
+pub mod cacheus;
 pub mod car;
 pub mod clock;
 pub mod clockpro;
@@ -391,6 +392,7 @@ registry! {
     Mru => mru::Mru, "mru", [], "most recently used: evict the block used last (Chou & DeWitt, VLDB'85, for loops)";
     Random => random::Random, "random", ["rand"], "evict a block chosen at random (seeded, deterministic)";
     LeCar => lecar::LeCar, "lecar", ["le-car"], "LeCaR: LRU and LFU experts weighted by regret minimisation (Vietri et al., HotStorage'18)";
+    Cacheus => cacheus::Cacheus, "cacheus", [], "CACHEUS: SR-LRU and CR-LFU experts, regret weights, adaptive learning rate (Rodriguez et al., FAST'21)";
     Opt => opt::Opt, "opt", ["belady"], "Belady's optimal offline policy: evict the block used farthest in the future";
 }
 
