@@ -14,8 +14,9 @@
 //! - *Hit*: the block's reference bit is set. Nothing moves.
 //! - *Fault*: if the cache is full, `HAND_cold` runs first (below). Then, if the key still has a non-resident
 //!   entry, the block becomes hot at the list head (m_c + 1, then `HAND_hot` runs while hot blocks exceed
-//!   c − m_c); otherwise it goes to the list head as a cold block in its test period. Then, while the
-//!   non-resident entries exceed their bound, `HAND_test` runs.
+//!   c − m_c); otherwise it goes to the list head as a cold block in its test period, or as a hot block during
+//!   warm-up (the cache had a free slot and hot blocks are fewer than c − m_c). Then, while the non-resident
+//!   entries exceed their bound, `HAND_test` runs.
 //! - `HAND_cold` looks for a victim among resident cold blocks, skipping others. A referenced block in its test
 //!   period turns hot (its bit cleared, moved to the list head, m_c + 1, `HAND_hot` runs while hot blocks exceed
 //!   c − m_c); a referenced block not in its test period starts one (bit cleared, moved to the list head); the
@@ -27,7 +28,10 @@
 //! - `HAND_test` ends the test period of the next cold entry in one (removing it if non-resident).
 //! - Ending a test period adapts m_c: + 1 if the block was referenced during it, − 1 otherwise.
 //!
-//! When `HAND_cold` finds only hot blocks (possible after m_c shrank), `HAND_hot` first turns one cold.
+//! When `HAND_cold` finds only hot blocks (possible after m_c shrank), `HAND_hot` first turns one cold. The warm-up
+//! is not in the paper's text: it is how LIRS fills its LIR set, and what the Caffeine simulator's `ClockPro`
+//! does; without it a loop longer than c + the non-resident bound never makes a block hot and misses every access
+//! (with it, CLOCK-Pro keeps part of the loop, as LIRS does).
 //!
 //! **libcachesim 0.3.5's `ClockPro`** (`ClockPro.c`, `ClockPro(init_ref=0, init_ratio_cold=0.5)`) never evicts:
 //! its `can_insert` refuses a block when the resident cold blocks have reached their target m_c =
@@ -44,7 +48,7 @@
 //! goes to the list head as a cold block, flagged *not yet accessed*, **not** in a test period (a prefetch is
 //! not a reference), after making room as a fault does. Its first demand access clears the flag, returns
 //! [`Outcome::PrefetchHit`] and counts as the fault it saved: the block starts its test period where it is
-//! (the reference bit stays clear). A prefetch of a key with a non-resident entry consumes the entry: the block
+//! (the reference bit stays clear), or turns hot there during warm-up. A prefetch of a key with a non-resident entry consumes the entry: the block
 //! goes to the list head as a cold block still in the test period it had, flagged, and m_c is not adapted; its
 //! first demand access then makes it hot (m_c + 1), as the fault would have, if the test period is still running.
 //! Ending the test period of a flagged block does not adapt m_c. A flagged block that `HAND_cold` reaches is
@@ -166,6 +170,14 @@ struct Core {
 }
 
 impl Core {
+    /// Warm-up: the cache has a free slot and hot blocks are fewer than c − m_c, so a fault enters hot.
+    #[inline]
+    fn warming(&self) -> bool {
+        !self.quirks
+            && self.n_hot + self.n_cold < self.capacity
+            && self.n_hot < self.capacity - self.cold_target.min(self.capacity)
+    }
+
     #[inline]
     fn adapt(&mut self, up: bool) {
         if self.quirks {
@@ -471,6 +483,7 @@ impl ClockPro {
         if self.core.quirks && self.core.n_cold >= self.core.cold_target {
             return false;
         }
+        let warm = !prefetched && self.core.warming();
         if self.core.n_hot + self.core.n_cold >= self.core.capacity {
             self.evict_one(out);
         }
@@ -496,8 +509,13 @@ impl ClockPro {
                 }
                 self.index.insert(&self.arena, h);
                 let (core, mut r) = self.real();
-                r.set_st(h, if prefetched { COLD | PREFETCHED } else { COLD | TEST });
-                core.n_cold += 1;
+                if warm {
+                    r.set_st(h, HOT);
+                    core.n_hot += 1;
+                } else {
+                    r.set_st(h, if prefetched { COLD | PREFETCHED } else { COLD | TEST });
+                    core.n_cold += 1;
+                }
                 core.put_at_head(&mut r, h);
             }
         }
@@ -517,6 +535,11 @@ impl ClockPro {
             // would have made the block hot.
             let (core, mut r) = self.real();
             core.promote(&mut r, h);
+        } else if self.core.warming() {
+            // The fault it saved would have found room for a hot block.
+            self.st[slot(h)] = HOT;
+            self.core.n_cold -= 1;
+            self.core.n_hot += 1;
         } else {
             self.st[slot(h)] = (s & !PREFETCHED) | TEST;
         }
@@ -797,40 +820,45 @@ mod tests {
     }
 
     #[test]
-    fn faults_go_cold_into_a_test_period_and_a_reuse_in_it_makes_them_hot() {
+    fn warm_up_hot_then_cold_test_periods_and_promotions() {
         let mut p = cp(3);
         for b in [1, 2, 3] {
             assert_eq!(acc(&mut p, b), (Outcome::Miss, vec![]));
         }
-        assert_eq!(clock(&p), "C1t C2t C3t");
+        // Warm-up: faults enter hot while hot blocks are fewer than c - m_c = 2; then cold in a test period.
+        assert_eq!(clock(&p), "H1 H2 C3t");
         assert_eq!(p.cold_target(), 1);
-        acc(&mut p, 1);
-        assert_eq!(clock(&p), "c1t C2t C3t");
-        // HAND_cold at 1: referenced in its test period -> hot at the list head (m_c + 1 = 2, hot limit 1), then
-        // 2 is evicted and stays as a non-resident entry.
-        assert_eq!(p.victim(k(4)), Victim::Block(k(2)));
-        assert_eq!(acc(&mut p, 4), (Outcome::Miss, vec![ev(2, false)]));
+        assert_eq!(acc(&mut p, 3).0, Outcome::Hit);
+        assert_eq!(clock(&p), "H1 H2 c3t");
+        // HAND_cold passes 1 and 2 and finds 3 referenced in its test: hot (m_c 2, so 1 hot block allowed), and
+        // HAND_hot turns 1 and 2 cold; HAND_cold goes on and evicts 1 (not in a test period: it leaves the clock).
+        assert_eq!(p.victim(k(4)), Victim::Block(k(1)));
+        assert_eq!(acc(&mut p, 4), (Outcome::Miss, vec![ev(1, false)]));
         assert_eq!(p.cold_target(), 2);
-        // HAND_hot moved past 1 (now at the list head, just behind it) to 2; 4 went in at the head after 1.
-        assert_eq!(clock(&p), "N2 C3t H1 C4t");
-        // A fault on 2's non-resident entry: HAND_cold evicts 3 (non-resident too), 2 turns hot (m_c 3, capped at
-        // 2) and HAND_hot, from 3, ends 3's test period (m_c - 1 = 1, 3 leaves the clock) and turns 1 cold.
-        assert_eq!(acc(&mut p, 2), (Outcome::Miss, vec![ev(3, false)]));
-        assert_eq!(clock(&p), "C4t H2 C1");
-        assert_eq!(p.cold_target(), 1);
-        assert!(p.contains(k(2)) && !p.contains(k(3)));
+        assert_eq!(clock(&p), "H3 C2 C4t");
+        // 2 referenced out of a test period: it starts one at the list head; 4, unreferenced in its test, is evicted
+        // and stays as a non-resident entry.
+        assert_eq!(acc(&mut p, 2).0, Outcome::Hit);
+        assert_eq!(p.victim(k(5)), Victim::Block(k(4)));
+        assert_eq!(acc(&mut p, 5), (Outcome::Miss, vec![ev(4, false)]));
+        assert_eq!(clock(&p), "H3 N4 C2t C5t");
+        // A fault on 4's entry: HAND_cold evicts 2 (non-resident now), 4 turns hot at the list head (m_c stays at
+        // its maximum 2) and HAND_hot turns 3 cold.
+        assert_eq!(acc(&mut p, 4), (Outcome::Miss, vec![ev(2, false)]));
+        assert_eq!(clock(&p), "N2 C5t H4 C3");
+        assert_eq!(p.cold_target(), 2);
+        assert!(p.contains(k(4)) && !p.contains(k(2)));
     }
 
     #[test]
-    fn a_referenced_cold_block_out_of_test_starts_one_and_moves_to_the_head() {
+    fn hand_test_bounds_the_non_resident_entries() {
         let mut p = cp(2);
         acc(&mut p, 1);
         acc(&mut p, 2);
-        acc(&mut p, 1);
-        acc(&mut p, 3); // 1 promoted; 2 evicted (non-resident)
-        assert_eq!(clock(&p), "N2 H1 C3t");
-        acc(&mut p, 4); // HAND_cold passes 1, evicts 3
-        assert_eq!(clock(&p), "N2 H1 N3 C4t");
+        acc(&mut p, 3); // 2 evicted in its test: non-resident
+        assert_eq!(clock(&p), "H1 N2 C3t");
+        acc(&mut p, 4); // HAND_cold passes 1 and 2, evicts 3
+        assert_eq!(clock(&p), "H1 N2 N3 C4t");
         // A third non-resident entry is one over the bound c = 2: HAND_test removes 2, the oldest.
         assert_eq!(acc(&mut p, 5), (Outcome::Miss, vec![ev(4, false)]));
         assert_eq!(clock(&p), "H1 N3 N4 C5t");
@@ -851,19 +879,23 @@ mod tests {
 
     #[test]
     fn scans_do_not_flush_hot_blocks() {
-        // A hot set of 50 blocks used over and over, interleaved with a long scan: CLOCK-Pro keeps the hot set.
+        // A hot set of 50 blocks, used alone at first (it warms up hot), then interleaved with a long scan that
+        // touches two new blocks per hot access: CLOCK-Pro keeps the hot set (LRU would miss every hot access).
         let mut p = cp(100);
+        for b in 0..50 {
+            acc(&mut p, b);
+        }
         let mut misses_hot = 0;
         for round in 0..50u64 {
             for b in 0..50 {
-                if acc(&mut p, b).0 == Outcome::Miss && round > 2 {
+                if acc(&mut p, b).0 == Outcome::Miss {
                     misses_hot += 1;
                 }
                 acc(&mut p, 1_000 + round * 200 + b);
                 acc(&mut p, 1_000 + round * 200 + 100 + b);
             }
         }
-        assert!(misses_hot <= 5, "{misses_hot} misses of the hot set");
+        assert_eq!(misses_hot, 0);
     }
 
     #[test]
@@ -871,15 +903,19 @@ mod tests {
         let mut p = cp(3);
         acc(&mut p, 1);
         assert_eq!(pf(&mut p, &[2, 3, 1]), (2, vec![]));
-        assert_eq!(clock(&p), "C1t C2p C3p");
+        assert_eq!(clock(&p), "H1 C2p C3p", "a prefetch is not a reference: cold, no test period");
         assert_eq!(acc(&mut p, 2).0, Outcome::PrefetchHit);
-        assert_eq!(clock(&p), "C1t C2t C3p", "in its test period, not referenced, not moved");
+        assert_eq!(clock(&p), "H1 C2t C3p", "in its test period, not referenced, not moved");
         assert_eq!(acc(&mut p, 2).0, Outcome::Hit);
-        // HAND_cold: 1 unreferenced in test -> evicted (non-resident).
-        assert_eq!(acc(&mut p, 4), (Outcome::Miss, vec![ev(1, false)]));
-        // 2 referenced in test -> hot; 3 unused prefetch -> evicted, leaves the clock.
-        assert_eq!(acc(&mut p, 5), (Outcome::Miss, vec![ev(3, true)]));
-        assert!(!p.entries().iter().any(|e| e.0 == k(3)), "{}", clock(&p));
+        // HAND_cold: 1 hot, passed; 2 referenced in its test, promoted (HAND_hot turns 1 cold); 3, an unused
+        // prefetch, evicted and off the clock.
+        assert_eq!(acc(&mut p, 4), (Outcome::Miss, vec![ev(3, true)]));
+        assert_eq!(clock(&p), "H2 C1 C4t");
+        // During warm-up the first access of a prefetched block makes it hot, as its fault would have.
+        let mut q = cp(4);
+        assert_eq!(pf(&mut q, &[1]), (1, vec![]));
+        assert_eq!(acc(&mut q, 1).0, Outcome::PrefetchHit);
+        assert_eq!(clock(&q), "H1");
     }
 
     #[test]
@@ -887,15 +923,14 @@ mod tests {
         let mut p = cp(2);
         acc(&mut p, 1);
         acc(&mut p, 2);
-        acc(&mut p, 3); // 1 evicted, non-resident
-        assert!(clock(&p).contains("N1"), "{}", clock(&p));
+        acc(&mut p, 3); // 2 evicted, non-resident
+        assert_eq!(clock(&p), "H1 N2 C3t");
         let target = p.cold_target();
-        let (n, out) = pf(&mut p, &[1]);
-        assert_eq!((n, out.len()), (1, 1));
-        assert!(clock(&p).contains("C1tp"), "{}", clock(&p));
+        assert_eq!(pf(&mut p, &[2]), (1, vec![ev(3, false)]));
+        assert!(clock(&p).contains("C2tp"), "{}", clock(&p));
         assert_eq!(p.cold_target(), target, "a prefetch does not adapt m_c");
-        assert_eq!(acc(&mut p, 1).0, Outcome::PrefetchHit);
-        assert!(clock(&p).contains("H1"), "{}", clock(&p));
+        assert_eq!(acc(&mut p, 2).0, Outcome::PrefetchHit);
+        assert!(clock(&p).contains("H2"), "{}", clock(&p));
     }
 
     #[test]
@@ -903,13 +938,13 @@ mod tests {
         let mut p = cp(2);
         acc(&mut p, 1);
         acc(&mut p, 2);
-        acc(&mut p, 3); // 1 non-resident
-        assert!(!p.remove(k(1)));
-        assert!(p.remove(k(2)));
+        acc(&mut p, 3); // 2 non-resident
         assert!(!p.remove(k(2)));
+        assert!(p.remove(k(3)));
+        assert!(!p.remove(k(3)));
         p.validate().unwrap();
         assert_eq!(acc(&mut p, 4), (Outcome::Miss, vec![]));
-        assert!(clock(&p).contains("N1"));
+        assert!(clock(&p).contains("N2"));
     }
 
     #[test]
@@ -1156,7 +1191,11 @@ mod tests {
         fn resident(&self, b: u64) -> bool {
             self.pos(b).is_some_and(|i| self.ring[i].1 & KIND != GHOST)
         }
+        fn warming(&self) -> bool {
+            self.count(HOT) + self.count(COLD) < self.cap && self.count(HOT) < self.cap - self.mc
+        }
         fn fault(&mut self, b: u64, prefetched: bool, evicted: &mut Vec<u64>) {
+            let warm = !prefetched && self.warming();
             if self.count(HOT) + self.count(COLD) >= self.cap {
                 self.evict(evicted);
             }
@@ -1168,6 +1207,8 @@ mod tests {
                     self.set(b, COLD);
                     self.promote(b);
                 }
+            } else if warm {
+                self.put_at_head(b, HOT);
             } else {
                 self.put_at_head(b, if prefetched { COLD | PREFETCHED } else { COLD | TEST });
             }
@@ -1188,6 +1229,8 @@ mod tests {
                 if s & TEST != 0 {
                     self.set(b, COLD);
                     self.promote(b);
+                } else if self.warming() {
+                    self.set(b, HOT);
                 } else {
                     self.set(b, (s & !PREFETCHED) | TEST);
                 }
