@@ -280,7 +280,7 @@ fn schedulers_parse_with_cfq_times_and_name_their_errors() {
     assert!(Scheduler::parse("cfq(idle=3)").unwrap_err().contains("unknown parameter 'idle'"));
     assert!(Scheduler::parse("cfq(slice_ms=0)").unwrap_err().contains("slice_ms"));
     assert!(Scheduler::parse("c-look(x=1)").unwrap_err().contains("takes no parameters"));
-
+}
 // ---------------------------------------------------------------------------------------------------------------
 // Seed 001's findings on the application generators, where Blockwell reproduces their trend
 // (docs/experiments/prefetch-policies.md, "Compared with the paper"). Scaled down to run in about a second each;
