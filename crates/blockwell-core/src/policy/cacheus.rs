@@ -704,6 +704,11 @@ impl Policy for Cacheus {
     }
 
     fn victim(&self, incoming: BlockKey) -> Victim {
+        // With libCacheSim's quirks (SR capped at its size, a missed block that can evict itself) the evicted
+        // block depends on more than this state shows: say so rather than guess.
+        if self.quirks {
+            return Victim::Unknown;
+        }
         let entry = self.index.get(&self.arena, incoming);
         if self.refuses() || entry.is_some_and(|h| self.arena[h].list() != H) {
             return Victim::None;
@@ -714,31 +719,7 @@ impl Policy for Cacheus {
             let v = if by_lru == by_lfu || Lehmer64::percent(self.rng.peek()) < w[LRU] { by_lru } else { by_lfu };
             return Victim::Block(self.key(v));
         }
-        if !self.quirks {
-            return Victim::None; // room in the cache, and SR takes what R leaves
-        }
-        // Room in the cache: only SR's overflow evicts (libCacheSim caps SR at s). An H key goes to R, demoting R's
-        // LRU blocks to SR while R is full, and grows s if it was evicted before any reuse; any other key goes to
-        // SR. SR's LRU block is then the old one, or (SR empty) the first block demoted.
-        let (sr, r) = (self.lists[SR as usize].len(), self.lists[R as usize].len());
-        let (added, limit) = match entry {
-            Some(h) => {
-                let demotions = (r + 1).saturating_sub(self.r_size).min(r);
-                let limit = if self.arena[h].has(NEW) {
-                    self.grown_sr(self.cached() + 1, self.n_demoted + demotions as u64)
-                } else {
-                    self.sr_size
-                };
-                (demotions, limit)
-            }
-            None => (1, self.sr_size),
-        };
-        if sr + added > limit {
-            if let Some(v) = self.lists[SR as usize].back().or_else(|| self.lists[R as usize].back()) {
-                return Victim::Block(self.key(v));
-            }
-        }
-        Victim::None
+        Victim::None // room in the cache, and SR takes what R leaves
     }
 
     fn validate(&self) -> Result<(), String> {
@@ -976,7 +957,7 @@ mod tests {
             assert_eq!(acc(&mut p, b), (Outcome::Miss, vec![]));
         }
         assert_eq!(pf(&mut p, &[3]), (0, vec![]));
-        assert_eq!(p.victim(k(4)), Victim::None);
+        assert_eq!(p.victim(k(4)), Victim::Unknown, "quirks: not named");
         let mut d = fixed(1);
         acc(&mut d, 1);
         assert_eq!(acc(&mut d, 1).0, Outcome::Hit);
@@ -1109,7 +1090,7 @@ mod tests {
                     match v {
                         Victim::None => assert!(out.is_empty(), "quirks {quirks} c {c} step {i}: evicted {out:?}"),
                         Victim::Block(x) => assert_eq!(first, Some(x), "quirks {quirks} c {c} step {i}"),
-                        Victim::Unknown => panic!("CACHEUS always knows"),
+                        Victim::Unknown => assert!(quirks, "CACHEUS knows its victim without libcachesim's quirks"),
                     }
                     assert!(quirks || out.len() <= 1);
                 }
@@ -1151,14 +1132,21 @@ mod tests {
                     prop_assert!(out.len() <= 2);
                 }
                 model::Op::Prefetch(bs) => {
-                    let g: Vec<Access> =
-                        bs.iter().collect::<HashSet<_>>().into_iter().map(|&b| Access::new(k(b))).collect();
+                    // Distinct keys in the group's order (a HashSet's order would change from run to run).
+                    let mut seen = HashSet::new();
+                    let g: Vec<Access> = bs.iter().filter(|&&b| seen.insert(b)).map(|&b| Access::new(k(b))).collect();
                     p.prefetch(&g, &mut out);
                 }
                 &model::Op::Remove(b) => prop_assert_eq!(p.remove(k(b)), resident.remove(&b)),
             }
             for e in &out {
-                prop_assert!(resident.remove(&e.key.block()) || matches!(op, model::Op::Prefetch(_)), "step {}", i);
+                // libCacheSim's quirk: a missed block can be inserted and evicted by the same access.
+                let itself = matches!(op, &model::Op::Access(b) if e.key == k(b));
+                prop_assert!(
+                    resident.remove(&e.key.block()) || itself || matches!(op, model::Op::Prefetch(_)),
+                    "step {}",
+                    i
+                );
             }
             if let model::Op::Access(b) | model::Op::Remove(b) = op {
                 if p.contains(k(*b)) {
