@@ -8,14 +8,14 @@
 //! with Lehmer64, which is what its machine code multiplies by.)
 
 /// The multiplier.
-const MULT: u128 = 0xda94_2042_e4dd_58b5;
+pub(crate) const MULT: u128 = 0xda94_2042_e4dd_58b5;
 
 /// libCacheSim's initial state in every thread.
 pub(crate) const LIBCACHESIM_SEED: u64 = 0xdead_beef;
 
 /// The generator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Lehmer64(u128);
+pub(crate) struct Lehmer64(pub(crate) u128);
 
 impl Lehmer64 {
     /// The state `set_rand_seed(seed)` gives. A zero seed is a generator that draws 0 forever.
