@@ -21,11 +21,11 @@
 //! Halving or doubling re-links the old buckets' chains in bucket order, each front to back, into the fronts of
 //! the new chains. The table thus tracks the number of resident blocks, whatever `power` it starts at.
 //!
-//! Differences from libcachesim, none reached by realistic runs: `n` is a saturating `u32` there a 24-bit signed
-//! field (which wraps after 8 388 607 hits to one object), and insertion times are `u64` there 40-bit signed
-//! fields (wrapping after 2^39 requests). A sample scoring at least `1e16` is never chosen in libCacheSim, which
-//! fails if all do; Blockwell then evicts the first sample (possible only with prefetched blocks, whose age may be
-//! 0, or past 10^8 hits).
+//! `n` and the insertion time are kept as libCacheSim keeps them, in 24 and 40 bits. Differences, none reached by
+//! realistic runs: `n` stops at 2^23 − 1 (8 388 607 hits) where libCacheSim's signed field wraps to negative, and
+//! ages are computed modulo 2^40 where libCacheSim's sign-extended times break after 2^39 requests. A sample scoring
+//! at least `1e16` is never chosen in libCacheSim, which fails if all do; Blockwell then evicts the first sample
+//! (possible only with prefetched blocks, whose age may be 0).
 //!
 //! **Prefetch adaptation (seed `001_*` §4, in its spirit; the seed does not study Hyperbolic).** A prefetch is not
 //! a request: time does not advance. A prefetched block is inserted as a missed block would be at that time
@@ -46,22 +46,24 @@
 //! process (or thread) running one `Hyperbolic` draws what Blockwell draws with the default seed; later caches of
 //! the same thread continue the sequence. The same trace and configuration give the same run.
 //!
-//! **Metadata.** 24 bytes per cached block in the slab (8-byte key, the 31-bit chain link with the prefetch flag
-//! in its top bit, `n` as `u32`, the insertion time as two `u32`) and 4 bytes per bucket. With `hashpower = 0` a
-//! full cache has 1–2 buckets per block (fewer if draws ever halve it): 28–32 bytes per cached block. With
-//! `hashpower = 16` the table starts at 65 536 buckets (256 KiB however small the cache), halves on the first
-//! evictions of a small cache until draws find blocks, and doubles past 2 blocks per bucket: 26–32 bytes per
-//! cached block once it has adapted. No ghost entries.
+//! **Metadata.** 20 bytes per cached block in three arrays by slot (the 8-byte key; `n` and the insertion time in
+//! 8 bytes; the 31-bit chain link with the prefetch flag in its top bit), and 5 bytes per bucket (the chain's
+//! first block, its length as a byte). With `hashpower = 0` a full cache has 1–2 buckets per block (fewer if
+//! draws ever halve the table): 25–30 bytes per cached block. With `hashpower = 16` the table starts at 65 536
+//! buckets (320 KiB however small the cache), halves on the first evictions of a small cache until draws find
+//! blocks, and doubles past 2 blocks per bucket: 22.5–30 bytes per cached block once it has adapted. No ghost
+//! entries.
 //!
 //! **Cost.** A lookup hashes the key (XXH3 of 8 bytes) and walks one chain (about one block long). An eviction
-//! draws `samples` blocks: per draw a few 128-bit multiplications, reads of one or two buckets, of a chain and of
-//! the block. Halving or doubling the table is O(blocks + buckets): halving happens only while the table is much
-//! sparser than the cache, doubling amortizes to O(1) per insertion. No allocation once the slab has grown to
-//! the capacity, except when the table is resized.
+//! draws `samples` blocks: per draw one or two 128-bit multiplications, and reads of a bucket, of chain links and
+//! of the block's 8 bytes of `n` and time. Generator states are computed ahead and their buckets read in one
+//! pass, then the chains, then the blocks, so that the reads of different draws overlap instead of waiting for
+//! each other. Halving or doubling the table is O(blocks + buckets): halving happens only while the table is
+//! much sparser than the cache, doubling amortizes to O(1) per insertion. No allocation once the arrays have grown
+//! to the capacity, except when the table is resized.
 
-use super::lehmer::{Lehmer64, LIBCACHESIM_SEED};
+use super::lehmer::{Lehmer64, LIBCACHESIM_SEED, MULT};
 use super::{Access, Evicted, Outcome, Policy, Preset, Victim};
-use crate::arena::PackedKey;
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -89,43 +91,20 @@ const MAX_POWER: u32 = 31;
 const MAX_SAMPLES: u32 = 1 << 16;
 /// Failed draws in one `hashtable_rand_obj` call after which the table halves before every further draw.
 const DRAWS_BEFORE_SHRINK: u32 = 32;
-/// Top bit of [`Entry::next`]: prefetched, not yet accessed on demand.
+/// A recorded chain length meaning "this many or more".
+const LONG_CHAIN: u8 = u8::MAX;
+/// Top bit of a link: prefetched, not yet accessed on demand.
 const PREFETCHED: u32 = 1 << 31;
 const NEXT: u32 = !PREFETCHED;
+/// A block's `n` and insertion time share 8 bytes: time modulo 2^40 in the low bits, `n` in the top 24.
+const TIME_BITS: u32 = 40;
+const TIME_MASK: u64 = (1 << TIME_BITS) - 1;
+/// Largest `n`: libCacheSim's 24-bit signed field's largest value.
+const MAX_FREQ: u64 = (1 << 23) - 1;
 
-/// One cached block (or, when free, a link of the free list).
-#[derive(Clone, Copy, Debug)]
-struct Entry {
-    key: PackedKey,
-    /// Next block of the bucket's chain (handle, 0: none), the prefetch flag in the top bit.
-    next: u32,
-    /// Requests since insertion.
-    freq: u32,
-    /// Insertion time, as two `u32` so that the entry is 4-byte aligned.
-    enter: [u32; 2],
-}
-
-impl Entry {
-    #[inline(always)]
-    fn next(&self) -> u32 {
-        self.next & NEXT
-    }
-    #[inline(always)]
-    fn set_next(&mut self, n: u32) {
-        self.next = (self.next & PREFETCHED) | n;
-    }
-    #[inline(always)]
-    fn prefetched(&self) -> bool {
-        self.next & PREFETCHED != 0
-    }
-    #[inline(always)]
-    fn enter(&self) -> u64 {
-        (self.enter[1] as u64) << 32 | self.enter[0] as u64
-    }
-    #[inline(always)]
-    fn set_enter(&mut self, t: u64) {
-        self.enter = [t as u32, (t >> 32) as u32];
-    }
+#[inline(always)]
+fn meta(freq: u64, time: u64) -> u64 {
+    freq << TIME_BITS | (time & TIME_MASK)
 }
 
 /// XXH3-64 of the 8 little-endian bytes of `x`, seed 0 (xxHash's `XXH3_len_4to8_64b` with the default secret):
@@ -151,18 +130,26 @@ enum Drawn {
     Shrink,
 }
 
-/// The Hyperbolic policy.
+/// The Hyperbolic policy. Blocks live in slots addressed by handle − 1 (0: none), in three arrays so that each
+/// step reads only what it needs.
 #[derive(Clone, Debug)]
 pub struct Hyperbolic {
     capacity: usize,
     samples: u32,
-    /// Entries addressed by handle − 1.
-    slots: Vec<Entry>,
-    /// Free list of slots (handle, 0: none), through `next`.
+    /// Per slot: the packed key.
+    keys: Vec<u64>,
+    /// Per slot: `n` and the insertion time ([`meta`]).
+    metas: Vec<u64>,
+    /// Per slot: the next block of its chain (0: none), the prefetch flag in the top bit; of a free slot, the
+    /// next free one.
+    links: Vec<u32>,
+    /// Free list of slots (handle, 0: none), through `links`.
     free: u32,
     len: usize,
     /// First block of each bucket's chain (handle, 0: empty).
     heads: Vec<u32>,
+    /// Length of each bucket's chain, [`LONG_CHAIN`] for that many or more (then counted by walking it).
+    lens: Vec<u8>,
     power: u32,
     rng: Lehmer64,
     /// Demand accesses so far.
@@ -171,13 +158,25 @@ pub struct Hyperbolic {
 
 impl Hyperbolic {
     #[inline(always)]
-    fn slot(&self, h: u32) -> &Entry {
-        &self.slots[(h - 1) as usize]
+    fn key(&self, h: u32) -> BlockKey {
+        BlockKey::from_raw(self.keys[(h - 1) as usize])
+    }
+
+    /// The block after `h` on its chain (0: none).
+    #[inline(always)]
+    fn next(&self, h: u32) -> u32 {
+        self.links[(h - 1) as usize] & NEXT
     }
 
     #[inline(always)]
-    fn slot_mut(&mut self, h: u32) -> &mut Entry {
-        &mut self.slots[(h - 1) as usize]
+    fn set_next(&mut self, h: u32, n: u32) {
+        let l = &mut self.links[(h - 1) as usize];
+        *l = (*l & PREFETCHED) | n;
+    }
+
+    #[inline(always)]
+    fn prefetched(&self, h: u32) -> bool {
+        self.links[(h - 1) as usize] & PREFETCHED != 0
     }
 
     #[inline(always)]
@@ -186,19 +185,19 @@ impl Hyperbolic {
     }
 
     #[inline(always)]
-    fn bucket(&self, key: BlockKey) -> usize {
-        (xxh3_u64(key.raw()) & self.mask()) as usize
+    fn bucket(&self, raw: u64) -> usize {
+        (xxh3_u64(raw) & self.mask()) as usize
     }
 
     #[inline]
     fn find(&self, key: BlockKey) -> Option<u32> {
-        let mut h = self.heads[self.bucket(key)];
+        let raw = key.raw();
+        let mut h = self.heads[self.bucket(raw)];
         while h != 0 {
-            let e = self.slot(h);
-            if e.key.get() == key {
+            if self.keys[(h - 1) as usize] == raw {
                 return Some(h);
             }
-            h = e.next();
+            h = self.next(h);
         }
         None
     }
@@ -206,50 +205,73 @@ impl Hyperbolic {
     /// Puts `h` at the front of its bucket's chain.
     #[inline]
     fn link(&mut self, h: u32) {
-        let b = self.bucket(self.slot(h).key.get());
+        let b = self.bucket(self.keys[(h - 1) as usize]);
         let head = self.heads[b];
-        self.slot_mut(h).set_next(head);
+        self.set_next(h, head);
         self.heads[b] = h;
+        self.lens[b] = self.lens[b].saturating_add(1);
+    }
+
+    /// Length of the chain starting at `head`, of recorded length `len`.
+    #[inline(always)]
+    fn chain_len(&self, head: u32, len: u8) -> u64 {
+        if len != LONG_CHAIN {
+            return len as u64;
+        }
+        let (mut n, mut h) = (0, head);
+        while h != 0 {
+            n += 1;
+            h = self.next(h);
+        }
+        n
     }
 
     /// Takes `h` out of its bucket's chain, keeping the others' order.
     #[inline]
     fn unlink(&mut self, h: u32) {
-        let b = self.bucket(self.slot(h).key.get());
-        let next = self.slot(h).next();
+        let b = self.bucket(self.keys[(h - 1) as usize]);
+        let next = self.next(h);
         if self.heads[b] == h {
             self.heads[b] = next;
-            return;
-        }
-        let mut cur = self.heads[b];
-        while cur != 0 {
-            let n = self.slot(cur).next();
-            if n == h {
-                self.slot_mut(cur).set_next(next);
-                return;
+        } else {
+            let mut cur = self.heads[b];
+            while cur != 0 {
+                let n = self.next(cur);
+                if n == h {
+                    self.set_next(cur, next);
+                    break;
+                }
+                cur = n;
             }
-            cur = n;
+            debug_assert!(cur != 0, "block not on its chain");
         }
-        debug_assert!(false, "block not on its chain");
+        self.lens[b] = match self.lens[b] {
+            LONG_CHAIN => self.chain_len(self.heads[b], LONG_CHAIN).min(LONG_CHAIN as u64) as u8,
+            n => n - 1,
+        };
     }
 
+    /// Stores a block (on no chain) and returns its handle.
     #[inline]
-    fn alloc(&mut self, e: Entry) -> u32 {
+    fn alloc(&mut self, raw: u64, meta: u64, prefetched: bool) -> u32 {
         self.len += 1;
+        let link = if prefetched { PREFETCHED } else { 0 };
         if self.free != 0 {
             let h = self.free;
-            self.free = self.slot(h).next();
-            *self.slot_mut(h) = e;
+            let i = (h - 1) as usize;
+            self.free = self.links[i];
+            (self.keys[i], self.metas[i], self.links[i]) = (raw, meta, link);
             return h;
         }
-        self.slots.push(e);
-        self.slots.len() as u32
+        self.keys.push(raw);
+        self.metas.push(meta);
+        self.links.push(link);
+        self.keys.len() as u32
     }
 
     #[inline]
     fn release(&mut self, h: u32) {
-        let free = self.free;
-        self.slot_mut(h).next = free;
+        self.links[(h - 1) as usize] = self.free;
         self.free = h;
         self.len -= 1;
     }
@@ -258,37 +280,44 @@ impl Hyperbolic {
     /// fronts of the new ones (libcachesim's rehash, for doubling and halving alike).
     fn resize(&mut self, power: u32) {
         let old = std::mem::replace(&mut self.heads, vec![0; 1 << power]);
+        self.lens = vec![0; 1 << power];
         self.power = power;
         for &head in &old {
             let mut h = head;
             while h != 0 {
-                let next = self.slot(h).next();
+                let next = self.next(h);
                 self.link(h);
                 h = next;
             }
         }
     }
 
+    /// The block at position `pick mod length` of the chain starting at `head`, of recorded length `len`.
+    #[inline(always)]
+    fn nth(&self, head: u32, pick: u64, len: u8) -> u32 {
+        if len == 1 {
+            return head;
+        }
+        let n = self.chain_len(head, len);
+        let i = if n.is_power_of_two() { pick & (n - 1) } else { pick % n };
+        let mut h = head;
+        for _ in 0..i {
+            h = self.next(h);
+        }
+        h
+    }
+
     /// Draws of one `hashtable_rand_obj` call, `failed` draws having failed so far: the block found, or
     /// [`Drawn::Shrink`] when the table must halve before the next draw. The table is not empty.
-    #[inline(always)]
+    #[inline]
     fn draw(&self, rng: &mut Lehmer64, failed: &mut u32) -> Drawn {
         let mask = self.mask();
         loop {
-            let head = self.heads[(rng.next() & mask) as usize];
+            let b = (rng.next() & mask) as usize;
+            let head = self.heads[b];
             if head != 0 {
                 let pick = rng.next();
-                let mut n = 1u64;
-                let mut h = self.slot(head).next();
-                while h != 0 {
-                    n += 1;
-                    h = self.slot(h).next();
-                }
-                let mut h = head;
-                for _ in 0..pick % n {
-                    h = self.slot(h).next();
-                }
-                return Drawn::Block(h);
+                return Drawn::Block(self.nth(head, pick, self.lens[b]));
             }
             *failed += 1;
             if *failed > DRAWS_BEFORE_SHRINK && self.power > 0 {
@@ -297,12 +326,82 @@ impl Hyperbolic {
         }
     }
 
+    /// The blocks of `out.len()` (at most 64) consecutive `hashtable_rand_obj` calls, drawing from `rng`, as long
+    /// as none of them would halve the table: returns how many were drawn; `rng` is left after the last of them.
+    ///
+    /// Generator states are computed ahead in groups and the buckets they name read in one pass, then consumed in
+    /// order (a state that names a non-empty bucket is followed by the one that picks in its chain); chains are
+    /// walked after all draws. The reads of a group do not depend on each other, so they overlap. States computed
+    /// ahead and not consumed are dropped.
+    #[inline]
+    fn draw_many(&self, rng: &mut Lehmer64, out: &mut [u32]) -> usize {
+        const AHEAD: usize = 32;
+        let mask = self.mask();
+        let (mut states, mut heads, mut lens) = ([0u128; AHEAD], [0u32; AHEAD], [0u8; AHEAD]);
+        // Four interleaved chains of multiplications by MULT^4, so that they do not wait for each other.
+        const M2: u128 = MULT.wrapping_mul(MULT);
+        const M3: u128 = M2.wrapping_mul(MULT);
+        const M4: u128 = M2.wrapping_mul(M2);
+        let fill = |s: u128, states: &mut [u128; AHEAD], heads: &mut [u32; AHEAD], lens: &mut [u8; AHEAD]| {
+            let mut x = [s.wrapping_mul(MULT), s.wrapping_mul(M2), s.wrapping_mul(M3), s.wrapping_mul(M4)];
+            for group in states.chunks_exact_mut(4) {
+                group.copy_from_slice(&x);
+                for y in &mut x {
+                    *y = y.wrapping_mul(M4);
+                }
+            }
+            for k in 0..AHEAD {
+                let b = ((states[k] >> 64) as u64 & mask) as usize;
+                heads[k] = self.heads[b];
+                lens[k] = self.lens[b];
+            }
+        };
+        let mut picks = [(0u32, 0u64, 0u8); 64];
+        let n = out.len().min(picks.len());
+        let mut state = rng.0;
+        let (mut i, mut filled, mut drawn) = (0usize, 0usize, 0usize);
+        'samples: for p in &mut picks[..n] {
+            let start = state;
+            let mut failed = 0;
+            loop {
+                if i == filled {
+                    fill(state, &mut states, &mut heads, &mut lens);
+                    (i, filled) = (0, AHEAD);
+                }
+                let (head, len) = (heads[i], lens[i]);
+                state = states[i];
+                i += 1;
+                if head != 0 {
+                    if i == filled {
+                        fill(state, &mut states, &mut heads, &mut lens);
+                        (i, filled) = (0, AHEAD);
+                    }
+                    state = states[i];
+                    i += 1;
+                    *p = (head, (state >> 64) as u64, len);
+                    drawn += 1;
+                    continue 'samples;
+                }
+                failed += 1;
+                if failed > DRAWS_BEFORE_SHRINK && self.power > 0 {
+                    state = start;
+                    break 'samples;
+                }
+            }
+        }
+        rng.0 = state;
+        for (o, &(head, pick, len)) in out.iter_mut().zip(&picks[..drawn]) {
+            *o = self.nth(head, pick, len);
+        }
+        drawn
+    }
+
     /// Whether `h` scores strictly below `best` at time `now` (libcachesim's `best_candidate_score > score`).
     #[inline(always)]
     fn consider(&self, h: u32, now: u64, best: &mut (u32, f64)) {
-        let e = self.slot(h);
-        let age = now.wrapping_sub(e.enter()) as f64;
-        let score = 1.0e8 * e.freq as f64 / age;
+        let m = self.metas[(h - 1) as usize];
+        let age = (now.wrapping_sub(m) & TIME_MASK) as f64;
+        let score = 1.0e8 * (m >> TIME_BITS) as f64 / age;
         if best.1 > score {
             *best = (h, score);
         }
@@ -317,18 +416,29 @@ impl Hyperbolic {
         }
         let mut best = (0u32, 1.0e16);
         let mut first = 0u32;
-        for _ in 0..self.samples {
-            let mut failed = 0;
-            let h = loop {
-                match self.draw(rng, &mut failed) {
-                    Drawn::Block(h) => break h,
-                    Drawn::Shrink => self.resize(self.power - 1),
-                }
-            };
-            if first == 0 {
-                first = h;
+        let mut batch = [0u32; 64];
+        let mut left = self.samples as usize;
+        while left > 0 {
+            let n = left.min(batch.len());
+            // All draws first, then all scores: the reads of the blocks do not depend on each other, so they
+            // overlap.
+            let fast = self.draw_many(rng, &mut batch[..n]);
+            for b in &mut batch[fast..n] {
+                let mut failed = 0;
+                *b = loop {
+                    match self.draw(rng, &mut failed) {
+                        Drawn::Block(h) => break h,
+                        Drawn::Shrink => self.resize(self.power - 1),
+                    }
+                };
             }
-            self.consider(h, now, &mut best);
+            if first == 0 {
+                first = batch[0];
+            }
+            for &h in &batch[..n] {
+                self.consider(h, now, &mut best);
+            }
+            left -= n;
         }
         Some(if best.0 != 0 { best.0 } else { first })
     }
@@ -341,15 +451,20 @@ impl Hyperbolic {
         }
         let mut best = (0u32, 1.0e16);
         let mut first = 0u32;
-        for _ in 0..self.samples {
-            let h = match self.draw(rng, &mut 0) {
-                Drawn::Block(h) => h,
-                Drawn::Shrink => return Err(()),
-            };
-            if first == 0 {
-                first = h;
+        let mut batch = [0u32; 64];
+        let mut left = self.samples as usize;
+        while left > 0 {
+            let n = left.min(batch.len());
+            if self.draw_many(rng, &mut batch[..n]) < n {
+                return Err(());
             }
-            self.consider(h, now, &mut best);
+            if first == 0 {
+                first = batch[0];
+            }
+            for &h in &batch[..n] {
+                self.consider(h, now, &mut best);
+            }
+            left -= n;
         }
         Ok(Some(if best.0 != 0 { best.0 } else { first }))
     }
@@ -360,9 +475,9 @@ impl Hyperbolic {
         let Some(h) = self.choose(&mut rng, self.now) else { return };
         self.rng = rng;
         self.unlink(h);
-        let e = *self.slot(h);
+        let evicted = Evicted { key: self.key(h), unused_prefetch: self.prefetched(h) };
         self.release(h);
-        out.push(Evicted { key: e.key.get(), unused_prefetch: e.prefetched() });
+        out.push(evicted);
     }
 
     #[inline]
@@ -373,40 +488,37 @@ impl Hyperbolic {
         if self.len > (2usize << self.power) && self.power < MAX_POWER {
             self.resize(self.power + 1);
         }
-        let mut e = Entry { key: PackedKey::new(key), next: 0, freq: 1, enter: [0; 2] };
-        e.set_enter(self.now);
-        if prefetched {
-            e.next = PREFETCHED;
-        }
-        let h = self.alloc(e);
+        let h = self.alloc(key.raw(), meta(1, self.now), prefetched);
         self.link(h);
     }
 
     /// A demand hit on `h` (time already advanced).
     #[inline(always)]
     fn on_hit(&mut self, h: u32) -> Outcome {
-        let now = self.now;
-        let e = self.slot_mut(h);
-        if e.prefetched() {
-            e.next &= NEXT;
-            e.freq = 1;
-            e.set_enter(now);
+        let i = (h - 1) as usize;
+        if self.links[i] & PREFETCHED != 0 {
+            self.links[i] &= NEXT;
+            self.metas[i] = meta(1, self.now);
             Outcome::PrefetchHit
         } else {
-            e.freq = e.freq.saturating_add(1);
+            let m = self.metas[i];
+            if m >> TIME_BITS < MAX_FREQ {
+                self.metas[i] = m + (1 << TIME_BITS);
+            }
             Outcome::Hit
         }
     }
 
-    /// Resident blocks with their request count and insertion time, in slot order (for tests and debugging).
+    /// Resident blocks with their request count and insertion time (modulo 2^40), in slot order (for tests and
+    /// debugging).
     pub fn entries(&self) -> Vec<(BlockKey, u32, u64)> {
         let mut v = Vec::with_capacity(self.len);
         for &head in &self.heads {
             let mut h = head;
             while h != 0 {
-                let e = self.slot(h);
-                v.push((h, e.key.get(), e.freq, e.enter()));
-                h = e.next();
+                let m = self.metas[(h - 1) as usize];
+                v.push((h, self.key(h), (m >> TIME_BITS) as u32, m & TIME_MASK));
+                h = self.next(h);
             }
         }
         v.sort_unstable_by_key(|x| x.0);
@@ -457,10 +569,13 @@ impl Policy for Hyperbolic {
         Hyperbolic {
             capacity,
             samples: config.samples,
-            slots: Vec::with_capacity(capacity),
+            keys: Vec::with_capacity(capacity),
+            metas: Vec::with_capacity(capacity),
+            links: Vec::with_capacity(capacity),
             free: 0,
             len: 0,
             heads: vec![0; 1 << power],
+            lens: vec![0; 1 << power],
             power,
             rng: Lehmer64::new(config.seed),
             now: 0,
@@ -515,28 +630,38 @@ impl Policy for Hyperbolic {
 
     fn validate(&self) -> Result<(), String> {
         let mask = self.mask();
-        if self.heads.len() != 1 << self.power {
-            return Err(format!("{} buckets at power {}", self.heads.len(), self.power));
+        if self.heads.len() != 1 << self.power || self.lens.len() != self.heads.len() {
+            return Err(format!("{} heads, {} lengths at power {}", self.heads.len(), self.lens.len(), self.power));
+        }
+        let slots = self.keys.len();
+        if self.metas.len() != slots || self.links.len() != slots {
+            return Err(format!("{slots} keys, {} metas, {} links", self.metas.len(), self.links.len()));
         }
         let mut n = 0usize;
         for (b, &head) in self.heads.iter().enumerate() {
+            let mut chain = 0u64;
             let mut h = head;
             while h != 0 {
                 n += 1;
                 if n > self.len {
                     return Err(format!("more blocks on the chains than len {} (cycle?)", self.len));
                 }
-                let e = self.slot(h);
-                if xxh3_u64(e.key.get().raw()) & mask != b as u64 {
-                    return Err(format!("key {} in bucket {b}, not its own", e.key.get()));
+                let key = self.key(h);
+                if xxh3_u64(key.raw()) & mask != b as u64 {
+                    return Err(format!("key {key} in bucket {b}, not its own"));
                 }
-                if e.freq == 0 {
-                    return Err(format!("key {}: no request counted", e.key.get()));
+                let m = self.metas[(h - 1) as usize];
+                if m >> TIME_BITS == 0 {
+                    return Err(format!("key {key}: no request counted"));
                 }
-                if e.enter() > self.now {
-                    return Err(format!("key {}: inserted after now", e.key.get()));
+                if self.now.wrapping_sub(m) & TIME_MASK > self.now {
+                    return Err(format!("key {key}: inserted after now"));
                 }
-                h = e.next();
+                h = self.next(h);
+                chain += 1;
+            }
+            if self.lens[b] as u64 != chain.min(LONG_CHAIN as u64) {
+                return Err(format!("bucket {b}: length {} recorded, {chain} linked", self.lens[b]));
             }
         }
         if n != self.len {
@@ -549,19 +674,23 @@ impl Policy for Hyperbolic {
         let mut h = self.free;
         while h != 0 {
             free += 1;
-            if free > self.slots.len() {
+            if free > slots {
                 return Err("free list cycles".into());
             }
-            h = self.slot(h).next();
+            h = self.links[(h - 1) as usize];
         }
-        if free + self.len != self.slots.len() {
-            return Err(format!("{free} free + {} live != {} slots", self.len, self.slots.len()));
+        if free + self.len != slots {
+            return Err(format!("{free} free + {} live != {slots} slots", self.len));
         }
         Ok(())
     }
 
     fn heap_bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<Entry>() + self.heads.capacity() * 4
+        self.keys.capacity() * 8
+            + self.metas.capacity() * 8
+            + self.links.capacity() * 4
+            + self.heads.capacity() * 4
+            + self.lens.capacity()
     }
 
     fn victim(&self, incoming: BlockKey) -> Victim {
@@ -569,21 +698,18 @@ impl Policy for Hyperbolic {
             return Victim::None;
         }
         let now = self.now + 1;
-        let h = match self.choose_unchanged(&mut self.rng.clone(), now) {
-            Ok(h) => h,
+        match self.choose_unchanged(&mut self.rng.clone(), now) {
+            Ok(Some(h)) => Victim::Block(self.key(h)),
+            Ok(None) => Victim::None,
             // The draws would halve the table (rare: only while it is much sparser than the cache): on a copy.
             Err(()) => {
                 let mut copy = self.clone();
                 let mut rng = copy.rng;
-                return match copy.choose(&mut rng, now) {
-                    Some(h) => Victim::Block(copy.slot(h).key.get()),
+                match copy.choose(&mut rng, now) {
+                    Some(h) => Victim::Block(copy.key(h)),
                     None => Victim::None,
-                };
+                }
             }
-        };
-        match h {
-            Some(h) => Victim::Block(self.slot(h).key.get()),
-            None => Victim::None,
         }
     }
 }
@@ -598,11 +724,6 @@ mod tests {
 
     fn hyp(cap: usize, samples: u32, hashpower: u32) -> Hyperbolic {
         Hyperbolic::new(cap, &HyperbolicConfig { samples, hashpower, seed: LIBCACHESIM_SEED })
-    }
-
-    #[test]
-    fn entry_is_twenty_four_bytes() {
-        assert_eq!(std::mem::size_of::<Entry>(), 24);
     }
 
     #[test]
@@ -637,8 +758,8 @@ mod tests {
                     let mut c = Vec::new();
                     let mut h = head;
                     while h != 0 {
-                        c.push(p.slot(h).key.get().raw());
-                        h = p.slot(h).next();
+                        c.push(p.key(h).raw());
+                        h = p.next(h);
                     }
                     c
                 })
@@ -671,6 +792,17 @@ mod tests {
         }
     }
 
+    /// One `hashtable_rand_obj` call, halving the table when it must.
+    fn draw_resizing(p: &mut Hyperbolic, rng: &mut Lehmer64) -> u32 {
+        let mut failed = 0;
+        loop {
+            match p.draw(rng, &mut failed) {
+                Drawn::Block(h) => return h,
+                Drawn::Shrink => p.resize(p.power - 1),
+            }
+        }
+    }
+
     #[test]
     fn draws_are_libcachesims_rand_obj() {
         for (cap, power) in [(5, 16), (50, 6), (300, 9), (7, 3), (3, 1), (1000, 5)] {
@@ -682,20 +814,66 @@ mod tests {
             let mut rng = p.rng;
             let mut rng2 = p.rng;
             for i in 0..3000 {
-                let mut failed = 0;
-                let h = loop {
-                    match p.draw(&mut rng, &mut failed) {
-                        Drawn::Block(h) => break h,
-                        Drawn::Shrink => p.resize(p.power - 1),
-                    }
-                };
-                assert_eq!(p.slot(h).key.get().raw(), t.rand_obj(&mut rng2), "cap {cap} power {power} draw {i}");
+                let h = draw_resizing(&mut p, &mut rng);
+                assert_eq!(p.key(h).raw(), t.rand_obj(&mut rng2), "cap {cap} power {power} draw {i}");
                 assert_eq!(rng, rng2);
                 assert_eq!(p.power, t.power);
             }
             p.validate().unwrap();
             assert_eq!(Table::of(&p).chains, t.chains);
         }
+    }
+
+    #[test]
+    fn drawing_many_at_once_is_drawing_one_at_a_time() {
+        for (cap, power) in [(5, 16), (50, 6), (300, 9), (7, 3), (3, 1), (1000, 5), (64, 12)] {
+            let mut p = hyp(cap, 8, power);
+            for b in 0..cap as u64 {
+                acc(&mut p, b * 7919);
+            }
+            let mut rng = p.rng;
+            for n in (1..=64).cycle().take(300) {
+                let mut many = vec![0u32; n];
+                let mut fast = rng;
+                let got = p.draw_many(&mut fast, &mut many);
+                let mut slow = rng;
+                for (j, &h) in many[..got].iter().enumerate() {
+                    let Drawn::Block(x) = p.draw(&mut slow, &mut 0) else { panic!("sample {j} shrinks") };
+                    assert_eq!(h, x, "cap {cap} power {power} sample {j} of {n}");
+                }
+                assert_eq!(fast, slow, "the generator is left after the last sample drawn");
+                if got < n {
+                    let mut again = slow;
+                    assert!(matches!(p.draw(&mut again, &mut 0), Drawn::Shrink), "stopped only before a halving");
+                    draw_resizing(&mut p, &mut slow);
+                }
+                rng = slow;
+            }
+        }
+    }
+
+    #[test]
+    fn chains_longer_than_255_blocks_are_counted_by_walking() {
+        // 300 keys in one bucket of a 256-bucket table (doubling stops at 2^8: 300 <= 2 · 2^8).
+        let keys: Vec<u64> = (0..).filter(|&b| xxh3_u64(b) & 255 == 7).take(300).collect();
+        let mut p = hyp(300, 64, 8);
+        for &b in &keys {
+            acc(&mut p, b);
+        }
+        assert_eq!((p.hashpower(), p.lens[7], p.chain_len(p.heads[7], p.lens[7])), (8, LONG_CHAIN, 300));
+        let mut t = Table::of(&p);
+        let (mut rng, mut rng2) = (p.rng, p.rng);
+        for _ in 0..200 {
+            let h = draw_resizing(&mut p, &mut rng);
+            assert_eq!(p.key(h).raw(), t.rand_obj(&mut rng2));
+            assert_eq!(p.power, t.power);
+        }
+        for &b in &keys[..50] {
+            assert!(p.remove(k(b)));
+            p.validate().unwrap();
+        }
+        let b = p.bucket(keys[60]);
+        assert_eq!((p.lens[b], p.chain_len(p.heads[b], p.lens[b])), (250, 250));
     }
 
     #[test]
@@ -722,7 +900,7 @@ mod tests {
         let mut q = p.clone();
         let mut rng = q.rng;
         let h = q.choose(&mut rng, q.now + 1).unwrap();
-        let want = q.slot(h).key.get();
+        let want = q.key(h);
         let (_, out) = acc(&mut p, 9);
         assert_eq!(out, vec![Evicted { key: want, unused_prefetch: false }]);
     }
@@ -764,10 +942,27 @@ mod tests {
         let mut chain = Vec::new();
         let mut h = q.heads[1];
         while h != 0 {
-            chain.push(q.slot(h).key.get().block());
-            h = q.slot(h).next();
+            chain.push(q.key(h).block());
+            h = q.next(h);
         }
         assert_eq!(chain, vec![keys[5], keys[0], keys[1], keys[2], keys[3], keys[4]]);
+    }
+
+    #[test]
+    fn counts_stop_at_24_bits_and_ages_are_modulo_2_40() {
+        let mut p = hyp(2, 64, 0);
+        acc(&mut p, 1);
+        p.metas[0] = meta(MAX_FREQ, 1);
+        assert_eq!(acc(&mut p, 1).0, Outcome::Hit);
+        assert_eq!(p.entries()[0].1 as u64, MAX_FREQ, "saturated");
+        // Time past 2^40: a block inserted at 2^40 − 1 is 2 old at 2^40 + 1.
+        p.now = (1 << 40) - 2;
+        acc(&mut p, 2);
+        p.now = 1 << 40;
+        let mut best = (0, 1.0e16);
+        p.consider(p.find(k(2)).unwrap(), p.now + 1, &mut best);
+        assert_eq!(best.1, 1.0e8 / 2.0);
+        p.validate().unwrap();
     }
 
     #[test]
@@ -842,16 +1037,16 @@ mod tests {
             let mut p = hyp(cap, 64, 0);
             fill(&mut p, cap as u64 * 2);
             let per_block = p.heap_bytes() as f64 / cap as f64;
-            assert!((28.0..=32.0).contains(&per_block), "{per_block} bytes per block at {cap}");
+            assert!((25.0..=30.0).contains(&per_block), "{per_block} bytes per block at {cap}");
         }
         // libcachesim's table: 2^16 buckets until the first evictions.
         let p = hyp(1000, 64, 16);
-        assert_eq!(p.heap_bytes(), 24 * 1000 + 4 * 65536);
+        assert_eq!(p.heap_bytes(), 20 * 1000 + 5 * 65536);
         for cap in [1_000, 200_000] {
             let mut p = hyp(cap, 64, 16);
             fill(&mut p, cap as u64 * 2);
             let per_block = p.heap_bytes() as f64 / cap as f64;
-            assert!((26.0..=32.0).contains(&per_block), "{per_block} bytes per block at {cap}, power {}", p.power);
+            assert!((22.5..=30.0).contains(&per_block), "{per_block} bytes per block at {cap}, power {}", p.power);
         }
     }
 

@@ -12,7 +12,10 @@ pub(crate) const LIBCACHESIM_SEED: u64 = Lehmer64::LIBCACHESIM_SEED;
 
 /// `x ← x · 0xda942042e4dd58b5 (mod 2¹²⁸)`; a draw is the new state's high 64 bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Lehmer64(u128);
+pub(crate) struct Lehmer64(pub(crate) u128);
+
+/// The multiplier.
+pub(crate) const MULT: u128 = Lehmer64::MUL;
 
 impl Lehmer64 {
     const MUL: u128 = 0xda94_2042_e4dd_58b5;

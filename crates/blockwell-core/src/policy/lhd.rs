@@ -18,12 +18,13 @@
 //!   0 and `max_age`), an explorer bit. Tags sit in an array; an evicted block's tag is replaced by the last one
 //!   (swap-remove), so the array position of a block depends on the history of evictions, as in libCacheSim.
 //! - Age = (now − last reference) >> `shift` (initially 10), capped at `max_age` − 1; a block at the cap has the
-//!   lowest possible density. Class = ⌈log2⌉-like bucket of `max_age` / (sum of the last two hit ages) in 0..16
-//!   (`hitAgeClass`). Density = `densities[class][age]`, + 1 for an explorer. Initially `(c + 1) / (age + 1)` for
+//!   lowest possible density. Class = the number of doublings that bring the sum of the last two hit ages to
+//!   `max_age` or more, at most 15, and 15 for a sum of 0 (`hitAgeClass`). Density = `densities[class][age]`, + 1 for an explorer. Initially `(c + 1) / (age + 1)` for
 //!   class id `c` (16 + class), a size-free GDSF.
 //! - *Reference* (hit or insertion): a hit adds 1 to `hits[class][age]` (class and age before the hit), shifts its
 //!   hit ages, and an explorer gives back its budget. Then: last reference = now; one generator draw
-//!   ([`super::lehmer`], libCacheSim's shared `next_rand()`, started at `seed`) makes the block an explorer when it
+//!   ([`super::lehmer`]: libCacheSim's shared `next_rand()`, which in the compiled 0.3.5 is Lehmer64, not the
+//!   MMIX LCG of its October 2024 source; started at `seed`) makes the block an explorer when it
 //!   is 0 mod 32, the explorer budget (⌊0.01·capacity⌋ in `f32`) is positive and fewer than 50 reconfigurations
 //!   have run; an inserted block that did not draw 0 mod 32 and whose density is below the EWMA of victim
 //!   densities goes into a ring of the last `admissions` such blocks. Time advances by one; every
@@ -68,7 +69,7 @@
 //!
 //! **Cost.** A hit: one index lookup and a few arithmetic operations. An eviction: 8 (later `associativity`)
 //! random tag reads and up to `admissions` index lookups. A reconfiguration: O(16 · `max_age`), every
-//! `reconfigure_interval` references (about 0.3 ns per reference at the defaults). No allocation after
+//! `reconfigure_interval` references (about 1 ns per reference at the defaults). No allocation after
 //! construction.
 
 use super::lehmer::{Lehmer64, LIBCACHESIM_SEED};
