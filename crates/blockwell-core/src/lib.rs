@@ -29,6 +29,7 @@ pub mod cluster;
 pub mod cutoff;
 pub mod dedup;
 pub mod key;
+pub(crate) mod lehmer;
 pub mod level;
 pub mod policy;
 pub mod prefetch;

@@ -17,12 +17,12 @@
 //! **Cost.** One 128-bit multiplication and one 64-bit remainder per miss.
 
 use super::AdmissionFilter;
+use crate::lehmer::Lehmer64;
 
 /// Draws are compared modulo this (libcachesim's `MAX_MODULE`).
 pub const SCALE: u32 = 10_000_000;
 /// libcachesim 0.3.5's initial generator state.
 pub const LIBCACHESIM_STATE: u128 = 0xdead_beef;
-const MULTIPLIER: u128 = 0xda94_2042_e4dd_58b5;
 
 /// ⌊P × 10⁷⌋ for 0 < P ≤ 1, as libcachesim computes it (a `double` product truncated to an `int`); `None` when it
 /// is 0 (P below 10⁻⁷ would admit nothing).
@@ -38,21 +38,20 @@ pub fn threshold(p: f64) -> Option<u32> {
 #[derive(Clone, Debug)]
 pub struct ProbAdmission {
     threshold: u32,
-    state: u128,
+    rng: Lehmer64,
 }
 
 impl ProbAdmission {
     /// Admits a miss when its draw modulo 10⁷ is below `threshold` (10⁷ admits all); the generator starts from
     /// `seed` (module docs).
     pub fn new(threshold: u32, seed: u64) -> Self {
-        ProbAdmission { threshold, state: (u128::from(seed) << 64) | LIBCACHESIM_STATE }
+        ProbAdmission { threshold, rng: Lehmer64::from_state((u128::from(seed) << 64) | LIBCACHESIM_STATE) }
     }
 
     /// The next draw (libcachesim 0.3.5's `next_rand`).
     #[inline]
     pub fn next_draw(&mut self) -> u64 {
-        self.state = self.state.wrapping_mul(MULTIPLIER);
-        (self.state >> 64) as u64
+        self.rng.next()
     }
 
     /// A demand miss: admitted with probability threshold / 10⁷.
@@ -75,6 +74,8 @@ impl AdmissionFilter for ProbAdmission {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const MULTIPLIER: u128 = 0xda94_2042_e4dd_58b5;
 
     #[test]
     fn draws_are_libcachesims() {

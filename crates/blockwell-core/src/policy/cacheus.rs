@@ -79,10 +79,10 @@
 //! the frequency buckets have grown.
 
 use super::freqlist::{FreqLinks, FreqLists, FreqNode};
-use super::lehmer::Lehmer64;
 use super::{evict, Access, Evicted, Outcome, Policy, Preset, Victim};
 use crate::arena::{Arena, Handle, KeyIndex, Links, List, PackedKey};
 use crate::key::BlockKey;
+use crate::lehmer::Lehmer64;
 use serde::{Deserialize, Serialize};
 
 /// CACHEUS's parameters.

@@ -62,9 +62,9 @@
 //! much sparser than the cache, doubling amortizes to O(1) per insertion. No allocation once the arrays have grown
 //! to the capacity, except when the table is resized.
 
-use super::lehmer::{Lehmer64, LIBCACHESIM_SEED, MULT};
 use super::{Access, Evicted, Outcome, Policy, Preset, Victim};
 use crate::key::BlockKey;
+use crate::lehmer::{Lehmer64, LIBCACHESIM_SEED, MULT};
 use serde::{Deserialize, Serialize};
 
 /// Hyperbolic's parameters.

@@ -53,10 +53,10 @@
 //! index and the frequency buckets have grown.
 
 use super::freqlist::{FreqLinks, FreqLists, FreqNode};
-use super::lehmer::Lehmer64;
 use super::{evict, Access, Evicted, Outcome, Policy, Victim};
 use crate::arena::{Arena, Handle, KeyIndex, Links, List, PackedKey};
 use crate::key::BlockKey;
+use crate::lehmer::Lehmer64;
 use serde::{Deserialize, Serialize};
 
 /// LeCaR's parameters.

@@ -72,10 +72,10 @@
 //! `reconfigure_interval` references (about 1 ns per reference at the defaults). No allocation after
 //! construction.
 
-use super::lehmer::{Lehmer64, LIBCACHESIM_SEED};
 use super::{Access, Evicted, Outcome, Policy, Victim};
 use crate::arena::PackedKey;
 use crate::key::BlockKey;
+use crate::lehmer::{Lehmer64, LIBCACHESIM_SEED};
 use hashbrown::HashTable;
 use serde::{Deserialize, Serialize};
 

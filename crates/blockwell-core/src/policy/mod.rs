@@ -28,7 +28,6 @@ mod freqlist;
 pub(crate) mod handle_heap;
 pub mod hyperbolic;
 pub mod lecar;
-mod lehmer;
 pub mod lhd;
 pub mod lirs;
 pub mod lrfu;

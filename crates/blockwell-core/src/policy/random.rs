@@ -54,6 +54,7 @@
 use super::{prefetch_missing, Access, Evicted, Outcome, Policy, Preset, Victim};
 use crate::arena::PackedKey;
 use crate::key::BlockKey;
+use crate::lehmer::Lehmer64;
 use hashbrown::HashTable;
 use serde::{Deserialize, Serialize};
 
@@ -76,28 +77,14 @@ impl Default for RandomConfig {
     }
 }
 
-/// Lehmer's multiplicative generator with a 128-bit state; the output is the state's high 64 bits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Lehmer64(u128);
+/// libCacheSim's `set_rand_seed`: the state is `seed`.
+fn libcachesim_rng(seed: u64) -> Lehmer64 {
+    Lehmer64::new(seed)
+}
 
-impl Lehmer64 {
-    const MUL: u128 = 0xda94_2042_e4dd_58b5;
-
-    /// libCacheSim's `set_rand_seed`: the state is `seed`.
-    fn libcachesim(seed: u64) -> Self {
-        Lehmer64(seed as u128)
-    }
-
-    /// A well-spread odd state from any seed (Lemire's `lehmer64_seed`, made odd).
-    fn seeded(seed: u64) -> Self {
-        Lehmer64(((splitmix64(seed) as u128) << 64 | splitmix64(seed.wrapping_add(1)) as u128) | 1)
-    }
-
-    #[inline]
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(Self::MUL);
-        (self.0 >> 64) as u64
-    }
+/// A well-spread odd state from any seed (Lemire's `lehmer64_seed`, made odd).
+fn seeded_rng(seed: u64) -> Lehmer64 {
+    Lehmer64::from_state(((splitmix64(seed) as u128) << 64 | splitmix64(seed.wrapping_add(1)) as u128) | 1)
 }
 
 fn splitmix64(x: u64) -> u64 {
@@ -472,9 +459,9 @@ impl Policy for Random {
     fn new(capacity: usize, config: &RandomConfig) -> Self {
         assert!(capacity >= 1, "capacity must be at least one block");
         let (rng, store) = if config.libcachesim_replay {
-            (Lehmer64::libcachesim(config.seed), Store::Replay(Chained::new(capacity)))
+            (libcachesim_rng(config.seed), Store::Replay(Chained::new(capacity)))
         } else {
-            (Lehmer64::seeded(config.seed), Store::Uniform(Dense::new(capacity)))
+            (seeded_rng(config.seed), Store::Uniform(Dense::new(capacity)))
         };
         Random { capacity, rng, store }
     }
@@ -623,7 +610,7 @@ mod tests {
 
     #[test]
     fn generator_is_libcachesims_lehmer64() {
-        let mut r = Lehmer64::libcachesim(LIBCACHESIM_SEED);
+        let mut r = libcachesim_rng(LIBCACHESIM_SEED);
         assert_eq!([r.next(), r.next(), r.next()], [3189820697, 6199708794445739982, 10757353228193073621]);
     }
 

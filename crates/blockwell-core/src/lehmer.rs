@@ -1,9 +1,10 @@
-//! Lemire's Lehmer64 generator, the generator behind libcachesim 0.3.5's `next_rand()` and `hashtable_rand_obj`:
+//! Lemire's Lehmer64 generator, the generator behind libcachesim 0.3.5's `next_rand()` and `hashtable_rand_obj`, and
+//! the one generator of the engine's random choices:
 //! a 128-bit state multiplied by `0xda942042e4dd58b5` at every draw, the draw being the state's high 64 bits.
 //! libCacheSim keeps one state per thread (`g_lehmer64_state`), initially `0xdeadbeef`; `set_rand_seed(s)` sets it
 //! to `s` (read from the wheel's `.tdata` section and machine code; libCacheSim's source of October 2024 still has
-//! Knuth's MMIX LCG in `next_rand()`). The policies that draw random numbers (LeCaR, CACHEUS, LHD, Hyperbolic)
-//! each own one, started at their `seed` parameter: no state is shared between instances, no clock, so the same
+//! Knuth's MMIX LCG in `next_rand()`). The policies that draw random numbers (LeCaR, CACHEUS, LHD, Hyperbolic,
+//! RANDOM) and `prob` admission each own one, started at their `seed` parameter: no state is shared between instances, no clock, so the same
 //! trace and configuration give bit-identical results, and a policy seeded with libCacheSim's state makes its
 //! draws.
 
@@ -26,6 +27,11 @@ impl Lehmer64 {
     /// A generator whose state is `seed`, as `set_rand_seed(seed)` leaves libCacheSim's (0 makes every draw 0).
     pub const fn new(seed: u64) -> Self {
         Lehmer64(seed as u128)
+    }
+
+    /// A generator whose 128-bit state is `state`.
+    pub const fn from_state(state: u128) -> Self {
+        Lehmer64(state)
     }
 
     /// The next draw (`next_rand()`), advancing the state.
