@@ -368,15 +368,16 @@ impl Cacheus {
         if self.ghost_size == 0 {
             return;
         }
-        let g = self.ghosts.alloc(Ghost { key: PackedKey::new(key), links: Links::default() });
-        self.ghosts[g].links.set_flag2(e == LFU);
-        self.ghost_index.insert(&self.ghosts, g);
-        self.ghost_lists[e].push_front(&mut self.ghosts, g);
-        if self.ghost_lists[e].len() > self.ghost_size {
+        // libCacheSim's LRU history makes room first too (and the arena stays within its reservation).
+        if self.ghost_lists[e].len() >= self.ghost_size {
             if let Some(old) = self.ghost_lists[e].pop_back(&mut self.ghosts) {
                 self.ghost_index.forget(&mut self.ghosts, old);
             }
         }
+        let g = self.ghosts.alloc(Ghost { key: PackedKey::new(key), links: Links::default() });
+        self.ghosts[g].links.set_flag2(e == LFU);
+        self.ghost_index.insert(&self.ghosts, g);
+        self.ghost_lists[e].push_front(&mut self.ghosts, g);
     }
 
     /// Drops history entry `g`.
