@@ -43,7 +43,9 @@
 //!   truncated, to at most |SR| + |R| − 1, and r = c − s (D: demotions from R not yet evicted, N: new keys ever
 //!   sent to H; N never decreases). The shrinking step never fires: libCacheSim makes a fresh object when a block
 //!   moves from SR to R, losing its demoted mark (and D is then never decreased for it).
-//! - A cache of 1 block caches nothing (SR and R of ⌊1/2⌋ = 0 blocks refuse every block).
+//! - SR-LRU refuses a block bound for a list of size 0 (`SR_LRU_can_insert`, asked after the eviction): a cache of
+//!   1 block caches nothing (s = r = 0), and s reaches 0 when grown while |SR| + |R| = 1 (after removals), after
+//!   which only H keys are cached.
 //! - The hit rate of a period is an integer division, 0 unless every access of the period hit.
 //! - λ is drawn afresh only in a period that *improves* after 10 or more stalled ones (`else if`).
 //!
@@ -265,6 +267,22 @@ impl Cacheus {
         self.quirks && self.capacity == 1
     }
 
+    /// libCacheSim's `SR_LRU_can_insert`: a block bound for R (an H key on a demand miss) needs r ≥ 1, any other
+    /// needs s ≥ 1. With the quirks, s can reach 0 (SR grown to |SR| + |R| − 1 when that was 0, after removals),
+    /// and a 1-block cache has s = r = 0. Without them, always.
+    #[inline]
+    fn can_insert(&self, key: BlockKey, prefetched: bool) -> bool {
+        if !self.quirks {
+            return true;
+        }
+        let to_r = !prefetched && self.index.get(&self.arena, key).is_some();
+        if to_r {
+            self.r_size >= 1
+        } else {
+            self.sr_size >= 1
+        }
+    }
+
     /// The most blocks SR holds before its LRU block is evicted: quirks ⌊c/2⌋, else what R leaves.
     #[inline]
     fn sr_limit(&self) -> usize {
@@ -477,16 +495,18 @@ impl Cacheus {
         self.trim_history();
     }
 
-    /// A demand miss, or a prefetch (`prefetched`), of `key`, which is not cached.
+    /// A demand miss, or a prefetch (`prefetched`), of `key`, which is not cached: makes room, then inserts it
+    /// unless SR-LRU refuses it (libCacheSim evicts before it asks). Returns whether it was inserted.
     #[inline]
-    fn admit(&mut self, key: BlockKey, prefetched: bool, out: &mut Vec<Evicted>) {
-        if self.refuses() {
-            return;
-        }
+    fn admit(&mut self, key: BlockKey, prefetched: bool, out: &mut Vec<Evicted>) -> bool {
         while self.cached() >= self.capacity {
             self.evict_one(out);
         }
+        if !self.can_insert(key, prefetched) {
+            return false;
+        }
         self.insert(key, prefetched, out);
+        true
     }
 
     /// A demand access to cached block `h`.
@@ -682,8 +702,7 @@ impl Policy for Cacheus {
             if let Some(g) = self.ghost_index.get(&self.ghosts, a.key) {
                 self.drop_ghost(g);
             }
-            self.admit(a.key, true, out);
-            n += 1;
+            n += usize::from(self.admit(a.key, true, out));
         }
         n
     }
@@ -706,7 +725,7 @@ impl Policy for Cacheus {
 
     fn victim(&self, incoming: BlockKey) -> Victim {
         let entry = self.index.get(&self.arena, incoming);
-        if self.refuses() || entry.is_some_and(|h| self.arena[h].list() != H) {
+        if entry.is_some_and(|h| self.arena[h].list() != H) {
             return Victim::None;
         }
         if self.cached() >= self.capacity {
@@ -715,8 +734,8 @@ impl Policy for Cacheus {
             let v = if by_lru == by_lfu || Lehmer64::percent(self.rng.peek()) < w[LRU] { by_lru } else { by_lfu };
             return Victim::Block(self.key(v));
         }
-        if !self.quirks {
-            return Victim::None; // room in the cache, and SR takes what R leaves
+        if !self.quirks || !self.can_insert(incoming, false) {
+            return Victim::None; // room in the cache, and SR takes what R leaves; or refused
         }
         // Room in the cache: only SR's overflow evicts (libCacheSim caps SR at s). An H key goes to R, demoting R's
         // LRU blocks to SR while R is full, and grows s if it was evicted before any reuse; any other key goes to
@@ -982,6 +1001,25 @@ mod tests {
         acc(&mut d, 1);
         assert_eq!(acc(&mut d, 1).0, Outcome::Hit);
         assert_eq!(acc(&mut d, 2), (Outcome::Miss, vec![ev(1, false)]));
+    }
+
+    #[test]
+    fn libcachesim_can_grow_sr_to_nothing_after_a_removal() {
+        // libcachesim 0.3.5 gives the same: get 13, remove 13, get 13, get 0, get 0, get 13 → miss, removed, miss,
+        // miss, miss, hit, 1 object cached.
+        let mut p = lcs(2);
+        acc(&mut p, 13);
+        assert!(p.remove(k(13)));
+        // Back from H, never reused: s grows to |SR| + |R| − 1 = 0, r = 2; SR refuses everything from now on.
+        assert_eq!(acc(&mut p, 13), (Outcome::Miss, vec![]));
+        assert_eq!(p.sizes(), (0, 2));
+        assert_eq!(p.victim(k(0)), Victim::None);
+        assert_eq!(acc(&mut p, 0), (Outcome::Miss, vec![]));
+        assert!(!p.contains(k(0)));
+        assert_eq!(acc(&mut p, 0).0, Outcome::Miss);
+        assert_eq!(acc(&mut p, 13).0, Outcome::Hit);
+        assert_eq!(pf(&mut p, &[5]), (0, vec![]));
+        assert_eq!(p.len(), 1);
     }
 
     #[test]
