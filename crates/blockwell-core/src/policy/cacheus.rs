@@ -73,7 +73,8 @@
 //! links with the prefetch flag, and `FreqLinks` (`policy/freqlist.rs`): frequency FIFO links and bucket, or the
 //! saved frequency of an H key, and 4 bits of list and marks), indexed for 2c entries; the expert histories are a
 //! second arena of 16-byte entries (key and links) with their own index. With H and both histories full (c blocks,
-//! c − 1 H keys, c history keys) ≈ 106–141 bytes per cached block; measured by a test.
+//! c − 1 H keys, c history keys) ≈ 106–141 bytes per cached block; `heap_bytes()` / c measured by a test: 134.7 at
+//! c = 1000, 108.6 at c = 26921, 111.3 at c = 100000.
 //!
 //! **Cost.** O(1) per hit, eviction and removal; a miss on an H key puts the block at its saved frequency, found by
 //! walking the frequency list from the least frequency (O(distinct frequencies below it), usually a few). A miss
