@@ -33,6 +33,8 @@ POLICIES = {  # blockwell name -> libcachesim class
     "w-tinylfu": "WTinyLFU",
     "random": "Random",
     "clock-pro": "ClockPro",
+    "lecar": "LeCaR",
+    "cacheus": "Cacheus",
 }
 METADATA_POLICIES = ["lru", "fifo", "clock", "sieve"]
 

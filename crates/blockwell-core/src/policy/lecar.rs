@@ -46,7 +46,8 @@
 //! LRU links with the prefetch flag, and `FreqLinks` (`policy/freqlist.rs`) (its frequency FIFO's links and
 //! bucket handle, which on a history key hold the eviction time and which history). Plus the handle index, sized
 //! for c blocks and c history keys (11.4–22.9 bytes per entry), and 20 bytes per distinct frequency. With both
-//! histories full (c blocks, c keys): ≈ 79–102 bytes per cached block; measured by a test.
+//! histories full (c blocks, c keys): ≈ 79–102 bytes per cached block; `heap_bytes()` / c measured by a test: 98.2
+//! at c = 1000, 80.4 at c = 26921, 82.2 at c = 100000.
 //!
 //! **Cost.** O(1) per hit, miss, eviction and removal (a hit moves the block to the next frequency, found as the
 //! neighbouring bucket). A ghost hit costs one `pow` and one `exp`. No allocation per access once the arena, the
