@@ -14,7 +14,7 @@
 //!
 //! A draw is libcachesim 0.3.5's `hashtable_rand_obj`, over the hash table that also finds the blocks: `2^power`
 //! buckets, a block in bucket XXH3-64(8-byte key) mod `2^power`, at the front of its bucket's chain. The generator
-//! ([`super::lehmer`], libCacheSim's `next_rand()`, started at `seed`) names a bucket by the low `power` bits of a
+//! (Lehmer64, `lehmer.rs`: libCacheSim's `next_rand()`, started at `seed`) names a bucket by the low `power` bits of a
 //! draw; an empty bucket costs another draw, and after 33 failed draws in one call the table halves before every
 //! further draw. In a non-empty bucket one more draw picks the block at position `draw mod chain length` from the
 //! front. Before a block is inserted into a table holding more than `2 · 2^power` blocks, the table doubles.
