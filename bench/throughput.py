@@ -31,6 +31,8 @@ POLICIES = {  # blockwell name -> libcachesim class
     "s3fifo": "S3FIFO",
     "sieve": "Sieve",
     "w-tinylfu": "WTinyLFU",
+    "lhd": "LHD",
+    "hyperbolic": "Hyperbolic",
 }
 METADATA_POLICIES = ["lru", "fifo", "clock", "sieve"]
 
