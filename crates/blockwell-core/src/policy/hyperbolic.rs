@@ -4,7 +4,7 @@
 //! Applications", 2017 USENIX Annual Technical Conference (USENIX ATC '17). Each cached item `i` has the priority
 //! `p_i = n_i / t_i`, its number of requests since it entered the cache over the time it has spent there. The
 //! priorities of all items decay at different rates (hyperbolically), so no data structure keeps them ordered; to
-//! evict, the cache samples `S` random items and evicts the one of lowest priority (the paper samples 64).
+//! evict, the cache samples `S` random items and evicts the one of lowest priority.
 //!
 //! **Semantics**, as libcachesim 0.3.5's `Hyperbolic` (`Hyperbolic.c` over its chained hash table) defines them,
 //! which Blockwell follows draw for draw. Time is the number of demand accesses so far, this one included. A

@@ -49,8 +49,8 @@
 //! an unused prefetched block evicted records no eviction (it is reported as an unused prefetch). LHD keeps no
 //! history of evicted blocks, so there are no ghosts.
 //!
-//! **Parameters** ([`LhdConfig`]), the same under every preset, libcachesim 0.3.5's (`LHD(associativity=32,
-//! admissions=8)` in `LHD_Interface.cpp`, the rest constants of `lhd.hpp`; the paper's values):
+//! **Parameters** ([`LhdConfig`]), the same under every preset, libcachesim 0.3.5's (`associativity` 32 and
+//! `admissions` 8 set in `LHD_Interface.cpp`, the rest constants of `lhd.hpp`):
 //!
 //! | `associativity` | `admissions` | `max_age` | `reconfigure_interval` | `seed` |
 //! |---|---|---|---|---|
