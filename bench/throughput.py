@@ -35,6 +35,8 @@ POLICIES = {  # blockwell name -> libcachesim class
     "clock-pro": "ClockPro",
     "lecar": "LeCaR",
     "cacheus": "Cacheus",
+    "lhd": "LHD",
+    "hyperbolic": "Hyperbolic",
 }
 METADATA_POLICIES = ["lru", "fifo", "clock", "sieve"]
 

@@ -11,8 +11,10 @@ Every libcachesim run starts from the generator state a fresh thread has (libcac
 Lehmer64 state, 0xdeadbeef), so that policies and admission rules that draw random numbers do not depend on the
 runs before them. Policies the package does not build (MRU) run as a Python transcription of their libCacheSim C
 file inside libcachesim's own request loop (`PluginCache`).
+`--long N` adds a Zipf(1.0) trace of N accesses (for policies whose behaviour changes over millions of
+accesses, as LHD's does).
 
-Usage: scripts/crosscheck_libcachesim.py [--bin target/release/blockwell] [--quick]
+Usage: scripts/crosscheck_libcachesim.py [--bin target/release/blockwell] [--quick] [--policies P,...] [--long N]
 Prints one line per (trace, policy, size) mismatch and a closing `N passed, M failed` line; exits 1 on any
 mismatch.
 """
@@ -23,7 +25,6 @@ import ctypes
 import json
 import math
 import os
-import struct
 import subprocess
 import sys
 import tempfile
@@ -138,16 +139,30 @@ def traces(quick):
     return out
 
 
+def long_trace(n):
+    """Zipf(1.0) over n / 40 blocks, ranks permuted: long enough for LHD's reconfigurations (every 2^20 accesses)."""
+    rng = np.random.default_rng(20261125)
+    pop = max(1, n // 40)
+    cdf = np.cumsum(1.0 / np.arange(1, pop + 1))
+    cdf /= cdf[-1]
+    return rng.permutation(pop)[np.searchsorted(cdf, rng.random(n))]
+
+
 def write_oracle(path, ids):
-    nxt = [-1] * len(ids)
-    last = {}
-    for i in range(len(ids) - 1, -1, -1):
-        b = int(ids[i])
-        nxt[i] = last.get(b, -1)
-        last[b] = i
-    with open(path, "wb") as f:
-        f.write(b"".join(struct.pack("<IQIq", i, int(b), 4096, nx) for i, (b, nx) in enumerate(zip(ids, nxt))))
-    return len(last)
+    """oracleGeneral records (time = index, id, 4096 bytes, index of the next access or -1); returns the footprint."""
+    ids = np.asarray(ids, dtype=np.uint64)
+    order = np.argsort(ids, kind="stable")
+    nxt = np.full(len(ids), -1, dtype=np.int64)
+    same = ids[order[1:]] == ids[order[:-1]]
+    nxt[order[:-1][same]] = order[1:][same]
+    rec = np.zeros(len(ids), dtype=[("t", "<u4"), ("id", "<u8"), ("sz", "<u4"), ("nx", "<i8")])
+    rec["t"] = np.arange(len(ids), dtype=np.uint32)
+    rec["id"] = ids
+    rec["sz"] = 4096
+    rec["nx"] = nxt
+    rec.tofile(path)
+    return int(np.unique(ids).size)
+
 
 
 def lcs_misses(path, cls, size, n, admissioner=None):
@@ -189,15 +204,26 @@ def main():
     ap.add_argument("--bin", default="target/release/blockwell")
     ap.add_argument("--quick", action="store_true", help="shorter traces")
     ap.add_argument("--policies", default=",".join([*PAIRS, *MODELS, *NEAR]), help="comma-separated subset")
+    ap.add_argument("--long", type=int, default=0, metavar="N",
+                    help="also a Zipf(1.0) trace of N accesses over N/40 blocks, at 1000 blocks and 1 %% and 50 %% "
+                         "of its footprint (for LHD's reconfigurations, every 2^20 accesses, and Hyperbolic's table "
+                         "doubling past 131,072 blocks)")
     args = ap.parse_args()
     wanted = [p for p in args.policies.split(",") if p]
     passed = failed = 0
     with tempfile.TemporaryDirectory() as d:
-        for name, ids in traces(args.quick).items():
+        all_traces = traces(args.quick)
+        if args.long:
+            all_traces["zipf1.0-long"] = long_trace(args.long)
+        for name, ids in all_traces.items():
             path = os.path.join(d, f"{name}.oracleGeneral")
+            long = name == "zipf1.0-long"
             footprint = write_oracle(path, ids)
             n = len(ids)
-            sizes = sorted({1, 2, 3, 10, 100, 1000, max(1, footprint // 100), max(1, footprint // 10)})
+            if long:
+                sizes = sorted({1000, max(1, footprint // 100), max(1, footprint // 2)})
+            else:
+                sizes = sorted({1, 2, 3, 10, 100, 1000, max(1, footprint // 100), max(1, footprint // 10)})
             ours = blockwell_misses(args, path, wanted, sizes)
             if ours is None:
                 failed += len(wanted) * len(sizes)
@@ -214,6 +240,8 @@ def main():
                     else:
                         theirs = lcs_misses(path, MODELS.get(pol) or PAIRS[pol], size, n)
                         ok = mine == theirs
+                    if long:
+                        print(f"    {pol} {size} blocks: blockwell {mine}, libcachesim {theirs} misses")
                     if ok:
                         passed += 1
                     else:

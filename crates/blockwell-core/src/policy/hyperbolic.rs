@@ -4,7 +4,7 @@
 //! Applications", 2017 USENIX Annual Technical Conference (USENIX ATC '17). Each cached item `i` has the priority
 //! `p_i = n_i / t_i`, its number of requests since it entered the cache over the time it has spent there. The
 //! priorities of all items decay at different rates (hyperbolically), so no data structure keeps them ordered; to
-//! evict, the cache samples `S` random items and evicts the one of lowest priority (the paper samples 64).
+//! evict, the cache samples `S` random items and evicts the one of lowest priority.
 //!
 //! **Semantics**, as libcachesim 0.3.5's `Hyperbolic` (`Hyperbolic.c` over its chained hash table) defines them,
 //! which Blockwell follows draw for draw. Time is the number of demand accesses so far, this one included. A
@@ -14,7 +14,7 @@
 //!
 //! A draw is libcachesim 0.3.5's `hashtable_rand_obj`, over the hash table that also finds the blocks: `2^power`
 //! buckets, a block in bucket XXH3-64(8-byte key) mod `2^power`, at the front of its bucket's chain. The generator
-//! ([`super::lehmer`], libCacheSim's `next_rand()`, started at `seed`) names a bucket by the low `power` bits of a
+//! (Lehmer64, `lehmer.rs`: libCacheSim's `next_rand()`, started at `seed`) names a bucket by the low `power` bits of a
 //! draw; an empty bucket costs another draw, and after 33 failed draws in one call the table halves before every
 //! further draw. In a non-empty bucket one more draw picks the block at position `draw mod chain length` from the
 //! front. Before a block is inserted into a table holding more than `2 · 2^power` blocks, the table doubles.

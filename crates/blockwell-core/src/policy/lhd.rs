@@ -19,16 +19,16 @@
 //!   (swap-remove), so the array position of a block depends on the history of evictions, as in libCacheSim.
 //! - Age = (now − last reference) >> `shift` (initially 10), capped at `max_age` − 1; a block at the cap has the
 //!   lowest possible density. Class = the number of doublings that bring the sum of the last two hit ages to
-//!   `max_age` or more, at most 15, and 15 for a sum of 0 (`hitAgeClass`). Density = `densities[class][age]`, + 1 for an explorer. Initially `(c + 1) / (age + 1)` for
-//!   class id `c` (16 + class), a size-free GDSF.
+//!   `max_age` or more, at most 15, and 15 for a sum of 0 (`hitAgeClass`). Density = `densities[class][age]`,
+//!   plus 1 for an explorer; initially `(c + 1) / (age + 1)` for class id `c` (16 + class), a size-free GDSF.
 //! - *Reference* (hit or insertion): a hit adds 1 to `hits[class][age]` (class and age before the hit), shifts its
 //!   hit ages, and an explorer gives back its budget. Then: last reference = now; one generator draw
-//!   ([`super::lehmer`]: libCacheSim's shared `next_rand()`, which in the compiled 0.3.5 is Lehmer64, not the
-//!   MMIX LCG of its October 2024 source; started at `seed`) makes the block an explorer when it
-//!   is 0 mod 32, the explorer budget (⌊0.01·capacity⌋ in `f32`) is positive and fewer than 50 reconfigurations
-//!   have run; an inserted block that did not draw 0 mod 32 and whose density is below the EWMA of victim
-//!   densities goes into a ring of the last `admissions` such blocks. Time advances by one; every
-//!   `reconfigure_interval` references, *reconfigure*.
+//!   (`lehmer.rs`: libCacheSim's shared `next_rand()`, which in the compiled 0.3.5 is Lehmer64, not the MMIX
+//!   LCG of its October 2024 source; started at `seed`) makes the block an explorer when it is 0 mod 32, the
+//!   explorer budget (⌊0.01·capacity⌋ in `f32`) is positive and fewer than 50 reconfigurations have run; an
+//!   inserted block that did not draw 0 mod 32 and whose density is below the EWMA of victim densities goes into
+//!   a ring of the last `admissions` such blocks. Time advances by one; every `reconfigure_interval` references,
+//!   *reconfigure*.
 //! - *Evict*: draw 8 candidates (`associativity` after 50 reconfigurations), each at array position
 //!   `next_rand() mod len`, then look at the resident blocks of the ring; the first of strictly least density is
 //!   evicted (`evictions[class][age]` + 1, an explorer's budget back) and the EWMA of victim densities (decay 0.9)
@@ -49,8 +49,8 @@
 //! an unused prefetched block evicted records no eviction (it is reported as an unused prefetch). LHD keeps no
 //! history of evicted blocks, so there are no ghosts.
 //!
-//! **Parameters** ([`LhdConfig`]), the same under every preset, libcachesim 0.3.5's (`LHD(associativity=32,
-//! admissions=8)` in `LHD_Interface.cpp`, the rest constants of `lhd.hpp`; the paper's values):
+//! **Parameters** ([`LhdConfig`]), the same under every preset, libcachesim 0.3.5's (`associativity` 32 and
+//! `admissions` 8 set in `LHD_Interface.cpp`, the rest constants of `lhd.hpp`):
 //!
 //! | `associativity` | `admissions` | `max_age` | `reconfigure_interval` | `seed` |
 //! |---|---|---|---|---|
