@@ -995,7 +995,7 @@ mod tests {
         // Back from H, never reused: s grows to |SR| + |R| − 1 = 0, r = 2; SR refuses everything from now on.
         assert_eq!(acc(&mut p, 13), (Outcome::Miss, vec![]));
         assert_eq!(p.sizes(), (0, 2));
-        assert_eq!(p.victim(k(0)), Victim::None);
+        assert_eq!(p.victim(k(0)), Victim::Unknown, "quirks: not named");
         assert_eq!(acc(&mut p, 0), (Outcome::Miss, vec![]));
         assert!(!p.contains(k(0)));
         assert_eq!(acc(&mut p, 0).0, Outcome::Miss);
