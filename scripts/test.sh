@@ -6,7 +6,7 @@
 #   - Rust: rustfmt and clippy components (the toolchain itself comes with the machine).
 #   - Python: libcachesim 0.3.5 (the peer for the miss-ratio cross-check) and numpy; maturin, and a venv in
 #     target/pyenv with pandas, pytest, pyarrow and dask[distributed], for the blockwell Python package.
-# Runs: cargo fmt --check, cargo clippy -D warnings, cargo test (unit, property, golden and CLI integration
+# Runs: cargo fmt --check, cargo clippy -D warnings, cargo doc -D warnings, cargo test (unit, property, golden and CLI integration
 # tests), the libcachesim cross-check on generated traces, the Python package's pytest suite, then the cargo-fuzz targets of the NBD negotiation
 # and request parsers for FUZZ_SECONDS (default 20) each (scripts/fuzz.sh installs cargo-fuzz if missing).
 set -euo pipefail
@@ -54,6 +54,9 @@ cargo fmt --all -- --check
 
 step "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "cargo doc (broken or private links fail)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 
 step "cargo test"
 cargo test --workspace --locked

@@ -252,21 +252,21 @@ pub fn hp97560() -> HddParams {
     }
 }
 
-/// The outer zone's sectors per track of `hdd-004` ([C]: the media rate that gives the article's sequential read).
+/// The outer zone's sectors per track of `hdd-004` (\[C\]: the media rate that gives the article's sequential read).
 pub const HDD004_OUTER_SPT: u32 = 2043;
-/// `hdd-004`'s write command overhead in ms ([C]: 4 KiB sequential writes at the article's 72 MB/s).
+/// `hdd-004`'s write command overhead in ms (\[C\]: 4 KiB sequential writes at the article's 72 MB/s).
 pub const HDD004_WRITE_OVERHEAD_MS: f64 = 0.0487;
 
 /// The HDD of seed `004_*` (Koutoupis, "Advanced Hard Drive Caching Techniques", 2013): a SATA III 7200 rpm drive
 /// that fio measured at 4 KiB and queue depth 32 at 115 MB/s sequential read, 72 MB/s sequential write and
-/// 2 MB/s random read and write. The article names no model. [004]: SATA III, the four numbers. [A]: a 2013-era
+/// 2 MB/s random read and write. The article names no model. \[004\]: SATA III, the four numbers. \[A\]: a 2013-era
 /// 7200 rpm 500 GB single-platter drive: 2 heads, 8 zones from the outer zone's sectors per track down to half
 /// of it, track-to-track / average / full-stroke seek 1.0 / 8.5 / 17 ms ([`SeekCurve::fit_datasheet`], `d0` at a
 /// fifth of the cylinders), head switch 0.5 ms, skews of one head switch / one track-to-track seek, read
 /// overheads 0.02 ms (hit) and 0.1 ms (miss), a 6 Gb/s bus (1 µs per sector), 32 MiB of its buffer in 16
 /// segments of 2 MiB (a 1 MiB read leaves room for as much read-ahead), read-ahead also after hits, write cache
 /// on with 32 write segments, SATA NCQ of 32 commands (the protocol's limit; the article ran fio at queue depth
-/// 32), sequential cached writes combined. [C]: calibrated so that the model with 16 requests in flight, in the
+/// 32), sequential cached writes combined. \[C\]: calibrated so that the model with 16 requests in flight, in the
 /// order the live emulator serves them (`blockwell disk bench --queue 16`), gives the article's sequential
 /// rates: the outer zone's sectors per track ([`HDD004_OUTER_SPT`]: the media rate, hence sequential reads) and
 /// the write command overhead ([`HDD004_WRITE_OVERHEAD_MS`]: sequential 4 KiB writes are bound by the command

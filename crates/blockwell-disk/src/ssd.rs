@@ -25,9 +25,9 @@
 use crate::{DiskModel, DiskOp, DiskRequest, SECTOR};
 use serde::{Deserialize, Serialize};
 
-/// `ssd-004`'s page read latency in µs ([C], see [`SsdParams::seed004`]).
+/// `ssd-004`'s page read latency in µs (\[C\], see [`SsdParams::seed004`]).
 pub const SSD004_READ_US: f64 = 35.46;
-/// `ssd-004`'s page write latency in µs ([C]).
+/// `ssd-004`'s page write latency in µs (\[C\]).
 pub const SSD004_WRITE_US: f64 = 110.7;
 
 /// SSD parameters (see the module doc).
@@ -71,9 +71,9 @@ impl SsdParams {
 
     /// The SSD of seed `004_*` (Koutoupis, 2013): a SATA III SSD that fio measured at 4 KiB and queue depth 32 at
     /// 231 MB/s sequential and 230 MB/s random read, 74 and 72 MB/s sequential and random write. The article
-    /// names no model; 60 GB (its FlashCache reports a 57018 MiB cache). [A] 2 parallel units (few enough that
+    /// names no model; 60 GB (its FlashCache reports a 57018 MiB cache). \[A\] 2 parallel units (few enough that
     /// 16 random requests in flight keep both busy nearly all the time: the article's random rates are within 3 %
-    /// of its sequential ones) and a 550 MB/s interface; [C] the page latencies: 2 units × 4 KiB / latency is the
+    /// of its sequential ones) and a 550 MB/s interface; \[C\] the page latencies: 2 units × 4 KiB / latency is the
     /// saturated sequential rate, 231 and 74 MB/s (`docs/experiments/device-caches.md` has the calibration).
     pub fn seed004() -> Self {
         SsdParams {

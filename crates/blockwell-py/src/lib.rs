@@ -1,12 +1,12 @@
 //! `blockwell._native`: the Rust side of the `blockwell` Python package (`python/blockwell/`, which wraps it in
 //! pandas DataFrames and documents it).
 //!
-//! - [`TraceBatches`]: a trace read in batches of numpy arrays, by every reader of `blockwell-trace`.
-//! - [`sim`]: `blockwell sim`'s one-pass replay of a trace through every (policy × size), the GIL released
+//! - `TraceBatches`: a trace read in batches of numpy arrays, by every reader of `blockwell-trace`.
+//! - `sim`: `blockwell sim`'s one-pass replay of a trace through every (policy × size), the GIL released
 //!   while it runs; the report comes back as the JSON `blockwell sim --json` prints.
-//! - [`experiments::experiment`]: `blockwell experiment`'s simulator grids, their `--csv` tables back.
-//! - [`Cache`]: one cache level (the engine's [`CacheLevel`], the same step `sim` and the server drive) for
-//!   step-by-step experiments, with a bulk [`Cache::access_many`] over numpy arrays.
+//! - `experiments::experiment`: `blockwell experiment`'s simulator grids, their `--csv` tables back.
+//! - `Cache`: one cache level (the engine's [`CacheLevel`], the same step `sim` and the server drive) for
+//!   step-by-step experiments, with a bulk `Cache::access_many` over numpy arrays.
 //!
 //! Errors are Python exceptions carrying the engine's message: `TraceError` (a `ValueError`) for a trace
 //! that does not read, naming `file:line`; `ValueError` for a bad setting, naming it.

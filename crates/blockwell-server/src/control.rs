@@ -345,7 +345,7 @@ fn answer_control(mut c: UnixStream, render: &ControlFn, within: Duration) -> io
 }
 
 /// Starts the metrics endpoint on `addr`, which must be a loopback address. Scrapes are answered concurrently
-/// (up to [`MAX_CONCURRENT`]; more get `503`), and each must send its request and take its reply within 5 s.
+/// (up to `MAX_CONCURRENT`; more get `503`), and each must send its request and take its reply within 5 s.
 pub fn serve_metrics(addr: SocketAddr, render: MetricsFn) -> Result<Endpoint, ControlError> {
     serve_metrics_within(addr, render, IO_TIMEOUT)
 }

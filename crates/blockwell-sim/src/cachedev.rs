@@ -6,9 +6,9 @@
 //! ([`level_config`]): promotion by its own admission rule and sequential cutoff, the write policy of the mode
 //! ([`DevMode`]), no allocation of a block a write covers only in part, no limit on the reads it clusters.
 //! What the drivers share beyond that is the bookkeeping of one step, so that both count alike: where each
-//! block of a read comes from ([`read_runs`]), where each block of a write goes ([`write_split`]), which evicted
-//! blocks are written back and how ([`victim_runs`]), the counters under `blockwell status`'s names
-//! ([`DevCounters`]) and the dirty blocks over time ([`DirtySampler`]).
+//! block of a read comes from (`read_runs`), where each block of a write goes (`write_split`), which evicted
+//! blocks are written back and how (`victim_runs`), the counters under `blockwell status`'s names
+//! ([`DevCounters`]) and the dirty blocks over time (`DirtySampler`).
 
 use crate::replay::CacheSize;
 use blockwell_core::admission::AdmissionSpec;

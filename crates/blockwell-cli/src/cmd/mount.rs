@@ -21,7 +21,7 @@ pub struct Args {
     #[command(flatten)]
     pub stack: StackArgs,
 
-    /// An existing directory to mount on; the export appears as <DIR>/<NAME>.
+    /// An existing directory to mount on; the export appears as `<DIR>/<NAME>`.
     #[arg(long, value_name = "DIR")]
     pub mountpoint: PathBuf,
 

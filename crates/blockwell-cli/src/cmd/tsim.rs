@@ -40,7 +40,7 @@ pub struct Args {
     #[arg(long, value_name = "SPEC", conflicts_with_all = ["file_trace", "trace"])]
     pub workload: Option<String>,
 
-    /// A file-level trace (CSV: time_ns,process,file,offset,size,op[,think_ns]).
+    /// A file-level trace (CSV: `time_ns,process,file,offset,size,op[,think_ns]`).
     #[arg(long, value_name = "FILE", conflicts_with = "trace")]
     pub file_trace: Option<PathBuf>,
 

@@ -232,7 +232,7 @@ impl Policy for Car {
     }
 
     /// Exact: `replace()` runs first when the cache is full, for a ghost hit as for a key in no list (before
-    /// `p` adapts), and is replayed read-only ([`Car::replace_victim`]); as long as the sweep itself.
+    /// `p` adapts), and is replayed read-only (`Car::replace_victim`); as long as the sweep itself.
     fn victim(&self, incoming: BlockKey) -> Victim {
         if self.lists.contains(incoming) || self.lists.resident() < self.lists.capacity() {
             return Victim::None;

@@ -17,7 +17,7 @@
 //!   low 32 bits of XXH64 of x's 8 bytes (little-endian) with seeds `0x12345678` and `0x12344321`. An *add*
 //!   increments all k counters (libCacheSim's "minimal increment" filter increments every one, not only the
 //!   smallest); the *estimate* is their minimum. Every `sample_factor`·m hits in the main cache (aging), all
-//!   counters are halved. x is the packed [`BlockKey`](crate::BlockKey) (volume in the top 16 bits), which is
+//!   counters are halved. x is the packed [`BlockKey`] (volume in the top 16 bits), which is
 //!   libCacheSim's object id for the oracleGeneral traces Blockwell writes of one volume.
 //! - *Demand hit in W*: the block moves to W's MRU end. The sketch is not touched.
 //! - *Demand hit in the main cache*: in Q, the block moves to Q's MRU end; in P, it moves to Q's MRU end and,

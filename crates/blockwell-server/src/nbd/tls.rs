@@ -3,9 +3,9 @@
 //! After the server acknowledges `NBD_OPT_STARTTLS`, the connection thread runs the TLS handshake on the
 //! client's socket (within the handshake time limit), then hands the TLS session to a pump thread that
 //! relays between it and one end of a Unix socket pair. The connection goes on with the other end as a plain
-//! stream, so option haggling and transmission, with every limit and deadline of [`super::conn`], are the same
-//! code with or without TLS. The pump holds at most [`BUFFER`] bytes each way; when the connection closes its
-//! end, the pump sends `close_notify` and closes the client's socket within [`CLOSE_TIMEOUT`].
+//! stream, so option haggling and transmission, with every limit and deadline of `super::conn`, are the same
+//! code with or without TLS. The pump holds at most `BUFFER` bytes each way; when the connection closes its
+//! end, the pump sends `close_notify` and closes the client's socket within `CLOSE_TIMEOUT`.
 //!
 //! Certificates follow the layout of qemu's `tls-creds-x509` and nbdkit's `--tls-certificates`: a directory
 //! with `server-cert.pem` (the chain, leaf first), `server-key.pem`, and `ca-cert.pem`, against which client

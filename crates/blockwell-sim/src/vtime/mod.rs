@@ -19,7 +19,7 @@
 //!   request.
 //! - **Cache device** (optional, [`CacheDevConfig`]): seed `004_*`'s persistent cache level under the block
 //!   cache, on its own device model and queue, in write-back, write-through or write-around, with a cleaner
-//!   on the virtual clock (see [`tier`]).
+//!   on the virtual clock (see `tier`).
 //! - **Device**: one queue (FIFO, C-LOOK by sector, or Linux 2.6.14's CFQ with per-process time slices and
 //!   anticipation), one request served at a time through a [`blockwell_disk::DiskModel`].
 //!
@@ -279,7 +279,7 @@ impl fmt::Debug for DevDisk {
     }
 }
 
-/// A cache device under the block cache (seed `004_*`; see the [`tier`] module): the level's policy, size,
+/// A cache device under the block cache (seed `004_*`; see the `tier` module): the level's policy, size,
 /// mode, promotion rule, cutoff and cleaner ([`DevSpec`], as `sim --cache-dev-size` takes them) and its disk
 /// model.
 #[derive(Clone, Debug)]

@@ -23,7 +23,7 @@ pub struct PaperApp {
     /// "Num. of references" (block references: Table 5's request counts times their sizes give the text's hit
     /// ratios only if a reference is one block).
     pub references: u64,
-    /// "Data size [MB]" (taken as MiB).
+    /// "Data size \[MB\]" (taken as MiB).
     pub data_mb: f64,
     /// "Num. of files".
     pub files: u64,
