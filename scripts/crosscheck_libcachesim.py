@@ -63,11 +63,6 @@ PAIRS = {
 # aborts likewise when the SLRU's probation segment rounds to 0 (c <= 4 blocks).
 MIN_SIZE = {"s3fifo": 10, "w-tinylfu": 5}
 
-# Policies whose decisions depend on libcachesim's random draws (its thread-local LCG, the layout of its hash
-# table) that Blockwell does not replay: Blockwell policy name -> (libcachesim class, allowed absolute difference
-# of the miss ratio). docs/correctness.md says why each is not exact.
-NEAR = {}
-
 # Admission rules both implement, checked in front of these policies (libcachesim calls its admissioner on every
 # miss of a policy built on cache_get_base): Blockwell spec -> (libcachesim admissioner, cache sizes, allowed
 # absolute difference of the miss ratio). `prob:P` draws what libcachesim 0.3.5 draws (its Lehmer generator from
@@ -203,7 +198,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default="target/release/blockwell")
     ap.add_argument("--quick", action="store_true", help="shorter traces")
-    ap.add_argument("--policies", default=",".join([*PAIRS, *MODELS, *NEAR]), help="comma-separated subset")
+    ap.add_argument("--policies", default=",".join([*PAIRS, *MODELS]), help="comma-separated subset")
     ap.add_argument("--long", type=int, default=0, metavar="N",
                     help="also a Zipf(1.0) trace of N accesses over N/40 blocks, at 1000 blocks and 1 %% and 50 %% "
                          "of its footprint (for LHD's reconfigurations, every 2^20 accesses, and Hyperbolic's table "
@@ -233,13 +228,8 @@ def main():
                     if size < MIN_SIZE.get(pol, 1):
                         continue
                     mine = ours[(pol, size)]
-                    if pol in NEAR:
-                        cls, tolerance = NEAR[pol]
-                        theirs = lcs_misses(path, cls, size, n)
-                        ok = abs(mine - theirs) / n <= tolerance
-                    else:
-                        theirs = lcs_misses(path, MODELS.get(pol) or PAIRS[pol], size, n)
-                        ok = mine == theirs
+                    theirs = lcs_misses(path, MODELS.get(pol) or PAIRS[pol], size, n)
+                    ok = mine == theirs
                     if long:
                         print(f"    {pol} {size} blocks: blockwell {mine}, libcachesim {theirs} misses")
                     if ok:
