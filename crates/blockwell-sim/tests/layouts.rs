@@ -184,6 +184,42 @@ fn single_extent_places_in_creation_order_by_directory_group() {
 }
 
 #[test]
+fn reiserfs_keeps_directories_together_in_creation_order_and_shuffles_their_files() {
+    // Two writers create two directories of 40 one-to-three-block files each, concurrently; writer 1 starts
+    // later (a first file of 20 blocks in its own directory 2, created before directory 1).
+    let mut files = vec![file(20 * BS, 1, 2)];
+    for i in 0..80u32 {
+        let (w, d) = if i < 40 { (0, 0) } else { (1, 1) };
+        files.push(file((1 + u64::from(i % 3)) * BS, w, d));
+    }
+    let m = FileMap::build(LayoutKind::Reiserfs, &files, BS, 5);
+    m.validate(&files).unwrap();
+    let start = |f: u32| extents(&m, f)[0].0;
+    // Every file in one piece; the data packed without gaps.
+    assert!((0..files.len() as u32).all(|f| extents(&m, f).len() == 1));
+    let total: u64 = files.iter().map(|f| f.size / BS).sum();
+    assert_eq!(m.disk_blocks(), total);
+    // Directory 0 (writer 0's first file, round 0) first, then directory 2 (writer 1's first), then 1: each
+    // directory's span holds exactly its files.
+    let span = |fs: std::ops::Range<u32>| {
+        let lo = fs.clone().map(start).min().unwrap();
+        let hi = fs.clone().map(|f| start(f) + files[f as usize].size / BS).max().unwrap();
+        (lo, hi)
+    };
+    let blocks = |fs: std::ops::Range<u32>| fs.map(|f| files[f as usize].size / BS).sum::<u64>();
+    let (d0, d1) = (span(1..41), span(41..81));
+    assert_eq!(d0, (0, blocks(1..41)));
+    assert_eq!(start(0), d0.1);
+    assert_eq!(d1, (d0.1 + 20, total));
+    // Within a directory, reading in file order jumps back and forth.
+    let back = (2..41).filter(|&f| start(f) < start(f - 1)).count();
+    assert!(back > 8 && back < 32, "{back} of 39 steps go backwards");
+    // Deterministic per seed; another seed, another order.
+    assert_eq!(m, FileMap::build(LayoutKind::Reiserfs, &files, BS, 5));
+    assert_ne!(m, FileMap::build(LayoutKind::Reiserfs, &files, BS, 6));
+}
+
+#[test]
 fn scattered_runs_are_shuffled_within_windows() {
     let files = vec![file(8 << 20, 0, 0)];
     let m = FileMap::build(LayoutKind::Scattered, &files, BS, 9);

@@ -512,7 +512,9 @@ fn layout_stats() {
     println!("|---|---|---|---|---|---|");
     for spec in ["strided-4k(procs=8)", "kernel-read(procs=8)"] {
         let w = gen(spec);
-        for layout in ["contiguous", "block-groups", "block-groups(rsv_min=0)", "single-extent", "scattered"] {
+        for layout in
+            ["contiguous", "block-groups", "block-groups(rsv_min=0)", "single-extent", "scattered", "reiserfs"]
+        {
             let m = LayoutSpec::parse(layout).unwrap().build(&w.files, 4096, 1).unwrap();
             m.validate(&w.files).unwrap();
             let extents: usize = (0..w.files.len() as u32).map(|f| m.extents(f).len()).sum();
@@ -566,8 +568,8 @@ fn documented_error_messages() {
 #[test]
 #[ignore]
 fn paper_scale_timing() {
-    println!("| workload | requests | generate | contiguous | block-groups | single-extent | scattered |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| workload | requests | generate | contiguous | block-groups | single-extent | scattered | reiserfs |");
+    println!("|---|---|---|---|---|---|---|---|");
     for spec in [
         "strided-4k(procs=32,file_mb=1024)",
         "tac(procs=32,file_mb=1024)",

@@ -21,7 +21,8 @@ pub enum Command {
     /// layout × REDCAP configuration.
     #[command(after_help = "\
 The seed's file systems map to layouts: ext3 → block-groups, ext2 → block-groups(rsv_min=0), XFS/JFS → single-extent, ReiserFS → \
-scattered; contiguous is the ideal baseline. Each (benchmark, processes) workload runs once without REDCAP and \
+scattered (the default grid's stand-in; `reiserfs` models its tree order, docs/experiments/redcap.md); contiguous is the \
+ideal baseline. Each (benchmark, processes) workload runs once without REDCAP and \
 once per configuration on each layout, cold caches; improvement = 1 - time with / time without. Runs are \
 independent and use all cores (--threads); the output is the same whatever the thread count. Results and their \
 comparison with the paper: docs/experiments/redcap.md.")]

@@ -56,8 +56,8 @@ pub struct Args {
     #[arg(long, value_name = "SPEC", default_value = "wd1200bb")]
     pub disk: String,
 
-    /// File layout: contiguous, block-groups (ext3; `block-groups(rsv_min=0)`: ext2), single-extent, scattered,
-    /// with optional parameters (docs/workloads.md).
+    /// File layout: contiguous, block-groups (ext3; `block-groups(rsv_min=0)`: ext2), single-extent, reiserfs,
+    /// scattered, with optional parameters (docs/workloads.md).
     #[arg(long, value_name = "LAYOUT", default_value = "contiguous")]
     pub layout: String,
 

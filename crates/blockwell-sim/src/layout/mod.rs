@@ -10,7 +10,8 @@
 //! by default, drawn from the seed, rounded up to whole blocks and cut at the end of the file). Files written
 //! by different writers are therefore written *concurrently*, files of one writer *sequentially*. `block-groups`
 //! allocates the chunks in this order; `single-extent` uses it only for the order in which files are created
-//! (the round of a file's first chunk); `contiguous` and `scattered` go by file index.
+//! (the round of a file's first chunk), `reiserfs` for the order in which directories are; `contiguous` and
+//! `scattered` go by file index.
 //!
 //! # Layouts
 //!
@@ -50,6 +51,16 @@
 //!   segments that are reused when the REDCAP cache is large enough for the processes' footprint, and evicted
 //!   before reuse when it is not). With
 //!   `window` at least the number of slots the whole layout needs, placement is random over the whole region.
+//! - `reiserfs` (ReiserFS 3, seed 000 §3): the file system keeps every file in one balanced tree sorted by key,
+//!   a file's key starting with its directory's object id and its own, so the files of a directory sit together
+//!   in object-id order, which is creation order; readdir, and so a program walking the tree, lists a directory
+//!   by the hash of the names. Modelled as: directories one after another in the order they were created (the
+//!   round of the first chunk of any of their files in the creation schedule), each directory's files back to
+//!   back, each file in one piece, in a seeded pseudo-random order of the directory's files (the hash order of
+//!   the names against the order of creation). A program reading a directory's files in file-index order thus
+//!   jumps back and forth within the directory's span: the "apparent random accesses" seed 000 reports for
+//!   ReiserFS, local to one directory. No parameters; not modelled: tails packed into shared tree nodes (every
+//!   file here takes whole blocks), free space, the tree's internal nodes.
 //!
 //! Every layout gives each block of each file exactly one disk block, never shared with another file block,
 //! and is a pure function of (files, block size, seed, parameters).
@@ -77,6 +88,9 @@ blockwell_core::spec_registry! {
         SingleExtent => "single-extent", [], "JFS-like: each file one extent, allocation groups per directory";
         /// ReiserFS-like apparent randomness: small runs at pseudo-random places.
         Scattered => "scattered", [], "ReiserFS-like apparent randomness: 1-16 block runs at pseudo-random places";
+        /// ReiserFS: a directory's files together, in an order other than the one they are read in.
+        Reiserfs => "reiserfs", [],
+            "ReiserFS: a directory's files back to back, in a pseudo-random order against readdir's";
     }
 }
 
@@ -398,6 +412,7 @@ impl FileMap {
             LayoutKind::BlockGroups => m.place_block_groups(files, seed, p),
             LayoutKind::SingleExtent => m.place_single_extent(files, seed, p),
             LayoutKind::Scattered => m.place_scattered(files, seed, p),
+            LayoutKind::Reiserfs => m.place_reiserfs(files, seed, p),
         }
         m.disk_blocks = m.extents.iter().flatten().map(|&(_, d, n)| d + n).max().unwrap_or(0);
         m
@@ -489,6 +504,38 @@ impl FileMap {
                 }
             };
             self.push(f, 0, db, n);
+        }
+    }
+
+    fn place_reiserfs(&mut self, files: &[FileInfo], seed: u64, p: &LayoutParams) {
+        let bs = self.block_size;
+        // Directories in creation order (the first chunk of any of their files), each with its files.
+        let mut order: Vec<u32> = Vec::new();
+        let mut members: std::collections::HashMap<u32, Vec<usize>> = std::collections::HashMap::new();
+        let mut created = vec![false; files.len()];
+        for c in creation_schedule(files, bs, p, seed) {
+            let f = c.file as usize;
+            if std::mem::replace(&mut created[f], true) {
+                continue;
+            }
+            let dir = files[f].dir;
+            let m = members.entry(dir).or_insert_with(|| {
+                order.push(dir);
+                Vec::new()
+            });
+            m.push(f);
+        }
+        let mut next = 0u64;
+        for dir in order {
+            let mut fs = members.remove(&dir).unwrap_or_default();
+            fs.sort_unstable();
+            let perm = Permutation::new(fs.len() as u64, SplitMix64(seed ^ 0x7e15_e7f5 ^ u64::from(dir)).next_u64());
+            for k in 0..fs.len() as u64 {
+                let f = fs[perm.apply(k) as usize];
+                let n = files[f].size.div_ceil(bs);
+                self.push(f, 0, next, n);
+                next += n;
+            }
         }
     }
 
