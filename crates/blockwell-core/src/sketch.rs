@@ -1,7 +1,8 @@
 //! Frequency sketches and Bloom filters over block keys, shared by the W-TinyLFU policy
 //! ([`crate::policy::wtinylfu`]) and the admission filters ([`crate::admission`]).
 //!
-//! - [`xxh64_u64`]: XXH64 of a key's 8 bytes, libCacheSim's hash (seeds [`SEED0`], [`SEED1`]).
+//! - [`xxh64_u64`]: XXH64 of a key's 8 bytes, libCacheSim's hash (seeds [`SEED0`], [`SEED1`]); [`xxh3_u64`]:
+//!   XXH3-64 of them, libCacheSim's object-id hash.
 //! - [`CountingBloom`]: libCacheSim's `minimalIncrementCBF`, 32-bit counters, `k` double-hashed positions per
 //!   key, halved every `period` ticks. W-TinyLFU's sketch, kept bit for bit as libcachesim 0.3.5 has it so that
 //!   the policy stays miss-for-miss equal to libcachesim's `WTinyLFU`.
@@ -35,6 +36,23 @@ pub fn xxh64_u64(x: u64, seed: u64) -> u64 {
     h = h.wrapping_mul(PRIME64_3);
     h ^= h >> 32;
     h
+}
+
+/// XXH3-64 (seed 0) of the 8 little-endian bytes of `x`: xxHash's `XXH3_len_4to8_64b` with the default secret,
+/// libCacheSim's object-id hash (`get_hash_value_int_64` with its default `HASH_TYPE XXHASH3`), which places
+/// objects in its chained hash table (RANDOM's and Hyperbolic's samplers replay that table).
+#[inline]
+pub fn xxh3_u64(x: u64) -> u64 {
+    // readLE64(kSecret + 8) ^ readLE64(kSecret + 16)
+    const BITFLIP: u64 = 0x1cad_21f7_2c81_017c ^ 0xdb97_9083_e96d_d4de;
+    const MX: u64 = 0x9fb2_1c65_1e98_df25;
+    // input64 = readLE32(input + 4) + (readLE32(input) << 32).
+    let mut h = x.rotate_left(32) ^ BITFLIP;
+    h ^= h.rotate_left(49) ^ h.rotate_left(24);
+    h = h.wrapping_mul(MX);
+    h ^= (h >> 35).wrapping_add(8);
+    h = h.wrapping_mul(MX);
+    h ^ (h >> 28)
 }
 
 /// libCacheSim's `minimalIncrementCBF`: one array of 32-bit counters, `hashes` double-hashed positions per key
@@ -295,6 +313,24 @@ pub fn bloom_false_positive_rate(bits: u64, hashes: u32, keys: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn xxh3_matches_libcachesims_hash() {
+        // XXH3_64bits(&obj_id, 8) from libCacheSim's xxh3.h (and xxhash-rust 0.8's xxh3_64).
+        for (x, h) in [
+            (0u64, 14374147212387527897u64),
+            (1, 3439722301264460078),
+            (2, 2343778756980564547),
+            (42, 15395265915043915720),
+            (12345, 11234342765698724289),
+            (123456789, 2817400364357085909),
+            (0xdead_beef_1234, 2955804462178003),
+            (0xfedcba9876543210, 5120852969840722371),
+            ((1 << 48) - 1, 16525179420693705522),
+        ] {
+            assert_eq!(xxh3_u64(x), h, "{x}");
+        }
+    }
 
     #[test]
     fn frequency_sketch_counts_saturates_and_halves() {

@@ -81,7 +81,7 @@
 //! costs one `exp` when the key is in an expert history. No allocation per access once the arenas, the indexes and
 //! the frequency buckets have grown.
 
-use super::freqlist::{FreqLinks, FreqLists, FreqNode};
+use super::freqlist::{FreqEntry, FreqLinks, FreqLists};
 use super::{evict, Access, Evicted, Outcome, Policy, Preset, Victim};
 use crate::arena::{Arena, Handle, KeyIndex, Links, List, PackedKey};
 use crate::key::BlockKey;
@@ -124,26 +124,7 @@ const LFU: usize = 1;
 
 /// A cached block (on SR or R, in the frequency lists) or an H key (its saved frequency in `freq`'s 28 bits).
 /// The links' flag is "prefetched, not yet accessed" (cached blocks only).
-#[derive(Clone, Debug)]
-struct Node {
-    key: PackedKey,
-    links: Links,
-    freq: FreqLinks,
-}
-
-crate::arena::linked_by_field!(Node);
-crate::arena::keyed_by_field!(Node);
-
-impl FreqNode for Node {
-    #[inline]
-    fn freq_links(&self) -> &FreqLinks {
-        &self.freq
-    }
-    #[inline]
-    fn freq_links_mut(&mut self) -> &mut FreqLinks {
-        &mut self.freq
-    }
-}
+type Node = FreqEntry;
 
 impl Node {
     #[inline]
@@ -480,7 +461,7 @@ impl Cacheus {
                 }
             }
             None => {
-                let node = Node { key: PackedKey::new(key), links: Links::default(), freq: FreqLinks::default() };
+                let node = Node::new(key);
                 let h = self.arena.alloc(node);
                 self.index.insert(&self.arena, h);
                 self.arena[h].links.set_flag(prefetched);

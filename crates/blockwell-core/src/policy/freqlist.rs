@@ -12,7 +12,8 @@
 //! 28-bit value in the same space. Frequencies saturate at [`FREQ_MAX`]; bucket handles fit the 28 bits because
 //! there are at most as many buckets as distinct frequencies.
 
-use crate::arena::{Arena, Handle, Linked, Links, List};
+use crate::arena::{Arena, Handle, Linked, Links, List, PackedKey};
+use crate::key::BlockKey;
 
 /// Largest frequency counted (2²⁸ − 1); further hits leave the entry at this frequency.
 pub(crate) const FREQ_MAX: u32 = (1 << 28) - 1;
@@ -80,6 +81,36 @@ impl FreqLinks {
 pub(crate) trait FreqNode: Linked {
     fn freq_links(&self) -> &FreqLinks;
     fn freq_links_mut(&mut self) -> &mut FreqLinks;
+}
+
+/// The arena entry of a policy with an LFU expert (LeCaR, CACHEUS): a key, its place on one of the policy's lists,
+/// and its place in the frequency lists, whose owner bits (and, while the entry is in no bucket, spare values)
+/// the policy uses as it likes.
+#[derive(Clone, Debug)]
+pub(crate) struct FreqEntry {
+    pub key: PackedKey,
+    pub links: Links,
+    pub freq: FreqLinks,
+}
+
+crate::arena::linked_by_field!(FreqEntry);
+crate::arena::keyed_by_field!(FreqEntry);
+
+impl FreqEntry {
+    pub fn new(key: BlockKey) -> Self {
+        FreqEntry { key: PackedKey::new(key), links: Links::default(), freq: FreqLinks::default() }
+    }
+}
+
+impl FreqNode for FreqEntry {
+    #[inline]
+    fn freq_links(&self) -> &FreqLinks {
+        &self.freq
+    }
+    #[inline]
+    fn freq_links_mut(&mut self) -> &mut FreqLinks {
+        &mut self.freq
+    }
 }
 
 /// One frequency's FIFO of entries.

@@ -53,9 +53,9 @@
 //! neighbouring bucket). A ghost hit costs one `pow` and one `exp`. No allocation per access once the arena, the
 //! index and the frequency buckets have grown.
 
-use super::freqlist::{FreqLinks, FreqLists, FreqNode};
+use super::freqlist::{FreqEntry, FreqLinks, FreqLists};
 use super::{evict, Access, Evicted, Outcome, Policy, Victim};
-use crate::arena::{Arena, Handle, KeyIndex, Links, List, PackedKey};
+use crate::arena::{Arena, Handle, KeyIndex, List};
 use crate::key::BlockKey;
 use crate::lehmer::Lehmer64;
 use serde::{Deserialize, Serialize};
@@ -99,29 +99,10 @@ const BY_LFU: u8 = 0b10;
 const LRU: usize = 0;
 const LFU: usize = 1;
 
-/// A cached block or a history key. The links' flag is "prefetched, not yet accessed" (cached blocks only).
-#[derive(Clone, Debug)]
-struct Node {
-    key: PackedKey,
-    /// On the LRU list (cached) or a history (ghost).
-    links: Links,
-    /// Cached: frequency FIFO. Ghost: eviction time (`stash64`) and the owner bits.
-    freq: FreqLinks,
-}
-
-crate::arena::linked_by_field!(Node);
-crate::arena::keyed_by_field!(Node);
-
-impl FreqNode for Node {
-    #[inline]
-    fn freq_links(&self) -> &FreqLinks {
-        &self.freq
-    }
-    #[inline]
-    fn freq_links_mut(&mut self) -> &mut FreqLinks {
-        &mut self.freq
-    }
-}
+/// A cached block or a history key: `links` on the LRU list (cached) or a history (ghost), with the flag
+/// "prefetched, not yet accessed" (cached blocks only); `freq` the frequency FIFO (cached) or the eviction time
+/// (`stash64`) and the owner bits (ghost).
+type Node = FreqEntry;
 
 impl Node {
     #[inline]
@@ -256,8 +237,7 @@ impl LeCar {
         if self.lru.len() >= self.capacity {
             self.evict_one(out);
         }
-        let h =
-            self.arena.alloc(Node { key: PackedKey::new(key), links: Links::default(), freq: FreqLinks::default() });
+        let h = self.arena.alloc(Node::new(key));
         self.index.insert(&self.arena, h);
         self.settle(h, prefetched);
     }

@@ -57,6 +57,7 @@ use super::{prefetch_missing, Access, Evicted, Outcome, Policy, Preset, Victim};
 use crate::arena::PackedKey;
 use crate::key::BlockKey;
 use crate::lehmer::Lehmer64;
+use crate::sketch::xxh3_u64;
 use hashbrown::HashTable;
 use serde::{Deserialize, Serialize};
 
@@ -94,21 +95,6 @@ fn splitmix64(x: u64) -> u64 {
     let z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     let z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
-}
-
-/// XXH3-64 (seed 0) of the 8 little-endian bytes of `x`: xxHash's `XXH3_len_4to8_64b`, libCacheSim's object-id
-/// hash (`get_hash_value_int_64` with `HASH_TYPE XXHASH3`).
-#[inline]
-fn xxh3_u64(x: u64) -> u64 {
-    // readLE64(kSecret + 8) ^ readLE64(kSecret + 16)
-    const BITFLIP: u64 = 0x1cad_21f7_2c81_017c ^ 0xdb97_9083_e96d_d4de;
-    const MX: u64 = 0x9fb2_1c65_1e98_df25;
-    let mut h = x.rotate_left(32) ^ BITFLIP;
-    h ^= h.rotate_left(49) ^ h.rotate_left(24);
-    h = h.wrapping_mul(MX);
-    h ^= (h >> 35).wrapping_add(8);
-    h = h.wrapping_mul(MX);
-    h ^ (h >> 28)
 }
 
 /// A resident block of the uniform store.
@@ -754,15 +740,6 @@ mod tests {
 
     fn random(cap: usize, replay: bool) -> Random {
         Random::new(cap, &RandomConfig { seed: LIBCACHESIM_SEED, libcachesim_replay: replay })
-    }
-
-    #[test]
-    fn xxh3_matches_xxhash() {
-        // xxhash-rust 0.8's xxh3_64 of the 8 little-endian bytes.
-        assert_eq!(xxh3_u64(0), 14374147212387527897);
-        assert_eq!(xxh3_u64(1), 3439722301264460078);
-        assert_eq!(xxh3_u64(12345), 11234342765698724289);
-        assert_eq!(xxh3_u64(0xdead_beef_1234), 2955804462178003);
     }
 
     #[test]
