@@ -202,6 +202,31 @@ fn fill_sizes(rng: &mut Rng, n: u64, total: u64, sigma: f64, min: u64, max: u64)
 }
 
 /// Files `0..n` in directories of 64, all written by process `writer`.
+/// `queries` queries, each reading file 0 whole in requests of `first_req` bytes, then each other file whole, in
+/// requests of `req` bytes, with probability `match_pct` % (cscope's database and the sources that match;
+/// glimpse's index and the texts that match).
+fn queries_over_matches(
+    sizes: &[u64],
+    queries: u64,
+    first_req: u64,
+    req: u64,
+    think_ns: u64,
+    match_pct: f64,
+    rng: &mut Rng,
+) -> Vec<FileRequest> {
+    let p = match_pct / 100.0;
+    let mut reqs = Vec::new();
+    for _ in 0..queries {
+        read_forward(&mut reqs, 0, 0, sizes[0], first_req, think_ns);
+        for (i, &s) in sizes.iter().enumerate().skip(1) {
+            if rng.next_f64() < p {
+                read_forward(&mut reqs, i as u32, 0, s, req, think_ns);
+            }
+        }
+    }
+    reqs
+}
+
 fn files_of(sizes: &[u64], writer: u32) -> Vec<FileInfo> {
     sizes.iter().enumerate().map(|(i, &size)| FileInfo { size, writer, dir: (i / 64) as u32 }).collect()
 }
@@ -308,18 +333,17 @@ impl Params for CscopeConfig {
 
     fn generate(&self, name: &str) -> Workload {
         let sizes = self.sizes();
-        let (req, think) = (self.request_kb * KIB, self.think_us * 1000);
+        let req = self.request_kb * KIB;
         let mut rng = Rng::new(self.seed ^ 0xc5c0_9e01);
-        let p = self.match_pct / 100.0;
-        let mut reqs = Vec::new();
-        for _ in 0..self.queries(&sizes) {
-            read_forward(&mut reqs, 0, 0, sizes[0], req, think);
-            for (i, &s) in sizes.iter().enumerate().skip(1) {
-                if rng.next_f64() < p {
-                    read_forward(&mut reqs, i as u32, 0, s, req, think);
-                }
-            }
-        }
+        let reqs = queries_over_matches(
+            &sizes,
+            self.queries(&sizes),
+            req,
+            req,
+            self.think_us * 1000,
+            self.match_pct,
+            &mut rng,
+        );
         workload(name, files_of(&sizes, 0), vec![reqs])
     }
 }
@@ -438,18 +462,17 @@ impl Params for GlimpseConfig {
 
     fn generate(&self, name: &str) -> Workload {
         let sizes = self.sizes();
-        let (chunk, req, think) = (self.chunk_kb * KIB, self.request_kb * KIB, self.think_us * 1000);
+        let (chunk, req) = (self.chunk_kb * KIB, self.request_kb * KIB);
         let mut rng = Rng::new(self.seed ^ 0x611e_0001);
-        let p = self.match_pct / 100.0;
-        let mut reqs = Vec::new();
-        for _ in 0..self.queries(&sizes) {
-            read_forward(&mut reqs, 0, 0, sizes[0], chunk, think);
-            for (i, &s) in sizes.iter().enumerate().skip(1) {
-                if rng.next_f64() < p {
-                    read_forward(&mut reqs, i as u32, 0, s, req, think);
-                }
-            }
-        }
+        let reqs = queries_over_matches(
+            &sizes,
+            self.queries(&sizes),
+            chunk,
+            req,
+            self.think_us * 1000,
+            self.match_pct,
+            &mut rng,
+        );
         workload(name, files_of(&sizes, 0), vec![reqs])
     }
 }
