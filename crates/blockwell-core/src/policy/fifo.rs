@@ -29,7 +29,7 @@
 
 use super::onelist::{Entry, OneList};
 use super::{Access, Evicted, Outcome, Policy};
-use crate::arena::{Keyed, Linked};
+use crate::arena::Keyed;
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -53,13 +53,7 @@ impl Fifo {
     /// A hit on `h`: FIFO order does not change; a prefetched block's first access.
     #[inline(always)]
     fn on_hit(&mut self, h: crate::arena::Handle) -> Outcome {
-        let links = self.blocks.arena[h].links_mut();
-        if links.flag() {
-            links.set_flag(false);
-            Outcome::PrefetchHit
-        } else {
-            Outcome::Hit
-        }
+        self.blocks.first_use(h)
     }
 
     /// Resident keys from newest to oldest (for tests and debugging).
@@ -75,19 +69,7 @@ impl Policy for Fifo {
         Fifo { blocks: OneList::new(capacity) }
     }
 
-    super::onelist::one_list_policy_methods!();
-
-    fn remove(&mut self, key: BlockKey) -> bool {
-        self.blocks.remove(key)
-    }
-
-    fn validate(&self) -> Result<(), String> {
-        self.blocks.validate()
-    }
-
-    fn heap_bytes(&self) -> usize {
-        self.blocks.heap_bytes()
-    }
+    super::onelist::one_list_policy_methods!(list_only);
 
     /// Exact: the back of the list when the cache is full.
     fn victim(&self, incoming: BlockKey) -> super::Victim {

@@ -20,7 +20,7 @@
 
 use super::onelist::{Entry, OneList};
 use super::{Access, Evicted, Outcome, Policy};
-use crate::arena::{Keyed, Linked};
+use crate::arena::Keyed;
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -46,13 +46,7 @@ impl Lru {
     fn on_hit(&mut self, h: crate::arena::Handle) -> Outcome {
         let b = &mut self.blocks;
         b.list.move_to_front(&mut b.arena, h);
-        let links = self.blocks.arena[h].links_mut();
-        if links.flag() {
-            links.set_flag(false);
-            Outcome::PrefetchHit
-        } else {
-            Outcome::Hit
-        }
+        b.first_use(h)
     }
 
     /// Resident keys from MRU to LRU (for tests and debugging).
@@ -68,19 +62,7 @@ impl Policy for Lru {
         Lru { blocks: OneList::new(capacity) }
     }
 
-    super::onelist::one_list_policy_methods!();
-
-    fn remove(&mut self, key: BlockKey) -> bool {
-        self.blocks.remove(key)
-    }
-
-    fn validate(&self) -> Result<(), String> {
-        self.blocks.validate()
-    }
-
-    fn heap_bytes(&self) -> usize {
-        self.blocks.heap_bytes()
-    }
+    super::onelist::one_list_policy_methods!(list_only);
 
     /// Exact: the back of the list when the cache is full.
     fn victim(&self, incoming: BlockKey) -> super::Victim {

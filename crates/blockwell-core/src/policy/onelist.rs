@@ -3,7 +3,7 @@
 //! `validate()`. Each policy keeps its own choice of victim, and its own entry type where it needs one (so its
 //! entry size stays what its docs say); FIFO and LRU share [`Entry`].
 
-use super::{evict, Evicted};
+use super::{evict, Evicted, Outcome};
 use crate::arena::{Arena, Handle, KeyIndex, Keyed, Linked, Links, List};
 use crate::key::BlockKey;
 
@@ -48,6 +48,19 @@ impl<T: Keyed + Linked> OneList<T> {
     #[inline]
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// A demand access to resident `h`: clears its "prefetched, not yet accessed" flag, and says whether this was
+    /// a prefetched block's first access.
+    #[inline(always)]
+    pub fn first_use(&mut self, h: Handle) -> Outcome {
+        let links = self.arena[h].links_mut();
+        if links.flag() {
+            links.set_flag(false);
+            Outcome::PrefetchHit
+        } else {
+            Outcome::Hit
+        }
     }
 
     /// Resident blocks.
@@ -190,6 +203,22 @@ macro_rules! one_list_policy_methods {
 
         fn prefetch(&mut self, group: &[Access], out: &mut Vec<Evicted>) -> usize {
             $crate::policy::prefetch_missing(self, group, out, |p, key, out| p.insert(key, true, out))
+        }
+    };
+    // A policy whose whole state is its `OneList` (FIFO, LRU, MRU): removal, checks and memory are the list's.
+    (list_only) => {
+        $crate::policy::onelist::one_list_policy_methods!();
+
+        fn remove(&mut self, key: BlockKey) -> bool {
+            self.blocks.remove(key)
+        }
+
+        fn validate(&self) -> Result<(), String> {
+            self.blocks.validate()
+        }
+
+        fn heap_bytes(&self) -> usize {
+            self.blocks.heap_bytes()
         }
     };
 }
