@@ -50,9 +50,13 @@
 //! are included in the current read-ahead group": the group is proposed whole and the driver skips resident
 //! blocks.
 //!
-//! **Parameters** (`linux24(min=3,cold=1,max=32,first_block=true)`): `min` synchronous group after a first
-//! access at block 0 (default 3), `cold` synchronous group otherwise (default 1), `max` largest group
-//! (default 32 blocks), `first_block` the first-block rule (default true).
+//! **Parameters** (`linux24(min=3,cold=1,max=32,first_block=true,demand_in_window=false)`): `min` synchronous
+//! group after a first access at block 0 (default 3), `cold` synchronous group otherwise (default 1), `max`
+//! largest group (default 32 blocks), `first_block` the first-block rule (default true), `demand_in_window`
+//! (default false) the 2.4 source's window after a synchronous read-ahead, which also holds the demand blocks:
+//! the current group becomes `B ..= L + size` instead of `L+1 ..= L + size`, so re-reading a block just read
+//! (tpc-h's second read of a page) is sequential and reads twice the group ahead, asynchronously, and a
+//! sequential scan's groups grow from 4 blocks (3 + the demand block) instead of 3.
 //!
 //! **State**: 32 bytes per stream (two groups of two `u64`) plus the stream id and hashbrown's control byte in
 //! the table (41 bytes a stream in all, before the table's spare room).
@@ -73,11 +77,17 @@ pub struct Linux24Config {
     pub max: u64,
     /// Apply the first-block rule; when false every first access reads `min` blocks ahead.
     pub first_block: bool,
+    /// Count the demand blocks of a synchronous read-ahead in the new current group, as Linux 2.4's
+    /// `generic_file_readahead` does (`f_ralen = 1 + ahead`, the window ending at `f_raend`): a second access to
+    /// the block just read is then sequential and reads ahead asynchronously. False: the group is the prefetched
+    /// blocks only, as the paper describes it.
+    #[serde(default)]
+    pub demand_in_window: bool,
 }
 
 impl Default for Linux24Config {
     fn default() -> Self {
-        Linux24Config { min: 3, cold: 1, max: 32, first_block: true }
+        Linux24Config { min: 3, cold: 1, max: 32, first_block: true, demand_in_window: false }
     }
 }
 
@@ -177,7 +187,8 @@ impl Prefetcher for Linux24 {
             let miss = (b..=last).any(|x| state_of(view, d.first, x) == BlockState::Absent);
             push_fetch(out, vol, start, stop, miss);
             st.prev = Group::default();
-            st.cur = Group { start, len: stop.saturating_sub(start) };
+            let from = if c.demand_in_window { b } else { start };
+            st.cur = Group { start: from, len: stop.saturating_sub(from) };
         }
     }
 
@@ -220,6 +231,30 @@ mod tests {
         // The triggers: block 0 (sync), then the first block of each current group.
         let triggers: Vec<usize> = f.iter().enumerate().filter(|(_, x)| !x.is_empty()).map(|(i, _)| i).collect();
         assert_eq!(triggers[..6], [0, 1, 4, 10, 22, 46]);
+    }
+
+    #[test]
+    fn demand_in_window_makes_a_reread_sequential() {
+        // tpc-h's pattern: a random page read twice. The paper's window holds only the prefetched block, so the
+        // second read of page 500 (outside it) is a new synchronous access whose one-block group is cached.
+        let reqs = [(500, 1), (500, 1), (900, 1)];
+        let paper = run(&mut lx(), &reqs, 10_000);
+        assert_eq!(triples(&paper[0]), [(501, 1, true)]);
+        assert_eq!(triples(&paper[1]), [(501, 1, false)], "proposed again, cached, skipped by the driver");
+        // With the 2.4 source's window (500..=501) the reread is sequential: twice the group, asynchronously.
+        let cfg = Linux24Config { demand_in_window: true, ..Linux24Config::default() };
+        let mut p = Linux24::new(cfg.clone());
+        let src = run(&mut p, &reqs, 10_000);
+        assert_eq!(triples(&src[0]), [(501, 1, true)]);
+        assert_eq!(triples(&src[1]), [(502, 4, false)]);
+        // Page 900, outside the window: a new synchronous group that holds the demand block.
+        assert_eq!(triples(&src[2]), [(901, 1, true)]);
+        assert_eq!(p.groups(1), Some((Group::default(), Group { start: 900, len: 2 })));
+        // A sequential scan from block 0 grows from 4 blocks (3 + the demand block): 8, 16, 32.
+        let mut p = Linux24::new(cfg);
+        let reqs: Vec<(u64, u64)> = (0..100).map(|b| (b, 1)).collect();
+        let sizes: Vec<(u64, u64, bool)> = run(&mut p, &reqs, 10_000).iter().flat_map(|x| triples(x)).collect();
+        assert_eq!(sizes[..5], [(1, 3, true), (4, 8, false), (12, 16, false), (28, 32, false), (60, 32, false)]);
     }
 
     #[test]
