@@ -318,5 +318,7 @@ fn policy_curves_by_full_and_miniature_simulation() {
     ok(&["mrc", "--trace", s(&trace), "--points", "4", "--policy", "lru,2q", "--sample", "0.5", "--plot", s(&png)]);
     assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
     let e = fails(&["mrc", "--trace", s(&trace), "--policy", "lru", "--sample", "2"]);
-    assert!(e.contains("sampling rate 2 is not in (0, 1]"), "{e}");
+    assert!(e.contains("--sample: sampling rate 2 is not in (0, 1]"), "{e}");
+    let e = fails(&["mrc", "--trace", s(&trace), "--sample", "0"]);
+    assert!(e.contains("--sample: sampling rate 0 is not in (0, 1]"), "{e}");
 }

@@ -7,7 +7,7 @@ use crate::cmd::plot::{chart, drawing_error, labelled_line, legend, miss_ratio_a
 use anyhow::{bail, Context};
 use blockwell_core::policy::Preset;
 use blockwell_sim::analysis::human_bytes;
-use blockwell_sim::mrc::{Mrc, MrcBuilder, MrcConfig, MrcPoint, Sampling};
+use blockwell_sim::mrc::{Mrc, MrcBuilder, MrcConfig, MrcError, MrcPoint, Sampling};
 use plotters::coord::Shift;
 use plotters::prelude::{Circle, Color, DrawingArea, DrawingBackend, RGBColor, SeriesLabelPosition};
 use std::io::Write;
@@ -82,7 +82,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         (None, None) => Sampling::Exact,
     };
     let config = MrcConfig { block_size, reads_only: a.reads_only, sampling };
-    config.validate()?;
+    config.validate().map_err(|e| match e {
+        MrcError::Rate(_) => anyhow::anyhow!("--sample: {e}"),
+        e => e.into(),
+    })?;
     let sizes = a.cache.as_ref().map(|l| l.0.clone());
     if a.points == 0 {
         bail!("--points must be at least 1");
