@@ -337,7 +337,7 @@ impl Filter {
 
     /// `Ok(None)` when the request is filtered out. (The error is boxed: a small `Result` is returned in
     /// registers, on every request of a replay.)
-    #[inline]
+    #[inline(always)]
     pub(crate) fn convert(&mut self, r: &Request, names: &[String]) -> Result<Option<BlockReq>, Box<ReplayError>> {
         self.index += 1;
         if self.reads_only && r.op == Op::Write {
@@ -421,8 +421,10 @@ fn scan(
         }
         let mut reqs = Vec::with_capacity(n);
         let mut warm_end = None;
+        // The volume names cannot change until the next batch is read.
+        let names = reader.volumes();
         for r in &raw {
-            if let Some(b) = filter.convert(r, reader.volumes()).map_err(|e| *e)? {
+            if let Some(b) = filter.convert(r, names).map_err(|e| *e)? {
                 if timing {
                     let t0 = *first_time.get_or_insert(r.time_ns);
                     if r.time_ns.saturating_sub(t0) >= span {

@@ -329,8 +329,9 @@ pub fn replay_tier(
             if reader.read_batch(&mut raw, 1 << 15)? == 0 {
                 break;
             }
+            let names = reader.volumes();
             for t in &raw {
-                let Some(b) = filter.convert(t, reader.volumes()).map_err(|e| *e)? else { continue };
+                let Some(b) = filter.convert(t, names).map_err(|e| *e)? else { continue };
                 if let Some(span) = span.filter(|_| warmup == u64::MAX) {
                     let t0 = *trace_start.get_or_insert(t.time_ns);
                     if t.time_ns.saturating_sub(t0) >= span {
@@ -396,8 +397,9 @@ fn footprint(
     let mut raw = Vec::new();
     let mut seen: HashSet<u64> = HashSet::new();
     while reader.read_batch(&mut raw, 1 << 15)? > 0 {
+        let names = reader.volumes();
         for t in &raw {
-            if let Some(b) = filter.convert(t, reader.volumes()).map_err(|e| *e)? {
+            if let Some(b) = filter.convert(t, names).map_err(|e| *e)? {
                 seen.extend((0..u64::from(b.n)).map(|i| b.first.raw() + i));
             }
         }
