@@ -849,7 +849,7 @@ impl Policy for Cacheus {
 mod tests {
     use super::super::proptest_model as model;
     use super::*;
-    use crate::policy::testutil::{acc, ev, k, keys, pf};
+    use crate::policy::testutil::{acc, ev, k, keys, pf, skewed};
     use blockwell_testkit::Rng;
     use proptest::prelude::*;
     use std::collections::HashSet;
@@ -860,19 +860,6 @@ mod tests {
 
     fn fixed(c: usize) -> Cacheus {
         Cacheus::new(c, &CacheusConfig::default())
-    }
-
-    /// The pseudo-random, skewed block sequence the libcachesim numbers below were computed on, as in the LeCaR
-    /// and W-TinyLFU tests.
-    fn skewed(n: usize, m: u64) -> Vec<u64> {
-        let mut x: u64 = 1;
-        (0..n)
-            .map(|_| {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                let r = x >> 33;
-                (r % m).min((r / m) % m)
-            })
-            .collect()
     }
 
     fn lfu(p: &Cacheus) -> Vec<(u64, u32)> {

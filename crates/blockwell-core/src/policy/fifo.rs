@@ -29,7 +29,6 @@
 
 use super::onelist::{Entry, OneList};
 use super::{Access, Evicted, Outcome, Policy};
-use crate::arena::Keyed;
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -58,7 +57,7 @@ impl Fifo {
 
     /// Resident keys from newest to oldest (for tests and debugging).
     pub fn keys_newest_first(&self) -> Vec<BlockKey> {
-        self.blocks.iter().map(|(_, e)| e.key()).collect()
+        self.blocks.keys()
     }
 }
 

@@ -470,26 +470,13 @@ impl Policy for LeCar {
 mod tests {
     use super::super::proptest_model::{self as model, Reference};
     use super::*;
-    use crate::policy::testutil::{acc, ev, k, keys, pf};
+    use crate::policy::testutil::{acc, ev, k, keys, pf, skewed};
     use blockwell_testkit::Rng;
     use proptest::prelude::*;
     use std::collections::VecDeque;
 
     fn lecar(c: usize) -> LeCar {
         LeCar::new(c, &LeCarConfig::default())
-    }
-
-    /// The pseudo-random, skewed block sequence the libcachesim numbers below were computed on (PCG's LCG step,
-    /// the smaller of two residues of the high bits), as in the W-TinyLFU tests.
-    fn skewed(n: usize, m: u64) -> Vec<u64> {
-        let mut x: u64 = 1;
-        (0..n)
-            .map(|_| {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                let r = x >> 33;
-                (r % m).min((r / m) % m)
-            })
-            .collect()
     }
 
     fn lfu(p: &LeCar) -> Vec<(u64, u32)> {

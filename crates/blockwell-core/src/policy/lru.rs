@@ -20,7 +20,6 @@
 
 use super::onelist::{Entry, OneList};
 use super::{Access, Evicted, Outcome, Policy};
-use crate::arena::Keyed;
 use crate::key::BlockKey;
 use serde::{Deserialize, Serialize};
 
@@ -44,14 +43,12 @@ impl Lru {
     /// A hit on `h`: to the MRU end; a prefetched block's first access.
     #[inline(always)]
     fn on_hit(&mut self, h: crate::arena::Handle) -> Outcome {
-        let b = &mut self.blocks;
-        b.list.move_to_front(&mut b.arena, h);
-        b.first_use(h)
+        self.blocks.hit_to_front(h)
     }
 
     /// Resident keys from MRU to LRU (for tests and debugging).
     pub fn keys_mru_first(&self) -> Vec<BlockKey> {
-        self.blocks.iter().map(|(_, e)| e.key()).collect()
+        self.blocks.keys()
     }
 }
 

@@ -50,6 +50,18 @@ impl<T: Keyed + Linked> OneList<T> {
         self.capacity
     }
 
+    /// A demand hit on `h` for a recency list: `h` to the front, then [`OneList::first_use`].
+    #[inline(always)]
+    pub fn hit_to_front(&mut self, h: Handle) -> Outcome {
+        self.list.move_to_front(&mut self.arena, h);
+        self.first_use(h)
+    }
+
+    /// Resident keys from the front (newest) to the back (for tests and debugging).
+    pub fn keys(&self) -> Vec<BlockKey> {
+        self.iter().map(|(_, e)| e.key()).collect()
+    }
+
     /// A demand access to resident `h`: clears its "prefetched, not yet accessed" flag, and says whether this was
     /// a prefetched block's first access.
     #[inline(always)]

@@ -3,6 +3,19 @@
 use super::{Access, Evicted, Outcome, Policy};
 use crate::key::BlockKey;
 
+/// The pseudo-random, skewed block sequence over `0..m` that the W-TinyLFU, LeCaR and CACHEUS tests' libcachesim
+/// numbers were computed on (PCG's LCG step, the smaller of two residues of the high bits).
+pub(crate) fn skewed(n: usize, m: u64) -> Vec<u64> {
+    let mut x: u64 = 1;
+    (0..n)
+        .map(|_| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let r = x >> 33;
+            (r % m).min((r / m) % m)
+        })
+        .collect()
+}
+
 /// Block `b` of volume 0.
 pub(crate) fn k(b: u64) -> BlockKey {
     BlockKey::new(0, b).expect("small block number")

@@ -536,25 +536,12 @@ impl WTinyLfu {
 mod tests {
     use super::super::proptest_model::{self as model, Reference};
     use super::*;
-    use crate::policy::testutil::{acc, ev, k, keys, pf};
+    use crate::policy::testutil::{acc, ev, k, keys, pf, skewed};
     use proptest::prelude::*;
     use std::collections::VecDeque;
 
     fn lcs(c: usize) -> WTinyLfu {
         WTinyLfu::new(c, &WTinyLfu::preset(Preset::Libcachesim))
-    }
-
-    /// The pseudo-random, skewed block sequence the libcachesim numbers below were computed on (PCG's LCG step,
-    /// the smaller of two residues of the high bits).
-    fn skewed(n: usize, m: u64) -> Vec<u64> {
-        let mut x: u64 = 1;
-        (0..n)
-            .map(|_| {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                let r = x >> 33;
-                (r % m).min((r / m) % m)
-            })
-            .collect()
     }
 
     fn misses(p: &mut WTinyLfu, ids: &[u64]) -> usize {
