@@ -92,6 +92,29 @@ const MAX_POWER: u32 = 31;
 const MAX_SAMPLES: u32 = 1 << 16;
 /// Failed draws in one `hashtable_rand_obj` call after which the table halves before every further draw.
 const DRAWS_BEFORE_SHRINK: u32 = 32;
+/// The generator's multiplier to the power `k`, modulo 2^128.
+const fn mult_pow(k: u32) -> u128 {
+    let mut x: u128 = 1;
+    let mut i = 0;
+    while i < k {
+        x = x.wrapping_mul(MULT);
+        i += 1;
+    }
+    x
+}
+
+/// The generator's multiplier's inverse modulo 2^128: a state times it is the state before.
+const MULT_INVERSE: u128 = {
+    // Newton's iteration doubles the correct low bits at every step: 7 steps from 1 bit (an odd number is its
+    // own inverse modulo 2) reach 128.
+    let mut x: u128 = 1;
+    let mut k = 0;
+    while k < 7 {
+        x = x.wrapping_mul(2u128.wrapping_sub(MULT.wrapping_mul(x)));
+        k += 1;
+    }
+    x
+};
 /// A recorded chain length meaning "this many or more".
 const LONG_CHAIN: u8 = u8::MAX;
 /// Top bit of a link: prefetched, not yet accessed on demand.
@@ -315,70 +338,105 @@ impl Hyperbolic {
     /// as none of them would halve the table: returns how many were drawn; `rng` is left after the last of them.
     ///
     /// Generator states are computed ahead in groups and the buckets they name read in one pass, then consumed in
-    /// order (a state that names a non-empty bucket is followed by the one that picks in its chain); chains are
-    /// walked after all draws. The reads of a group do not depend on each other, so they overlap. States computed
-    /// ahead and not consumed are dropped.
+    /// order without a branch on the buckets' emptiness (a coin flip at usual loads): each step writes a pick,
+    /// kept only if its bucket holds blocks, and moves on by one state or, past a pick, two. The chains are then
+    /// walked one step at a time for all picks together. Within each phase the reads do not depend on each other,
+    /// so they overlap. States computed ahead and not consumed are dropped.
     #[inline]
     fn draw_many(&self, rng: &mut Lehmer64, out: &mut [u32]) -> usize {
         const AHEAD: usize = 32;
         let mask = self.mask();
-        let (mut states, mut heads, mut lens) = ([0u128; AHEAD], [0u32; AHEAD], [0u8; AHEAD]);
-        // Four interleaved chains of multiplications by MULT^4, so that they do not wait for each other.
-        const M2: u128 = MULT.wrapping_mul(MULT);
-        const M3: u128 = M2.wrapping_mul(MULT);
-        const M4: u128 = M2.wrapping_mul(M2);
-        let fill = |s: u128, states: &mut [u128; AHEAD], heads: &mut [u32; AHEAD], lens: &mut [u8; AHEAD]| {
-            let mut x = [s.wrapping_mul(MULT), s.wrapping_mul(M2), s.wrapping_mul(M3), s.wrapping_mul(M4)];
-            for group in states.chunks_exact_mut(4) {
-                group.copy_from_slice(&x);
-                for y in &mut x {
-                    *y = y.wrapping_mul(M4);
-                }
-            }
-            for k in 0..AHEAD {
-                let b = ((states[k] >> 64) as u64 & mask) as usize;
-                heads[k] = self.heads[b];
-                lens[k] = self.lens[b];
-            }
-        };
-        let mut picks = [(0u32, 0u64, 0u8); 64];
-        let n = out.len().min(picks.len());
-        let mut state = rng.0;
-        let (mut i, mut filled, mut drawn) = (0usize, 0usize, 0usize);
-        'samples: for p in &mut picks[..n] {
-            let start = state;
-            let mut failed = 0;
-            loop {
-                if i == filled {
-                    fill(state, &mut states, &mut heads, &mut lens);
-                    (i, filled) = (0, AHEAD);
-                }
-                let (head, len) = (heads[i], lens[i]);
-                state = states[i];
-                i += 1;
-                if head != 0 {
-                    if i == filled {
-                        fill(state, &mut states, &mut heads, &mut lens);
-                        (i, filled) = (0, AHEAD);
+        // `states[k]`'s draw (high half) in `draws[k]`; the bucket it names holds `heads[k]`, `lens[k]`. The last
+        // state is also the base of the next group: the first group starts from `rng`.
+        let (mut states, mut draws) = ([0u128; AHEAD], [0u64; AHEAD]);
+        let (mut heads, mut lens) = ([0u32; AHEAD], [0u8; AHEAD]);
+        states[AHEAD - 1] = rng.0;
+        // Four chains of eight states each, interleaved so that they do not wait for each other: each starts with
+        // a multiplication by a power of the multiplier, then goes on by the multiplier itself (64 bits: cheaper).
+        const STARTS: [u128; 4] = [mult_pow(1), mult_pow(9), mult_pow(17), mult_pow(25)];
+        let (hs, ls) = (&self.heads[..=mask as usize], &self.lens[..=mask as usize]);
+        let n = out.len().min(64);
+        let (mut pick_heads, mut pick_draws, mut pick_lens) = ([0u32; 64], [0u64; 64], [0u8; 64]);
+        // A sample's draws fail at most this many times in a row before the table must halve.
+        let patience = if self.power > 0 { DRAWS_BEFORE_SHRINK } else { u32::MAX };
+        let (mut i, mut drawn, mut failed) = (AHEAD, 0usize, 0u32);
+        while drawn < n {
+            if i + 1 >= AHEAD {
+                // A draw and the pick after it must both be in the group: start a new one after the last state
+                // consumed.
+                let s = states[i - 1];
+                let mut x = STARTS.map(|m| s.wrapping_mul(m));
+                for j in 0..AHEAD / 4 {
+                    for (c, y) in x.iter_mut().enumerate() {
+                        states[c * AHEAD / 4 + j] = *y;
+                        *y = y.wrapping_mul(MULT);
                     }
-                    state = states[i];
-                    i += 1;
-                    *p = (head, (state >> 64) as u64, len);
-                    drawn += 1;
-                    continue 'samples;
                 }
-                failed += 1;
-                if failed > DRAWS_BEFORE_SHRINK && self.power > 0 {
-                    state = start;
-                    break 'samples;
+                for k in 0..AHEAD {
+                    draws[k] = (states[k] >> 64) as u64;
+                    let b = (draws[k] & mask) as usize;
+                    heads[k] = hs[b];
+                    lens[k] = ls[b];
                 }
+                i = 0;
+            }
+            let full = usize::from(heads[i] != 0);
+            pick_heads[drawn] = heads[i];
+            pick_draws[drawn] = draws[i + 1];
+            pick_lens[drawn] = lens[i];
+            i += 1 + full;
+            drawn += full;
+            failed = if full != 0 { 0 } else { failed + 1 };
+            if failed > patience {
+                // Back to before this sample's first draw: the generator's steps undone.
+                let mut s = states[i - 1];
+                for _ in 0..failed {
+                    s = s.wrapping_mul(MULT_INVERSE);
+                }
+                rng.0 = s;
+                self.walk(&pick_heads[..drawn], &pick_draws[..drawn], &pick_lens[..drawn], out);
+                return drawn;
             }
         }
-        rng.0 = state;
-        for (o, &(head, pick, len)) in out.iter_mut().zip(&picks[..drawn]) {
-            *o = self.nth(head, pick, len);
+        rng.0 = states[i - 1];
+        self.walk(&pick_heads[..n], &pick_draws[..n], &pick_lens[..n], out);
+        n
+    }
+
+    /// The blocks picked by `draws` in the chains starting at `heads`, of recorded lengths `lens`, into `out`: the
+    /// chains are walked one step at a time for all picks together, so that the reads of different chains overlap.
+    #[inline(always)]
+    fn walk(&self, heads: &[u32], draws: &[u64], lens: &[u8], out: &mut [u32]) {
+        let mut walking = [(0u32, 0u32); 64];
+        let mut w = 0;
+        for (j, ((o, &head), (&pick, &len))) in out.iter_mut().zip(heads).zip(draws.iter().zip(lens)).enumerate() {
+            let steps = match len {
+                1 => 0,
+                2 => pick & 1,
+                _ => {
+                    let c = self.chain_len(head, len);
+                    if c.is_power_of_two() {
+                        pick & (c - 1)
+                    } else {
+                        pick % c
+                    }
+                }
+            };
+            *o = head;
+            walking[w] = (j as u32, steps as u32);
+            w += usize::from(steps != 0);
         }
-        drawn
+        while w > 0 {
+            let mut left = 0;
+            for k in 0..w {
+                let (j, steps) = walking[k];
+                let o = &mut out[j as usize];
+                *o = self.next(*o);
+                walking[left] = (j, steps - 1);
+                left += usize::from(steps > 1);
+            }
+            w = left;
+        }
     }
 
     /// Whether `h` scores strictly below `best` at time `now` (libcachesim's `best_candidate_score > score`).
@@ -791,6 +849,14 @@ mod tests {
             p.validate().unwrap();
             assert_eq!(Table::of(&p).chains, t.chains);
         }
+    }
+
+    #[test]
+    fn the_inverse_multiplier_undoes_a_draw() {
+        assert_eq!(MULT.wrapping_mul(MULT_INVERSE), 1);
+        let mut r = Lehmer64::new(LIBCACHESIM_SEED);
+        r.next();
+        assert_eq!(r.0.wrapping_mul(MULT_INVERSE), LIBCACHESIM_SEED as u128);
     }
 
     #[test]
