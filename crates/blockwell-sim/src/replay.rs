@@ -379,12 +379,7 @@ impl Filter {
 
     #[cold]
     fn bad(&self, r: &Request, n: u64) -> Box<ReplayError> {
-        let message = if n > u32::MAX as u64 {
-            format!("length {} is absurd", r.len)
-        } else {
-            format!("volume {} offset {} is beyond the addressable range", r.volume, r.offset)
-        };
-        Box::new(ReplayError::Request { index: self.index, message })
+        bad_request(self.index, r, n)
     }
 }
 
@@ -414,6 +409,11 @@ fn scan(
     let mut timing = span > 0;
     // SHARDS: a block is kept when its 32-bit sampling hash is below rate · 2^32.
     let threshold = cfg.sample.map(|r| (r * 4_294_967_296.0) as u64);
+    if reader.unit_size() == Some(cfg.block_size) && cfg.volumes.is_none() && threshold.is_none() && !timing {
+        // Reads of one block each (oracleGeneral at its object size), nothing to filter, sample or time: the
+        // requests are block requests already.
+        return scan_units(reader, cfg.block_size, progress, f);
+    }
     loop {
         let n = reader.read_batch(&mut raw, BATCH)?;
         if n == 0 {
@@ -459,6 +459,53 @@ fn scan(
         if !filter.volume_matched && filter.index > 0 {
             return Err(ReplayError::NoSuchVolume { asked: asked.clone(), have: reader.volumes().to_vec() });
         }
+    }
+    Ok(Scanned { skipped: reader.skipped().clone(), all_blocks })
+}
+
+/// Request `index` (1-based), of `n` blocks, cannot be replayed.
+#[cold]
+fn bad_request(index: u64, r: &Request, n: u64) -> Box<ReplayError> {
+    let message = if n > u32::MAX as u64 {
+        format!("length {} is absurd", r.len)
+    } else {
+        format!("volume {} offset {} is beyond the addressable range", r.volume, r.offset)
+    };
+    Box::new(ReplayError::Request { index, message })
+}
+
+/// [`scan`] of a trace of one-block reads ([`TraceReader::unit_size`] equal to the block size), with no volume
+/// filter, sampling or warm-up by time.
+fn scan_units(
+    reader: &mut dyn TraceReader,
+    block_size: u64,
+    progress: &(dyn Fn(u64) + Sync),
+    mut f: impl FnMut(Vec<BlockReq>, Option<u64>) -> Result<(), ReplayError>,
+) -> Result<Scanned, ReplayError> {
+    let mut units = Vec::with_capacity(BATCH);
+    let (mut seen, mut all_blocks) = (0u64, 0u64);
+    loop {
+        let n = reader.read_units(&mut units, BATCH)?;
+        if n == 0 {
+            break;
+        }
+        let mut reqs = Vec::with_capacity(n);
+        for (i, u) in units.iter().enumerate() {
+            let Some(first) = BlockKey::new(u.volume, u.unit) else {
+                let r = Request {
+                    volume: u.volume,
+                    offset: u.unit.wrapping_mul(block_size),
+                    len: block_size,
+                    ..Request::default()
+                };
+                return Err(*bad_request(seen + i as u64 + 1, &r, 1));
+            };
+            reqs.push(BlockReq { first, n: 1, op: Op::Read });
+        }
+        seen += n as u64;
+        all_blocks += n as u64;
+        progress(reader.bytes_read());
+        f(reqs, None)?;
     }
     Ok(Scanned { skipped: reader.skipped().clone(), all_blocks })
 }
@@ -924,6 +971,46 @@ mod tests {
         assert_eq!(one.requests, 20_000);
         let misses: Vec<u64> = one.results.iter().map(|r| r.stats.total().block_misses()).collect();
         assert!(misses.windows(2).all(|w| w[0] >= w[1]), "LRU is a stack algorithm: {misses:?}");
+    }
+
+    #[test]
+    fn one_block_reads_replay_as_the_same_requests_read_whole() {
+        // An oracleGeneral file is replayed from its compact reads (unit size = block size); the same requests
+        // from memory go through the general path. Warm-up, intervals, threads and OPT's pre-pass alike.
+        let ids: Vec<u64> = (0..30_000u64).map(|i| ((i * 7919 + i / 7) % 3000) | ((i % 3) << 48)).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.oracleGeneral");
+        let bytes: Vec<u8> = ids
+            .iter()
+            .flat_map(|&id| {
+                [&0u32.to_le_bytes()[..], &id.to_le_bytes(), &4096u32.to_le_bytes(), &(-1i64).to_le_bytes()].concat()
+            })
+            .collect();
+        std::fs::write(&path, bytes).unwrap();
+        let mem: Vec<Request> = ids
+            .iter()
+            .map(|&id| Request {
+                volume: (id >> 48) as u32,
+                offset: (id & ((1 << 48) - 1)) * 4096,
+                len: 4096,
+                ..Default::default()
+            })
+            .collect();
+        let caches = [
+            lru(CacheSize::Blocks(300)),
+            CacheSpec { policy: PolicySpec::new(PolicyKind::Opt), size: CacheSize::Blocks(300) },
+        ];
+        for threads in [1, 2] {
+            let cfg = ReplayConfig { threads, warmup: Warmup::Requests(5000), interval: 7000, ..Default::default() };
+            let open_file = || blockwell_trace::open(&path, Some(blockwell_trace::Format::Oracle), &Default::default());
+            assert_eq!(open_file().unwrap().unit_size(), Some(4096));
+            let file = replay(&open_file, &caches, &cfg, ReplayHooks::default()).unwrap();
+            let vec =
+                replay(&|| Ok(Box::new(VecReader::new(mem.clone()))), &caches, &cfg, ReplayHooks::default()).unwrap();
+            assert_eq!(file.results, vec.results, "{threads} threads");
+            assert_eq!((file.requests, file.block_accesses), (30_000, 30_000));
+            assert!(file.results[0].stats.total().block_misses() > 0);
+        }
     }
 
     #[test]

@@ -42,6 +42,15 @@ pub struct Request {
     pub digest: Option<u128>,
 }
 
+/// A request of a trace whose requests are all reads of one size ([`TraceReader::unit_size`]): its volume and
+/// the unit it reads (its byte offset over the unit size).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct UnitRead {
+    /// As [`Request::volume`].
+    pub volume: u32,
+    pub unit: u64,
+}
+
 /// What went wrong reading a trace.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
@@ -101,6 +110,24 @@ pub trait TraceReader: Send {
             }
         }
         Ok(buf.len())
+    }
+
+    /// When every request of the trace is a read of one length at a multiple of it (oracleGeneral): that length.
+    /// [`TraceReader::read_units`] then gives the requests without what they do not need (time stamps, lengths).
+    fn unit_size(&self) -> Option<u64> {
+        None
+    }
+
+    /// Fills `buf` (cleared first) with up to `max` requests, those [`TraceReader::read_batch`] would give, as
+    /// [`UnitRead`]s; returns how many, 0 at the end. With [`TraceReader::unit_size`] `Some(u)`, each request is
+    /// a read of `u` bytes at `unit · u`; without, `unit` is the request's offset over its length (over 1 for an
+    /// empty request), which loses what the request was.
+    fn read_units(&mut self, buf: &mut Vec<UnitRead>, max: usize) -> Result<usize, TraceError> {
+        let mut raw = Vec::with_capacity(max.min(1 << 16));
+        let n = self.read_batch(&mut raw, max)?;
+        buf.clear();
+        buf.extend(raw.iter().map(|r| UnitRead { volume: r.volume, unit: r.offset / r.len.max(1) }));
+        Ok(n)
     }
 
     /// Names of the volumes seen so far, indexed by [`Request::volume`].

@@ -436,3 +436,56 @@ fn oracle_records_across_buffer_boundaries() {
         assert_eq!(r.bytes_read(), data.len() as u64);
     }
 }
+
+#[test]
+fn oracle_units_are_the_requests_without_time_or_length() {
+    // Across buffer fills (plain and compressed), with refused records skipped within the budget, two volumes,
+    // and the three ways of reading mixed: each request comes once, in order, whichever way it is read.
+    let n = 100_000u64;
+    let vol3 = 3u64 << 48;
+    let bytes: Vec<u8> = (0..n)
+        .flat_map(|i| match i {
+            i if i % 10_007 == 5 => record(i as u32, i, 0, -1),
+            i if i % 2 == 1 => record(i as u32, vol3 | (i % 777), 4096, -1),
+            i => record(i as u32, i % 1000, 4096, -1),
+        })
+        .collect();
+    let bad = (0..n).filter(|i| i % 10_007 == 5).count() as u64;
+    let dir = tempfile::tempdir().unwrap();
+    let opts = ReaderOptions { skip_bad_lines: bad, object_size: Some(512), ..Default::default() };
+    for (name, data) in [("u.oracleGeneral", bytes.clone()), ("u.oracleGeneral.zst", zstd(&bytes))] {
+        let p = write_file(dir.path(), name, &data);
+        let want = drain(&mut *open(&p, None, &opts).unwrap()).unwrap();
+        let mut r = open(&p, None, &opts).unwrap();
+        assert_eq!(r.unit_size(), Some(512));
+        let (mut got, mut buf, mut units) = (Vec::new(), Vec::new(), Vec::new());
+        for k in 0.. {
+            let before = got.len();
+            match k % 3 {
+                0 => got.extend(r.next_request().unwrap().map(|q| (q.volume, q.offset / 512))),
+                1 => {
+                    r.read_batch(&mut buf, 1001).unwrap();
+                    got.extend(buf.iter().map(|q| (q.volume, q.offset / 512)));
+                }
+                _ => {
+                    r.read_units(&mut units, 4099).unwrap();
+                    got.extend(units.iter().map(|u| (u.volume, u.unit)));
+                }
+            }
+            if got.len() == before && k % 3 == 2 {
+                break;
+            }
+        }
+        assert_eq!(got, want.iter().map(|q| (q.volume, q.offset / 512)).collect::<Vec<_>>(), "{name}");
+        assert_eq!(got.len() as u64, n - bad);
+        assert_eq!(r.skipped().count, bad);
+        assert_eq!(r.volumes(), ["0", "3"]);
+    }
+    // Past the budget, the refusal names the record.
+    let p = write_file(dir.path(), "v.oracleGeneral", &bytes);
+    let mut r = open(&p, None, &ReaderOptions::default()).unwrap();
+    let mut units = Vec::new();
+    assert_eq!(r.read_units(&mut units, 3).unwrap(), 3);
+    let e = r.read_units(&mut units, 10).unwrap_err().to_string();
+    assert!(e.starts_with(&format!("{}:6: expected a nonzero obj_size", p.display())), "{e}");
+}

@@ -43,7 +43,9 @@
 //! the file.
 
 use crate::write::{blocks, Output};
-use crate::{BadLines, Input, ReaderOptions, Request, TraceError, TraceReader, TraceWriter, WriterOptions, NEVER};
+use crate::{
+    BadLines, Input, ReaderOptions, Request, TraceError, TraceReader, TraceWriter, UnitRead, WriterOptions, NEVER,
+};
 use blockwell_core::{BlockKey, Op};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -129,21 +131,25 @@ enum Bad {
 }
 
 impl Decoder {
-    /// Decodes record `index` (0-based) into a request and its next-access index, or says why the record is
-    /// refused (see the module documentation).
-    #[inline(always)]
-    fn decode(&mut self, rec: &[u8], index: u64) -> Result<(Request, u64), Bad> {
-        let (r, next, ok) = self.decode_unchecked(rec, index);
-        if ok {
-            return Ok((r, next));
-        }
-        Err(self.why(rec, index))
-    }
-
     /// Decodes a record assuming it is valid, and says whether it is: the checks fold into one flag without a
     /// branch each (the bulk loop tests the flag once per record; [`Decoder::why`] explains a refusal).
     #[inline(always)]
     fn decode_unchecked(&mut self, rec: &[u8], index: u64) -> (Request, u64, bool) {
+        let (time, u, next, ok) = self.decode_unit(rec, index);
+        let r = Request {
+            time_ns: time as u64 * 1_000_000_000,
+            volume: u.volume,
+            op: Op::Read,
+            offset: u.unit.wrapping_mul(self.unit),
+            len: self.unit,
+            digest: None,
+        };
+        (r, next, ok)
+    }
+
+    /// [`Decoder::decode_unchecked`] into the record's time in seconds, volume and block, and next access.
+    #[inline(always)]
+    fn decode_unit(&mut self, rec: &[u8], index: u64) -> (u32, UnitRead, u64, bool) {
         let mut b = [0u8; RECORD];
         b.copy_from_slice(&rec[..RECORD]);
         let time = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
@@ -163,15 +169,7 @@ impl Decoder {
             _ => 0,
         };
         let next = if never | !ok { NEVER } else { next as u64 - 1 };
-        let r = Request {
-            time_ns: time as u64 * 1_000_000_000,
-            volume,
-            op: Op::Read,
-            offset: block.wrapping_mul(self.unit),
-            len: self.unit,
-            digest: None,
-        };
-        (r, next, ok)
+        (time, UnitRead { volume, unit: block }, next, ok)
     }
 
     /// Why record `index` is refused (it is).
@@ -233,9 +231,62 @@ fn partial_record(file: &std::path::Path, records: u64, partial: usize) -> Trace
     }
 }
 
+/// Where [`Oracle::fill`] puts what it decodes.
+trait Sink {
+    fn len(&self) -> usize;
+    fn reserve(&mut self, n: usize);
+    /// Decodes record `index` and keeps it if it is valid; says whether it is (see [`Decoder::decode_unchecked`]).
+    fn decode(&mut self, dec: &mut Decoder, rec: &[u8], index: u64) -> bool;
+}
+
+/// Requests and their next accesses.
+struct Requests<'a>(&'a mut Vec<Request>, &'a mut Vec<u64>);
+
+impl Sink for Requests<'_> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn reserve(&mut self, n: usize) {
+        self.0.reserve(n);
+        self.1.reserve(n);
+    }
+
+    #[inline(always)]
+    fn decode(&mut self, dec: &mut Decoder, rec: &[u8], index: u64) -> bool {
+        let (r, nx, ok) = dec.decode_unchecked(rec, index);
+        if ok {
+            self.0.push(r);
+            self.1.push(nx);
+        }
+        ok
+    }
+}
+
+impl Sink for Vec<UnitRead> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+
+    fn reserve(&mut self, n: usize) {
+        Vec::reserve(self, n);
+    }
+
+    #[inline(always)]
+    fn decode(&mut self, dec: &mut Decoder, rec: &[u8], index: u64) -> bool {
+        let (_, u, _, ok) = dec.decode_unit(rec, index);
+        if ok {
+            self.push(u);
+        }
+        ok
+    }
+}
+
 impl Oracle {
-    /// Decodes up to `max` more requests into `out` and `next`; fewer only at the end of the file.
-    fn fill(&mut self, out: &mut Vec<Request>, next: &mut Vec<u64>, max: usize) -> Result<(), TraceError> {
+    /// Decodes up to `max` more requests into `out`; fewer only at the end of the file.
+    fn fill(&mut self, out: &mut impl Sink, max: usize) -> Result<(), TraceError> {
         if !self.tail_checked {
             // An uncompressed file's length is known: a partial last record is reported before any is read.
             self.tail_checked = true;
@@ -269,7 +320,7 @@ impl Oracle {
                 }
                 break;
             }
-            let mut results = [None, None];
+            let mut refused = None;
             let consumed = if self.carry_len > 0 || buf.len() < RECORD {
                 // Stitch a record across fills.
                 let take = (RECORD - self.carry_len).min(buf.len());
@@ -278,8 +329,10 @@ impl Oracle {
                 if self.carry_len == RECORD {
                     self.carry_len = 0;
                     let carry = self.carry;
-                    results[0] =
-                        Some(self.dec.decode(&carry, self.records).map_err(|b| self.dec.error(file, self.records, b)));
+                    if !out.decode(&mut self.dec, &carry, self.records) {
+                        let why = self.dec.why(&carry, self.records);
+                        refused = Some(self.dec.error(file, self.records, why));
+                    }
                     self.records += 1;
                 }
                 take
@@ -287,32 +340,22 @@ impl Oracle {
                 let n = (buf.len() / RECORD).min(target - out.len());
                 let mut done = 0;
                 out.reserve(n);
-                next.reserve(n);
                 for rec in buf[..n * RECORD].chunks_exact(RECORD) {
                     let index = self.records + done as u64;
                     done += 1;
-                    let (r, nx, ok) = self.dec.decode_unchecked(rec, index);
-                    if !ok {
+                    if !out.decode(&mut self.dec, rec, index) {
                         // Rare: judged after the buffer's borrow ends.
                         let why = self.dec.why(rec, index);
-                        results[1] = Some(Err(self.dec.error(file, index, why)));
+                        refused = Some(self.dec.error(file, index, why));
                         break;
                     }
-                    out.push(r);
-                    next.push(nx);
                 }
                 self.records += done as u64;
                 done * RECORD
             };
             self.input.reader.consume(consumed);
-            for res in results.into_iter().flatten() {
-                match res {
-                    Ok((r, nx)) => {
-                        out.push(r);
-                        next.push(nx);
-                    }
-                    Err(e) => self.bad.absorb(e, self.skip_limit)?,
-                }
+            if let Some(e) = refused {
+                self.bad.absorb(e, self.skip_limit)?;
             }
         }
         Ok(())
@@ -325,7 +368,7 @@ impl TraceReader for Oracle {
             let (mut p, mut n) = (std::mem::take(&mut self.pending), std::mem::take(&mut self.pending_next));
             p.clear();
             n.clear();
-            let r = self.fill(&mut p, &mut n, CHUNK);
+            let r = self.fill(&mut Requests(&mut p, &mut n), CHUNK);
             (self.pending, self.pending_next, self.pos) = (p, n, 0);
             r?;
         }
@@ -358,8 +401,28 @@ impl TraceReader for Oracle {
         buf.extend_from_slice(&self.pending[self.pos..self.pos + ahead]);
         next.extend_from_slice(&self.pending_next[self.pos..self.pos + ahead]);
         self.pos += ahead;
-        self.fill(buf, next, max - ahead)?;
+        self.fill(&mut Requests(buf, next), max - ahead)?;
         self.last_next = next.last().copied().filter(|&n| n != NEVER);
+        Ok(buf.len())
+    }
+
+    fn unit_size(&self) -> Option<u64> {
+        Some(self.dec.unit)
+    }
+
+    fn read_units(&mut self, buf: &mut Vec<UnitRead>, max: usize) -> Result<usize, TraceError> {
+        buf.clear();
+        let ahead = (self.pending.len() - self.pos).min(max);
+        let unit = self.dec.unit;
+        buf.extend(
+            self.pending[self.pos..self.pos + ahead]
+                .iter()
+                .map(|r| UnitRead { volume: r.volume, unit: r.offset / unit }),
+        );
+        self.pos += ahead;
+        self.fill(buf, max - ahead)?;
+        // The next access of the last request returned is not known here.
+        self.last_next = None;
         Ok(buf.len())
     }
 
