@@ -21,7 +21,7 @@ pub enum Command {
     /// layout × REDCAP configuration.
     #[command(after_help = "\
 The seed's file systems map to layouts: ext3 → block-groups, ext2 → block-groups(rsv_min=0), XFS/JFS → single-extent, ReiserFS → \
-scattered (the default grid's stand-in; `reiserfs` models its tree order, docs/experiments/redcap.md); contiguous is the \
+reiserfs (its tree order; `scattered`, 1-16 block runs at random places, is an older stand-in); contiguous is the \
 ideal baseline. Each (benchmark, processes) workload runs once without REDCAP and \
 once per configuration on each layout, cold caches; improvement = 1 - time with / time without. Runs are \
 independent and use all cores (--threads); the output is the same whatever the thread count. Results and their \
@@ -84,7 +84,7 @@ pub struct RedcapArgs {
     #[arg(long, value_name = "LIST")]
     pub procs: Option<String>,
 
-    /// Layouts, with parameters [default: block-groups,block-groups(rsv_min=0),contiguous,single-extent,scattered].
+    /// Layouts, with parameters [default: block-groups,block-groups(rsv_min=0),contiguous,single-extent,reiserfs].
     #[arg(long, value_name = "LIST")]
     pub layouts: Option<String>,
 

@@ -5,7 +5,7 @@
 //! runs once without REDCAP (the "Original Kernel") and once per REDCAP configuration, on the same disk model,
 //! page cache, read-ahead and scheduler. Improvement = 1 − time with / time without (positive: REDCAP is
 //! faster), as the paper's figure plots it. The seed's file systems map to layouts (ext3 → `block-groups`, ext2 → `block-groups(rsv_min=0)`,
-//! XFS/JFS → `single-extent`, ReiserFS → `scattered`; `contiguous` is the ideal baseline): see
+//! XFS/JFS → `single-extent`, ReiserFS → `reiserfs`; `contiguous` is the ideal baseline): see
 //! `docs/experiments/redcap.md`.
 //!
 //! **Repeated runs.** Like the paper (five runs per point, mean and 95 % confidence interval), each cell runs
@@ -34,7 +34,7 @@ pub const PROCS: [u32; 6] = [1, 2, 4, 8, 16, 32];
 pub const CONFIGS: [&str; 2] = ["64x128k", "128x128k"];
 /// Layouts standing for the paper's file systems (see the module doc): ext3, ext2 (block groups without
 /// reservation windows), JFS, ReiserFS, and the contiguous baseline.
-pub const LAYOUTS: [&str; 5] = ["block-groups", "block-groups(rsv_min=0)", "contiguous", "single-extent", "scattered"];
+pub const LAYOUTS: [&str; 5] = ["block-groups", "block-groups(rsv_min=0)", "contiguous", "single-extent", "reiserfs"];
 
 /// The grid and the system it runs on.
 #[derive(Clone, Debug)]
