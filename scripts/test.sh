@@ -13,7 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 
-step() { printf '\n== %s\n' "$*"; }
+# Each step's header says how long the suite has run so far, so that a slow step shows in the CI log.
+step() { printf '\n== %s  [%dm%02ds]\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
 step "installing test dependencies"
 # Real NBD clients for the server tests: qemu-io/qemu-img (qemu-utils), nbdinfo/nbdcopy (libnbd-bin), nbdkit and fio.
@@ -83,3 +84,5 @@ BLOCKWELL_BIN=target/release/blockwell "$VENV/bin/python" -m pytest -q -p no:cac
 
 step "fuzz the NBD parsers (bounded)"
 FUZZ_SECONDS=${FUZZ_SECONDS:-20} scripts/fuzz.sh
+
+step "done"
