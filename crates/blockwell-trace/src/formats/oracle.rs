@@ -32,7 +32,9 @@
 //!   own 1-based number: the next access comes later; N itself is accepted for writers that count from 0) to
 //!   2^40 - 1. Text or random bytes read as records give values far beyond that, or negative ones.
 //!
-//! Records are decoded in bulk straight from the decompressor's buffer (no per-record allocation). Detected by a
+//! Records are decoded in bulk straight from the decompressor's buffer (no per-record allocation). Every request
+//! being a read of `object_size` bytes, [`TraceReader::unit_size`] says so and [`TraceReader::read_units`] gives
+//! the requests as (volume, block) pairs, decoded from the buffer without building a [`Request`]. Detected by a
 //! file name containing `oracleGeneral` or ending `.oracle`.
 //!
 //! The writer writes one record per block each request touches at `object_size` bytes (a zero-length request:
