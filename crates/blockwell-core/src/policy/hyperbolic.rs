@@ -345,35 +345,47 @@ impl Hyperbolic {
     #[inline]
     fn draw_many(&self, rng: &mut Lehmer64, out: &mut [u32]) -> usize {
         const AHEAD: usize = 32;
-        let mask = self.mask();
-        // `states[k]`'s draw (high half) in `draws[k]`; the bucket it names holds `heads[k]`, `lens[k]`. The last
-        // state is also the base of the next group: the first group starts from `rng`.
-        let (mut states, mut draws) = ([0u128; AHEAD], [0u64; AHEAD]);
-        let (mut heads, mut lens) = ([0u32; AHEAD], [0u8; AHEAD]);
-        states[AHEAD - 1] = rng.0;
-        // Four chains of eight states each, interleaved so that they do not wait for each other: each starts with
+        const CHAIN: usize = AHEAD / 4;
+        // Four chains of CHAIN states each, interleaved so that they do not wait for each other: each starts with
         // a multiplication by a power of the multiplier, then goes on by the multiplier itself (64 bits: cheaper).
+        // Only the chains' first states are kept: state `k` of a group is `x[k / CHAIN] · MULT^(k mod CHAIN)`.
         const STARTS: [u128; 4] = [mult_pow(1), mult_pow(9), mult_pow(17), mult_pow(25)];
-        let (hs, ls) = (&self.heads[..=mask as usize], &self.lens[..=mask as usize]);
+        const POWS: [u128; CHAIN] =
+            [mult_pow(0), mult_pow(1), mult_pow(2), mult_pow(3), mult_pow(4), mult_pow(5), mult_pow(6), mult_pow(7)];
+        let state = |x: &[u128; 4], k: usize| x[k / CHAIN].wrapping_mul(POWS[k % CHAIN]);
         let n = out.len().min(64);
+        if n == 0 {
+            return 0;
+        }
+        let mask = self.mask();
+        let (hs, ls) = (&self.heads[..=mask as usize], &self.lens[..=mask as usize]);
+        // The current group: its chains' first states, each state's draw (its high half), and the first block and
+        // recorded length of the chain of the bucket the draw names.
+        let (mut x, mut draws) = ([0u128; 4], [0u64; AHEAD]);
+        let (mut heads, mut lens) = ([0u32; AHEAD], [0u8; AHEAD]);
+        // Per sample: the chain's first block, the draw that picks in it, the chain's recorded length.
         let (mut pick_heads, mut pick_draws, mut pick_lens) = ([0u32; 64], [0u64; 64], [0u8; 64]);
         // A sample's draws fail at most this many times in a row before the table must halve.
         let patience = if self.power > 0 { DRAWS_BEFORE_SHRINK } else { u32::MAX };
         let (mut i, mut drawn, mut failed) = (AHEAD, 0usize, 0u32);
+        let (mut base, mut fresh) = (rng.0, true);
         while drawn < n {
             if i + 1 >= AHEAD {
                 // A draw and the pick after it must both be in the group: start a new one after the last state
                 // consumed.
-                let s = states[i - 1];
-                let mut x = STARTS.map(|m| s.wrapping_mul(m));
-                for j in 0..AHEAD / 4 {
-                    for (c, y) in x.iter_mut().enumerate() {
-                        states[c * AHEAD / 4 + j] = *y;
+                if !fresh {
+                    base = state(&x, i - 1);
+                }
+                fresh = false;
+                x = STARTS.map(|m| base.wrapping_mul(m));
+                let mut y = x;
+                for j in 0..CHAIN {
+                    for (c, y) in y.iter_mut().enumerate() {
+                        draws[c * CHAIN + j] = (*y >> 64) as u64;
                         *y = y.wrapping_mul(MULT);
                     }
                 }
                 for k in 0..AHEAD {
-                    draws[k] = (states[k] >> 64) as u64;
                     let b = (draws[k] & mask) as usize;
                     heads[k] = hs[b];
                     lens[k] = ls[b];
@@ -389,7 +401,7 @@ impl Hyperbolic {
             failed = if full != 0 { 0 } else { failed + 1 };
             if failed > patience {
                 // Back to before this sample's first draw: the generator's steps undone.
-                let mut s = states[i - 1];
+                let mut s = state(&x, i - 1);
                 for _ in 0..failed {
                     s = s.wrapping_mul(MULT_INVERSE);
                 }
@@ -398,7 +410,7 @@ impl Hyperbolic {
                 return drawn;
             }
         }
-        rng.0 = states[i - 1];
+        rng.0 = state(&x, i - 1);
         self.walk(&pick_heads[..n], &pick_draws[..n], &pick_lens[..n], out);
         n
     }
