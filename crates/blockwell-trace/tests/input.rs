@@ -489,3 +489,19 @@ fn oracle_units_are_the_requests_without_time_or_length() {
     let e = r.read_units(&mut units, 10).unwrap_err().to_string();
     assert!(e.starts_with(&format!("{}:6: expected a nonzero obj_size", p.display())), "{e}");
 }
+
+#[test]
+fn a_trace_of_mixed_requests_has_no_unit_and_reads_units_as_offset_over_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_file(dir.path(), "t.csv", MSR.as_bytes());
+    let mut r = open(&p, Some(Format::Msr), &ReaderOptions::default()).unwrap();
+    assert_eq!(r.unit_size(), None);
+    let mut units = Vec::new();
+    assert_eq!(r.read_units(&mut units, 10).unwrap(), 2);
+    assert_eq!(
+        units.iter().map(|u| (u.volume, u.unit)).collect::<Vec<_>>(),
+        [(0, 3154264064 / 4096), (0, 3154268160 / 512)]
+    );
+    assert_eq!(r.read_units(&mut units, 10).unwrap(), 0);
+    assert!(units.is_empty());
+}
