@@ -134,8 +134,11 @@ def main():
         print(hdr)
         for pol in wanted:
             cls = POLICIES[pol]
-            ours = [blockwell(a.bin, path, pol, size) for _ in range(a.repeat)]
-            theirs = [libcachesim(path, cls, size) for _ in range(a.repeat)]
+            # Alternated, so that a burst of load on a shared host falls on both tools alike.
+            ours, theirs = [], []
+            for _ in range(a.repeat):
+                ours.append(blockwell(a.bin, path, pol, size))
+                theirs.append(libcachesim(path, cls, size))
             bw = min(ours, key=lambda x: x[1])
             lc = min(theirs, key=lambda x: x[1])
             same = abs(bw[0] - lc[0]) < 0.5 / a.requests
