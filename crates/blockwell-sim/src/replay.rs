@@ -363,7 +363,7 @@ impl Filter {
             Some(last) if n <= u32::MAX as u64 => {
                 Ok(Some(BlockReq { first: BlockKey::from_raw(last.raw() - (n - 1)), n: n as u32, op: r.op }))
             }
-            _ => Err(self.bad(r, n)),
+            _ => Err(bad_request(self.index, r, n)),
         }
     }
 
@@ -375,11 +375,6 @@ impl Filter {
     /// Requests seen (kept or not).
     pub(crate) fn seen(&self) -> u64 {
         self.index
-    }
-
-    #[cold]
-    fn bad(&self, r: &Request, n: u64) -> Box<ReplayError> {
-        bad_request(self.index, r, n)
     }
 }
 

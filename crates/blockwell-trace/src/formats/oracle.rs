@@ -287,6 +287,13 @@ impl Sink for Vec<UnitRead> {
 }
 
 impl Oracle {
+    /// Takes up to `max` of the requests decoded ahead for `next_request`: their range in `pending`.
+    fn take_pending(&mut self, max: usize) -> std::ops::Range<usize> {
+        let ahead = self.pos..self.pos + (self.pending.len() - self.pos).min(max);
+        self.pos = ahead.end;
+        ahead
+    }
+
     /// Decodes up to `max` more requests into `out`; fewer only at the end of the file.
     fn fill(&mut self, out: &mut impl Sink, max: usize) -> Result<(), TraceError> {
         if !self.tail_checked {
@@ -399,11 +406,10 @@ impl TraceReader for Oracle {
     ) -> Result<usize, TraceError> {
         buf.clear();
         next.clear();
-        let ahead = (self.pending.len() - self.pos).min(max);
-        buf.extend_from_slice(&self.pending[self.pos..self.pos + ahead]);
-        next.extend_from_slice(&self.pending_next[self.pos..self.pos + ahead]);
-        self.pos += ahead;
-        self.fill(&mut Requests(buf, next), max - ahead)?;
+        let ahead = self.take_pending(max);
+        buf.extend_from_slice(&self.pending[ahead.clone()]);
+        next.extend_from_slice(&self.pending_next[ahead.clone()]);
+        self.fill(&mut Requests(buf, next), max - ahead.len())?;
         self.last_next = next.last().copied().filter(|&n| n != NEVER);
         Ok(buf.len())
     }
@@ -414,15 +420,10 @@ impl TraceReader for Oracle {
 
     fn read_units(&mut self, buf: &mut Vec<UnitRead>, max: usize) -> Result<usize, TraceError> {
         buf.clear();
-        let ahead = (self.pending.len() - self.pos).min(max);
+        let ahead = self.take_pending(max);
         let unit = self.dec.unit;
-        buf.extend(
-            self.pending[self.pos..self.pos + ahead]
-                .iter()
-                .map(|r| UnitRead { volume: r.volume, unit: r.offset / unit }),
-        );
-        self.pos += ahead;
-        self.fill(buf, max - ahead)?;
+        buf.extend(self.pending[ahead.clone()].iter().map(|r| UnitRead { volume: r.volume, unit: r.offset / unit }));
+        self.fill(buf, max - ahead.len())?;
         // The next access of the last request returned is not known here.
         self.last_next = None;
         Ok(buf.len())
