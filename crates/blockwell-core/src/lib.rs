@@ -24,6 +24,7 @@
 pub mod admission;
 pub mod arena;
 pub mod cache;
+pub(crate) mod cacheline;
 pub mod cleaner;
 pub mod cluster;
 pub mod cutoff;

@@ -564,6 +564,9 @@ trait Runner: Send {
 /// A cache with no prefetcher, admission or cutoff: a request is the policy's own step, on the concrete type, so
 /// the policy's code inlines into this loop (kept apart from [`LevelCache`] so that nothing else shares the
 /// loop's inlining budget).
+/// How many requests ahead the replay hints a policy that takes hints ([`Policy::hint`]).
+const HINT_AHEAD: usize = 16;
+
 struct PlainCache<P: Policy> {
     cache: BlockCache<P>,
     plan: Plan,
@@ -578,6 +581,11 @@ impl<P: Policy> Runner for PlainCache<P> {
             self.cache.reset_stats();
         }
         for (i, r) in batch.reqs.iter().enumerate() {
+            if P::HINTS {
+                if let Some(ahead) = batch.reqs.get(i + HINT_AHEAD) {
+                    self.cache.policy().hint(ahead.first);
+                }
+            }
             let n = r.n as usize;
             let nu = if with_next { &batch.next_use[at..at + n] } else { &[][..] };
             self.cache.access_blocks_static(r.op, r.first, n as u64, nu, &mut self.plan);

@@ -219,6 +219,17 @@ pub trait Policy: Send + 'static {
         let _ = incoming;
         Victim::Unknown
     }
+
+    /// Whether [`Policy::hint`] does anything: a driver that knows the coming requests (the simulator's replay)
+    /// then tells the policy of each a few requests ahead.
+    const HINTS: bool = false;
+
+    /// `key` will be accessed soon: the policy may start loading what its lookup will read (a prefetch into the
+    /// processor's cache). Changes no state and no result; the default does nothing.
+    #[inline]
+    fn hint(&self, key: BlockKey) {
+        let _ = key;
+    }
 }
 
 /// What [`Policy::victim`] says of the next demand miss.

@@ -40,23 +40,27 @@
 //! **Metadata.** Uniform: the dense array, 12 bytes per cached block (the key as two `u32` and the prefetch flag),
 //! and a position index of 4 bytes + 1 tag byte per bucket, reserved for twice the blocks so that churn never makes
 //! it grow: 11.4–22.9 bytes per block depending on where the size falls between powers of two: 23.4–34.9 bytes per
-//! cached block. Replay: 12 bytes per block (key, chain link) in a slab sized for the capacity, a prefetch bit per
-//! block, and 14 bytes per bucket (the chain's head, a copy of its key so that a hit on a chain's head reads no slot, its
-//! length so that a draw walks only to the victim); the table doubles when it holds more than 2 keys per bucket,
-//! so past its initial 2¹⁶ buckets (896 KiB, whatever the capacity, per instance: per set under
-//! `--associativity`) there are 1/2 to 1 bucket per block (fewer after a rare shrink): 19–26 bytes per cached
-//! block, or 12 plus the 896 KiB floor below 131072 blocks. No ghosts either way.
+//! cached block. Replay: the chained table itself, 64 bytes per bucket holding up to 7 keys of its chain in place
+//! with their prefetch flags (a longer chain, rare at 1 to 2 keys per bucket, moves to a vector of 16 bytes per
+//! key); the table doubles when it holds more than 2 keys per bucket, so past its initial 2¹⁶ buckets (4 MiB,
+//! whatever the capacity, per instance: per set under `--associativity`) there are 1/2 to 1 bucket per block
+//! (fewer after a rare shrink): 32–64 bytes per cached block, or the 4 MiB floor below 131072 blocks. No ghosts
+//! either way.
 //!
 //! **Cost.** Uniform: O(1) per hit, insert and eviction (an eviction updates the moved block's index entry). Replay:
-//! a hit or insert hashes the key and walks its chain (2 keys at most on average); an eviction draws until a bucket
-//! is not empty (expected 1/load draws) and walks one chain; a resize rehashes every block, amortized O(1) per
-//! insert. [`Policy::victim`] copies the generator and repeats the draw; in replay mode, if the draw would shrink
-//! the table it runs on a copy of the table (O(blocks)). No allocation per access outside resizes.
+//! a hit or insert hashes the key and reads one 64-byte bucket; an eviction draws until a bucket is not empty
+//! (expected 1/load draws; the first two are told apart without a branch) and removes a key from that bucket; a
+//! resize rehashes every block, amortized O(1) per insert. The draws are known in advance, so every miss starts
+//! loading the buckets of the next eviction's first four draws, and the replay hints each request's bucket 16
+//! requests ahead ([`Policy::hint`]): the loads overlap the requests in between. [`Policy::victim`] copies the
+//! generator and repeats the draw; in replay mode, if the draw would shrink the table it runs on a copy of the
+//! table (O(blocks)). No allocation per access outside resizes and chains longer than 7.
 
 use super::{prefetch_missing, Access, Evicted, Outcome, Policy, Preset, Victim};
 use crate::arena::PackedKey;
+use crate::cacheline::prefetch;
 use crate::key::BlockKey;
-use crate::lehmer::Lehmer64;
+use crate::lehmer::{Lehmer64, MULT};
 use crate::sketch::xxh3_u64;
 use hashbrown::HashTable;
 use serde::{Deserialize, Serialize};
@@ -155,56 +159,87 @@ impl Dense {
     }
 }
 
-const NIL: u32 = 0;
+/// How many of the generator's next draws a miss starts loading the buckets of (see `Chained::warm`).
+const WARM_DRAWS: usize = 4;
 
-/// A block of the replay store: its key and the next block of its hash chain (slot + 1, 0 for none). A free slot
-/// links the free list the same way.
-#[derive(Clone, Copy, Debug)]
-struct CSlot {
-    key: PackedKey,
-    next: u32,
+/// Keys a bucket of the replay store holds in place; a longer chain moves to the spill area.
+const INLINE: usize = 7;
+
+/// A bucket of the replay store: its chain, tail first (`keys[len - 1]` is the head), and in `meta` the chain's
+/// length (low 32 bits) and the prefetch flags of the keys held in place (bit 32 + position). A chain longer than
+/// [`INLINE`] lives in the spill area, `keys[0]` naming its entry. 64 bytes: one cache line.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(64))]
+struct Bucket {
+    keys: [u64; INLINE],
+    meta: u64,
+}
+
+impl Bucket {
+    #[inline]
+    fn len(&self) -> usize {
+        self.meta as u32 as usize
+    }
+
+    #[inline]
+    fn spilled(&self) -> bool {
+        self.len() > INLINE
+    }
+
+    #[inline]
+    fn flag(&self, j: usize) -> bool {
+        self.meta & (1 << (32 + j)) != 0
+    }
 }
 
 /// Replay mode: libCacheSim's chained hash table (`chainedHashTableV2.c` in libcachesim 0.3.5), which is both the
-/// index and what victims are drawn from. Only the order of each chain matters to the draws; where the blocks
-/// live in memory is Blockwell's: per bucket, the head's slot, a copy of the head's key (a hit on a chain's head
-/// then reads no slot) and the chain's length (a draw then walks only to the victim), in three arrays so that a
-/// draw reads only the small ones.
+/// index and what victims are drawn from. Only the order of each chain matters to the draws; where the keys live
+/// is Blockwell's: a chain of up to [`INLINE`] keys is held in its 64-byte bucket (one cache line), so that a
+/// lookup, a draw and the removal of the drawn key each read one line; the few longer chains (under 0.5 % of
+/// the buckets even at 2 keys per bucket, just before the table doubles) move to a vector of their own.
 #[derive(Clone, Debug)]
 struct Chained {
-    slots: Vec<CSlot>,
-    /// Prefetch flags, one bit per slot.
-    prefetched: Vec<u64>,
-    /// Head of the free list of slots (slot + 1).
-    free: u32,
-    /// 2^power chain heads (slot + 1, 0 for none).
-    heads: Vec<u32>,
-    /// The key of each chain's head (meaningless for an empty chain).
-    head_keys: Vec<PackedKey>,
-    /// Each chain's length; `u16::MAX`: that many or more, count by walking.
-    lens: Vec<u16>,
+    buckets: Vec<Bucket>,
+    /// Chains longer than [`INLINE`], tail first, with their prefetch flags.
+    spill: Vec<Vec<(u64, bool)>>,
+    /// Unused entries of `spill` (emptied, their allocations kept).
+    spill_free: Vec<usize>,
     power: u32,
+    /// 2^power − 1.
+    mask: u64,
+    /// The count past which an insert doubles the table (2 keys per bucket).
+    grow_at: usize,
     len: usize,
 }
-
-const NO_KEY: PackedKey = PackedKey::new(BlockKey::from_raw(0));
 
 impl Chained {
     /// `Random_init`'s `hashpower`: the Python class's default 24, minus 8.
     const INITIAL_POWER: u32 = 16;
 
-    fn new(capacity: usize) -> Self {
-        let n = 1 << Self::INITIAL_POWER;
+    fn new() -> Self {
+        Chained::with_power(Self::INITIAL_POWER)
+    }
+
+    fn with_power(power: u32) -> Self {
         Chained {
-            slots: Vec::with_capacity(capacity),
-            prefetched: vec![0; capacity.div_ceil(64)],
-            free: NIL,
-            heads: vec![NIL; n],
-            head_keys: vec![NO_KEY; n],
-            lens: vec![0; n],
-            power: Self::INITIAL_POWER,
+            buckets: vec![Bucket::default(); 1 << power],
+            spill: Vec::new(),
+            spill_free: Vec::new(),
+            power,
+            mask: (1u64 << power) - 1,
+            grow_at: 2usize << power,
             len: 0,
         }
+    }
+
+    #[inline]
+    fn mask(&self) -> u64 {
+        self.mask
+    }
+
+    #[inline]
+    fn bucket_of_hash(&self, hash: u64) -> usize {
+        (hash & self.mask()) as usize
     }
 
     #[inline]
@@ -212,267 +247,313 @@ impl Chained {
         self.bucket_of_hash(xxh3_u64(key.raw()))
     }
 
+    /// The length of chain `b`.
     #[inline]
-    fn bucket_of_hash(&self, hash: u64) -> usize {
-        (hash & ((1u64 << self.power) - 1)) as usize
+    fn chain_len(&self, b: usize) -> usize {
+        self.buckets[b].len()
     }
 
-    #[inline]
-    fn link(&self, s: u32) -> u32 {
-        self.slots[(s - 1) as usize].next
+    /// Chain `b`, tail first, with each key's prefetch flag.
+    fn chain(&self, b: usize) -> Vec<(u64, bool)> {
+        let bk = &self.buckets[b];
+        if bk.spilled() {
+            self.spill[bk.keys[0] as usize].clone()
+        } else {
+            (0..bk.len()).map(|j| (bk.keys[j], bk.flag(j))).collect()
+        }
     }
 
+    /// The position (tail first) of `key` in chain `b`.
     #[inline]
-    fn set_link(&mut self, s: u32, to: u32) {
-        self.slots[(s - 1) as usize].next = to;
+    fn find(&self, b: usize, key: BlockKey) -> Option<usize> {
+        let bk = &self.buckets[b];
+        let raw = key.raw();
+        let n = bk.len();
+        if n <= INLINE {
+            // The keys of a chain differ: at most one bit is set.
+            // The first four without a branch; the others only in the few chains that long.
+            let mut hits = 0u32;
+            for j in 0..4 {
+                hits |= ((bk.keys[j] == raw) as u32) << j;
+            }
+            if n > 4 {
+                for j in 4..INLINE {
+                    hits |= ((bk.keys[j] == raw) as u32) << j;
+                }
+            }
+            let hits = hits & ((1 << n) - 1);
+            return if hits == 0 { None } else { Some(hits.trailing_zeros() as usize) };
+        }
+        self.spill[bk.keys[0] as usize].iter().position(|&(k, _)| k == raw)
     }
 
+    /// Where `key` is: its chain and its position there (tail first).
     #[inline]
-    fn key(&self, s: u32) -> BlockKey {
-        self.slots[(s - 1) as usize].key.get()
+    fn get(&self, key: BlockKey) -> Option<(usize, usize)> {
+        let b = self.bucket_of(key);
+        self.find(b, key).map(|j| (b, j))
     }
 
-    /// Reads and clears slot `s`'s prefetch flag.
+    /// The key at position `j` (tail first) of chain `b`.
     #[inline]
-    fn take_prefetched(&mut self, s: u32) -> bool {
-        let i = (s - 1) as usize;
-        let w = &mut self.prefetched[i / 64];
-        let was = *w & (1 << (i % 64)) != 0;
-        *w &= !(1 << (i % 64));
+    fn key_at(&self, b: usize, j: usize) -> BlockKey {
+        let bk = &self.buckets[b];
+        BlockKey::from_raw(if bk.spilled() { self.spill[bk.keys[0] as usize][j].0 } else { bk.keys[j] })
+    }
+
+    /// Reads and clears the prefetch flag at position `j` of chain `b`.
+    #[inline]
+    fn take_prefetched(&mut self, b: usize, j: usize) -> bool {
+        let bk = &mut self.buckets[b];
+        if bk.spilled() {
+            return std::mem::take(&mut self.spill[bk.keys[0] as usize][j].1);
+        }
+        let was = bk.flag(j);
+        bk.meta &= !(1 << (32 + j));
         was
     }
 
-    #[inline]
-    fn set_prefetched(&mut self, s: u32, on: bool) {
-        let i = (s - 1) as usize;
-        if i / 64 >= self.prefetched.len() {
-            self.prefetched.resize(i / 64 + 1, 0);
-        }
-        let w = &mut self.prefetched[i / 64];
-        if on {
-            *w |= 1 << (i % 64);
+    fn alloc_spill(&mut self) -> usize {
+        self.spill_free.pop().unwrap_or_else(|| {
+            self.spill.push(Vec::new());
+            self.spill.len() - 1
+        })
+    }
+
+    /// Pushes `key` onto the head of chain `b`.
+    #[inline(always)]
+    fn push(&mut self, b: usize, key: u64, prefetched: bool) {
+        let n = self.buckets[b].len();
+        if n < INLINE {
+            let bk = &mut self.buckets[b];
+            bk.keys[n] = key;
+            bk.meta = (bk.meta + 1) | ((prefetched as u64) << (32 + n));
+            self.len += 1;
         } else {
-            *w &= !(1 << (i % 64));
+            self.push_spilled(b, key, prefetched);
         }
     }
 
-    /// Makes `s` (or nothing, for `NIL`) the head of chain `b`.
-    #[inline]
-    fn set_head(&mut self, b: usize, s: u32) {
-        self.heads[b] = s;
-        if s != NIL {
-            self.head_keys[b] = self.slots[(s - 1) as usize].key;
+    /// [`Chained::push`] onto a chain that is, or becomes, longer than [`INLINE`].
+    #[cold]
+    #[inline(never)]
+    fn push_spilled(&mut self, b: usize, key: u64, prefetched: bool) {
+        let n = self.buckets[b].len();
+        if n == INLINE {
+            let chain = self.chain(b);
+            let at = self.alloc_spill();
+            let v = &mut self.spill[at];
+            v.extend(chain);
+            v.push((key, prefetched));
+            let mut keys = [0; INLINE];
+            keys[0] = at as u64;
+            self.buckets[b] = Bucket { keys, meta: (INLINE + 1) as u64 };
+        } else {
+            let bk = &mut self.buckets[b];
+            self.spill[bk.keys[0] as usize].push((key, prefetched));
+            bk.meta += 1;
         }
+        self.len += 1;
     }
 
-    /// The length of chain `b`.
-    #[inline]
-    fn chain_len(&self, b: usize) -> u64 {
-        let l = self.lens[b];
-        if l < u16::MAX {
-            return l as u64;
-        }
-        let mut n = 0;
-        let mut s = self.heads[b];
-        while s != NIL {
-            n += 1;
-            s = self.link(s);
-        }
-        n
-    }
-
-    #[inline]
-    fn get(&self, key: BlockKey) -> Option<u32> {
-        self.get_hashed(key, xxh3_u64(key.raw()))
-    }
-
-    #[inline]
-    fn get_hashed(&self, key: BlockKey, hash: u64) -> Option<u32> {
-        let b = self.bucket_of_hash(hash);
-        let head = self.heads[b];
-        if head == NIL {
-            return None;
-        }
-        if self.head_keys[b].get() == key {
-            return Some(head);
-        }
-        let mut s = self.link(head);
-        while s != NIL {
-            if self.key(s) == key {
-                return Some(s);
+    /// Removes position `j` (tail first) of chain `b`; returns its key and prefetch flag.
+    #[inline(always)]
+    fn remove_at(&mut self, b: usize, j: usize) -> (BlockKey, bool) {
+        let n = self.buckets[b].len();
+        if n <= INLINE {
+            self.len -= 1;
+            let bk = &mut self.buckets[b];
+            let (key, was) = (bk.keys[j], bk.flag(j));
+            // The keys above `j` move down one (what lies past the chain's length is never read).
+            let k = bk.keys;
+            for i in 0..INLINE - 1 {
+                bk.keys[i] = if i >= j { k[i + 1] } else { k[i] };
             }
-            s = self.link(s);
+            let flags = bk.meta >> 32;
+            let below = (1u64 << j) - 1;
+            bk.meta = (n as u64 - 1) | (((flags & below) | ((flags >> 1) & !below)) << 32);
+            return (BlockKey::from_raw(key), was);
         }
-        None
+        self.remove_spilled(b, j)
     }
 
-    /// Pushes slot `s` onto the head of its chain.
-    #[inline]
-    fn push_head(&mut self, s: u32) {
-        self.push_head_hashed(s, xxh3_u64(self.key(s).raw()));
-    }
-
-    #[inline]
-    fn push_head_hashed(&mut self, s: u32, hash: u64) {
-        let b = self.bucket_of_hash(hash);
-        let head = self.heads[b];
-        self.set_link(s, head);
-        self.set_head(b, s);
-        self.lens[b] = self.lens[b].saturating_add(1);
+    /// [`Chained::remove_at`] from a chain longer than [`INLINE`].
+    #[cold]
+    #[inline(never)]
+    fn remove_spilled(&mut self, b: usize, j: usize) -> (BlockKey, bool) {
+        let n = self.buckets[b].len();
+        self.len -= 1;
+        let at = self.buckets[b].keys[0] as usize;
+        let (key, was) = self.spill[at].remove(j);
+        if n - 1 == INLINE {
+            let mut bk = Bucket { keys: [0; INLINE], meta: INLINE as u64 };
+            for (i, &(k, f)) in self.spill[at].iter().enumerate() {
+                bk.keys[i] = k;
+                bk.meta |= (f as u64) << (32 + i);
+            }
+            self.buckets[b] = bk;
+            self.spill[at].clear();
+            self.spill_free.push(at);
+        } else {
+            self.buckets[b].meta -= 1;
+        }
+        (BlockKey::from_raw(key), was)
     }
 
     /// Rebuilds the table with 2^power buckets as libCacheSim's `_copy_entries` does: old buckets in order, each
-    /// chain from its head, every block pushed onto the head of its new chain.
+    /// chain from its head, every key pushed onto the head of its new chain.
     fn rehash(&mut self, power: u32) {
-        let n = 1 << power;
-        let old = std::mem::replace(&mut self.heads, vec![NIL; n]);
-        self.head_keys = vec![NO_KEY; n];
-        self.lens = vec![0; n];
-        self.power = power;
-        for head in old {
-            let mut s = head;
-            while s != NIL {
-                let next = self.link(s);
-                self.push_head(s);
-                s = next;
+        let old = std::mem::replace(self, Chained::with_power(power));
+        for b in 0..old.buckets.len() {
+            for &(key, prefetched) in old.chain(b).iter().rev() {
+                let nb = self.bucket_of(BlockKey::from_raw(key));
+                self.push(nb, key, prefetched);
             }
         }
     }
 
     /// `chained_hashtable_insert_v2`: grow first if there are more than 2 keys per bucket.
     #[inline]
-    fn insert(&mut self, key: BlockKey, prefetched: bool) {
-        self.insert_hashed(key, xxh3_u64(key.raw()), prefetched);
-    }
-
-    #[inline]
     fn insert_hashed(&mut self, key: BlockKey, hash: u64, prefetched: bool) {
-        if self.len > (2usize << self.power) {
+        if self.len > self.grow_at {
             self.rehash(self.power + 1);
         }
-        let slot = CSlot { key: PackedKey::new(key), next: NIL };
-        let s = if self.free != NIL {
-            let s = self.free;
-            self.free = self.link(s);
-            self.slots[(s - 1) as usize] = slot;
-            s
-        } else {
-            self.slots.push(slot);
-            self.slots.len() as u32
-        };
-        self.set_prefetched(s, prefetched);
-        self.push_head_hashed(s, hash);
-        self.len += 1;
+        self.push(self.bucket_of_hash(hash), key.raw(), prefetched);
     }
 
-    /// Unlinks slot `s` (after `prev` in chain `b`, or its head) and frees it; returns its key and prefetch flag.
     #[inline]
-    fn unlink(&mut self, b: usize, prev: u32, s: u32) -> (BlockKey, bool) {
-        let next = self.link(s);
-        if prev == NIL {
-            self.set_head(b, next);
-        } else {
-            self.set_link(prev, next);
-        }
-        if self.lens[b] == u16::MAX {
-            self.lens[b] = self.chain_len_walked(b);
-        } else {
-            self.lens[b] -= 1;
-        }
-        let key = self.key(s);
-        let prefetched = self.take_prefetched(s);
-        self.set_link(s, self.free);
-        self.free = s;
-        self.len -= 1;
-        (key, prefetched)
-    }
-
-    /// Chain `b`'s length by walking it, saturated to `u16::MAX`.
-    fn chain_len_walked(&self, b: usize) -> u16 {
-        let mut n = 0u16;
-        let mut s = self.heads[b];
-        while s != NIL && n < u16::MAX {
-            n += 1;
-            s = self.link(s);
-        }
-        n
-    }
-
-    /// Removes slot `s` from its chain and frees it.
-    fn remove(&mut self, s: u32) -> (BlockKey, bool) {
-        let b = self.bucket_of(self.key(s));
-        let mut prev = NIL;
-        let mut p = self.heads[b];
-        while p != s && p != NIL {
-            prev = p;
-            p = self.link(p);
-        }
-        self.unlink(b, prev, s)
+    fn insert(&mut self, key: BlockKey, prefetched: bool) {
+        self.insert_hashed(key, xxh3_u64(key.raw()), prefetched);
     }
 
     /// The bucket `chained_hashtable_rand_obj_v2` draws (the table is not empty), shrinking the table as it does.
     #[inline]
     fn draw_bucket(&mut self, rng: &mut Lehmer64) -> usize {
-        let mut pos = rng.next() & ((1u64 << self.power) - 1);
+        let mut pos = rng.next() & self.mask();
         let mut tries = 0u32;
-        while self.heads[pos as usize] == NIL {
+        while self.buckets[pos as usize].len() == 0 {
             tries += 1;
             if tries > 32 && self.power > 0 {
                 self.rehash(self.power - 1);
             }
-            pos = rng.next() & ((1u64 << self.power) - 1);
+            pos = rng.next() & self.mask();
         }
         pos as usize
     }
 
-    /// `chained_hashtable_rand_obj_v2`, then the removal of the block it picks (the table is not empty). Returns
-    /// its key and prefetch flag.
+    /// Position (tail first) of the key the draw `r` picks in a chain of `n` keys: libCacheSim walks `r mod n`
+    /// links from the head (`r` is drawn even when `n` is 1).
     #[inline]
-    fn evict_drawn(&mut self, rng: &mut Lehmer64) -> (BlockKey, bool) {
-        let b = self.draw_bucket(rng);
-        let n = self.chain_len(b);
-        let r = rng.next();
-        let k = if n == 1 { 0 } else { r % n };
-        let (mut prev, mut s) = (NIL, self.heads[b]);
-        for _ in 0..k {
-            prev = s;
-            s = self.link(s);
-        }
-        self.unlink(b, prev, s)
+    fn drawn_position(n: usize, r: u64) -> usize {
+        let k = r % n as u64;
+        n - 1 - k as usize
     }
 
-    /// The slot [`Chained::evict_drawn`] would pick, changing nothing (a shrinking draw runs on a copy).
-    fn peek(&self, rng: &Lehmer64) -> u32 {
+    /// `chained_hashtable_rand_obj_v2`, then the removal of the key it picks (the table is not empty). Returns
+    /// its key and prefetch flag.
+    #[inline(always)]
+    fn evict_drawn(&mut self, rng: &mut Lehmer64) -> (BlockKey, bool) {
+        // The first or the second draw finds a chain (90 % of evictions at the table's lowest load): which one is
+        // chosen without branches, from the next three outputs of the generator.
+        let s1 = rng.0.wrapping_mul(MULT);
+        let s2 = s1.wrapping_mul(MULT);
+        let s3 = s2.wrapping_mul(MULT);
+        let (r1, r2, r3) = ((s1 >> 64) as u64, (s2 >> 64) as u64, (s3 >> 64) as u64);
+        let (b1, b2) = ((r1 & self.mask) as usize, (r2 & self.mask) as usize);
+        let (n1, n2) = (self.chain_len(b1), self.chain_len(b2));
+        if n1 | n2 != 0 {
+            let first = n1 != 0;
+            let (b, n, r) = if first { (b1, n1, r2) } else { (b2, n2, r3) };
+            rng.0 = if first { s2 } else { s3 };
+            return self.remove_at(b, Self::drawn_position(n, r));
+        }
+        self.evict_drawn_slowly(rng)
+    }
+
+    /// [`Chained::evict_drawn`] when the first two draws find empty buckets.
+    #[inline(never)]
+    fn evict_drawn_slowly(&mut self, rng: &mut Lehmer64) -> (BlockKey, bool) {
+        let b = self.draw_bucket(rng);
+        let j = Self::drawn_position(self.chain_len(b), rng.next());
+        self.remove_at(b, j)
+    }
+
+    /// Starts loading the buckets of the generator's next [`WARM_DRAWS`] draws (the next eviction's bucket, and
+    /// those it goes on to when that one is empty), so that the next miss finds them in cache memory: the draws
+    /// are known in advance.
+    #[inline]
+    fn warm(&self, rng: &Lehmer64) {
         let mut r = *rng;
-        let mask = (1u64 << self.power) - 1;
+        for _ in 0..WARM_DRAWS {
+            prefetch(&self.buckets[(r.next() & self.mask) as usize]);
+        }
+    }
+
+    /// The key [`Chained::evict_drawn`] would pick, changing nothing (a shrinking draw runs on a copy).
+    fn peek(&self, rng: &Lehmer64) -> BlockKey {
+        let mut r = *rng;
         for _ in 0..=32 {
-            let b = (r.next() & mask) as usize;
-            if self.heads[b] != NIL {
-                let n = self.chain_len(b);
-                let x = r.next();
-                let mut s = self.heads[b];
-                for _ in 0..(if n == 1 { 0 } else { x % n }) {
-                    s = self.link(s);
-                }
-                return s;
+            let b = (r.next() & self.mask()) as usize;
+            let n = self.chain_len(b);
+            if n != 0 {
+                return self.key_at(b, Self::drawn_position(n, r.next()));
             }
         }
-        let mut copy = self.clone();
-        let key = copy.evict_drawn(&mut rng.clone()).0;
-        self.get(key).unwrap_or(NIL)
+        self.clone().evict_drawn(&mut rng.clone()).0
     }
 
-    /// Heads of the chains, in bucket order.
-    fn heads(&self) -> impl Iterator<Item = (usize, u32)> + '_ {
-        self.heads.iter().copied().enumerate().filter(|&(_, h)| h != NIL)
+    /// The keys, buckets in order, each chain from its head.
+    fn keys(&self) -> Vec<BlockKey> {
+        (0..self.buckets.len())
+            .flat_map(|b| self.chain(b).into_iter().rev().map(|(k, _)| BlockKey::from_raw(k)))
+            .collect()
     }
 
     fn heap_bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<CSlot>()
-            + self.heads.capacity() * 4
-            + self.head_keys.capacity() * std::mem::size_of::<PackedKey>()
-            + self.lens.capacity() * 2
-            + self.prefetched.capacity() * 8
+        self.buckets.capacity() * std::mem::size_of::<Bucket>()
+            + self.spill.capacity() * std::mem::size_of::<Vec<(u64, bool)>>()
+            + self.spill.iter().map(|v| v.capacity() * 16).sum::<usize>()
+            + self.spill_free.capacity() * 8
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.buckets.len() != 1 << self.power {
+            return Err(format!("{} buckets for power {}", self.buckets.len(), self.power));
+        }
+        let mut n = 0;
+        let mut spills = vec![false; self.spill.len()];
+        for (b, bk) in self.buckets.iter().enumerate() {
+            if bk.spilled() {
+                let at = bk.keys[0] as usize;
+                if at >= self.spill.len() || std::mem::replace(&mut spills[at], true) {
+                    return Err(format!("bucket {b}: spill entry {at} missing or shared"));
+                }
+                if self.spill[at].len() != bk.len() {
+                    return Err(format!("bucket {b}: length {} recorded, {} spilled", bk.len(), self.spill[at].len()));
+                }
+            } else if bk.meta >> (32 + bk.len()) != 0 {
+                return Err(format!("bucket {b}: prefetch flags beyond its {} keys", bk.len()));
+            }
+            for (j, (k, _)) in self.chain(b).into_iter().enumerate() {
+                let key = BlockKey::from_raw(k);
+                if self.bucket_of(key) != b {
+                    return Err(format!("key {key} chained in bucket {b}"));
+                }
+                if self.find(b, key) != Some(j) {
+                    return Err(format!("key {key} twice in bucket {b}"));
+                }
+            }
+            n += bk.len();
+        }
+        for &at in &self.spill_free {
+            if spills[at] || !self.spill[at].is_empty() {
+                return Err(format!("spill entry {at} listed free but in use"));
+            }
+        }
+        if n != self.len {
+            return Err(format!("{n} chained keys, count {}", self.len));
+        }
+        Ok(())
     }
 }
 
@@ -525,6 +606,19 @@ impl Random {
         }
     }
 
+    /// A demand miss in replay mode: evictions, the insert, and the loads of the next eviction started.
+    #[inline(never)]
+    fn replay_miss(&mut self, key: BlockKey, hash: u64, out: &mut Vec<Evicted>) -> Outcome {
+        let Store::Replay(c) = &mut self.store else { unreachable!("replay mode") };
+        while c.len >= self.capacity && c.len > 0 {
+            let (key, unused_prefetch) = c.evict_drawn(&mut self.rng);
+            out.push(Evicted { key, unused_prefetch });
+        }
+        c.insert_hashed(key, hash, false);
+        c.warm(&self.rng);
+        Outcome::Miss
+    }
+
     /// A hit: clears the prefetch flag. `None` when `key` is not resident.
     #[inline]
     fn on_hit(&mut self, key: BlockKey) -> Option<Outcome> {
@@ -534,8 +628,8 @@ impl Random {
                 std::mem::replace(&mut d.slots[i as usize].prefetched, false)
             }
             Store::Replay(c) => {
-                let s = c.get(key)?;
-                c.take_prefetched(s)
+                let (b, j) = c.get(key)?;
+                c.take_prefetched(b, j)
             }
         };
         Some(if was_prefetched { Outcome::PrefetchHit } else { Outcome::Hit })
@@ -545,17 +639,7 @@ impl Random {
     pub fn keys(&self) -> Vec<BlockKey> {
         match &self.store {
             Store::Uniform(d) => d.slots.iter().map(|s| s.key.get()).collect(),
-            Store::Replay(c) => {
-                let mut v = Vec::new();
-                for (_, head) in c.heads() {
-                    let mut s = head;
-                    while s != NIL {
-                        v.push(c.key(s));
-                        s = c.link(s);
-                    }
-                }
-                v
-            }
+            Store::Replay(c) => c.keys(),
         }
     }
 }
@@ -577,7 +661,7 @@ impl Policy for Random {
     fn new(capacity: usize, config: &RandomConfig) -> Self {
         assert!(capacity >= 1, "capacity must be at least one block");
         let (rng, store) = if config.libcachesim_replay {
-            (libcachesim_rng(config.seed), Store::Replay(Chained::new(capacity)))
+            (libcachesim_rng(config.seed), Store::Replay(Chained::new()))
         } else {
             (seeded_rng(config.seed), Store::Uniform(Dense::new(capacity)))
         };
@@ -602,21 +686,17 @@ impl Policy for Random {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn access(&mut self, access: Access, out: &mut Vec<Evicted>) -> Outcome {
         if let Store::Replay(c) = &mut self.store {
             // One hash for the lookup and the insert.
             let key = access.key;
             let hash = xxh3_u64(key.raw());
-            if let Some(s) = c.get_hashed(key, hash) {
-                return if c.take_prefetched(s) { Outcome::PrefetchHit } else { Outcome::Hit };
+            let b = c.bucket_of_hash(hash);
+            if let Some(j) = c.find(b, key) {
+                return if c.take_prefetched(b, j) { Outcome::PrefetchHit } else { Outcome::Hit };
             }
-            while c.len >= self.capacity && c.len > 0 {
-                let (key, unused_prefetch) = c.evict_drawn(&mut self.rng);
-                out.push(Evicted { key, unused_prefetch });
-            }
-            c.insert_hashed(key, hash, false);
-            return Outcome::Miss;
+            return self.replay_miss(key, hash, out);
         }
         match self.on_hit(access.key) {
             Some(o) => o,
@@ -646,8 +726,8 @@ impl Policy for Random {
                 None => false,
             },
             Store::Replay(c) => match c.get(key) {
-                Some(s) => {
-                    c.remove(s);
+                Some((b, j)) => {
+                    c.remove_at(b, j);
                     true
                 }
                 None => false,
@@ -670,39 +750,7 @@ impl Policy for Random {
                     }
                 }
             }
-            Store::Replay(c) => {
-                if c.heads.len() != 1 << c.power || c.head_keys.len() != c.heads.len() || c.lens.len() != c.heads.len()
-                {
-                    return Err(format!("{} buckets for power {}", c.heads.len(), c.power));
-                }
-                let mut n = 0;
-                for (b, head) in c.heads() {
-                    if c.head_keys[b] != c.slots[(head - 1) as usize].key {
-                        return Err(format!("bucket {b} caches a key other than its head's"));
-                    }
-                    if c.lens[b] != c.chain_len_walked(b) {
-                        return Err(format!(
-                            "bucket {b}: length {} recorded, {} chained",
-                            c.lens[b],
-                            c.chain_len_walked(b)
-                        ));
-                    }
-                    let mut s = head;
-                    while s != NIL {
-                        n += 1;
-                        if n > c.len {
-                            return Err("more chained blocks than the count (cycle?)".into());
-                        }
-                        if c.bucket_of(c.key(s)) != b {
-                            return Err(format!("key {} chained in bucket {b}", c.key(s)));
-                        }
-                        s = c.link(s);
-                    }
-                }
-                if n != c.len {
-                    return Err(format!("{n} chained blocks, count {}", c.len));
-                }
-            }
+            Store::Replay(c) => c.validate()?,
         }
         Ok(())
     }
@@ -711,6 +759,16 @@ impl Policy for Random {
         match &self.store {
             Store::Uniform(d) => d.heap_bytes(),
             Store::Replay(c) => c.heap_bytes(),
+        }
+    }
+
+    const HINTS: bool = true;
+
+    /// Replay mode: starts loading the key's bucket. Uniform mode: nothing (its index gives no address ahead).
+    #[inline]
+    fn hint(&self, key: BlockKey) {
+        if let Store::Replay(c) = &self.store {
+            prefetch(&c.buckets[c.bucket_of(key)]);
         }
     }
 
@@ -724,7 +782,7 @@ impl Policy for Random {
                 let i = ((r.next() as u128 * d.slots.len() as u128) >> 64) as usize;
                 Victim::Block(d.slots[i].key.get())
             }
-            Store::Replay(c) => Victim::Block(c.key(c.peek(&self.rng))),
+            Store::Replay(c) => Victim::Block(c.peek(&self.rng)),
         }
     }
 }
@@ -782,7 +840,9 @@ mod tests {
     }
 
     #[test]
-    fn a_chain_longer_than_its_length_counter_is_walked() {
+    fn a_chain_spilled_past_its_bucket_is_exact() {
+        // 70,000 blocks in one bucket: the chain lives in the spill area; draws, the victim and the regrowth work
+        // on it as on a chain held in place.
         let mut p = random(70_000, true);
         let mut out = Vec::new();
         for b in 0..70_000 {
@@ -790,13 +850,66 @@ mod tests {
         }
         let Store::Replay(c) = &mut p.store else { unreachable!() };
         c.rehash(0);
-        assert_eq!((c.lens[0], c.chain_len(0)), (u16::MAX, 70_000));
+        assert_eq!(c.chain_len(0), 70_000);
+        assert!(c.buckets[0].spilled());
         p.validate().unwrap();
         let v = p.victim(k(1_000_000));
         let (_, out) = acc(&mut p, 1_000_000);
         assert_eq!(Victim::Block(out[0].key), v);
         let Store::Replay(c) = &p.store else { unreachable!() };
         assert_eq!(c.chain_len(0) + c.chain_len(1), 70_000, "grown back to 2 buckets");
+        p.validate().unwrap();
+    }
+
+    #[test]
+    fn chains_move_between_bucket_and_spill_area_intact() {
+        // One bucket (power 0): every key shares its chain, which crosses the in-place limit both ways, with
+        // prefetched and demand-fetched keys mixed; the chain's order is libCacheSim's (newest first).
+        let mut c = Chained::with_power(0);
+        let keys: Vec<u64> = (0..12).collect();
+        for &x in &keys {
+            c.push(0, x, x % 3 == 0);
+            c.validate().unwrap();
+        }
+        assert_eq!(c.keys(), keys.iter().rev().map(|&x| BlockKey::from_raw(x)).collect::<Vec<_>>());
+        // Remove from the middle until the chain fits in place again, checking order and flags each time.
+        let mut model: Vec<(u64, bool)> = keys.iter().map(|&x| (x, x % 3 == 0)).collect();
+        while model.len() > 2 {
+            let j = model.len() / 2;
+            let (key, pf) = c.remove_at(0, j);
+            assert_eq!((key.raw(), pf), model.remove(j));
+            c.validate().unwrap();
+            assert_eq!(c.chain(0), model);
+        }
+        assert!(!c.buckets[0].spilled());
+        assert_eq!(c.spill_free.len(), 1, "the spill entry is kept for reuse");
+        for x in 100..110 {
+            c.push(0, x, false);
+        }
+        assert_eq!(c.spill.len(), 1, "and reused");
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn hints_change_nothing() {
+        for replay in [false, true] {
+            let run = |hint: bool| {
+                let mut p = random(300, replay);
+                let (mut rng, mut other) = (Rng(5), Rng(6));
+                let mut log = Vec::new();
+                for _ in 0..20_000 {
+                    let b = rng.next() % 1000;
+                    if hint {
+                        p.hint(k(other.next() % 1000));
+                        p.hint(k(b));
+                    }
+                    log.push(acc(&mut p, b));
+                }
+                log
+            };
+            let (with, without) = (run(true), run(false));
+            assert!(with == without, "replay {replay}: results differ with hints");
+        }
     }
 
     #[test]
@@ -915,8 +1028,8 @@ mod tests {
             p.access(Access::new(k(b)), &mut out);
         }
         let per_block = p.heap_bytes() as f64 / (1 << 20) as f64;
-        assert!((19.0..=26.2).contains(&per_block), "{per_block} bytes per block");
-        assert_eq!(std::mem::size_of::<CSlot>(), 12);
+        assert!((32.0..=34.0).contains(&per_block), "{per_block} bytes per block");
+        assert_eq!(std::mem::size_of::<Bucket>(), 64);
         assert_eq!(std::mem::size_of::<Slot>(), 12);
     }
 
