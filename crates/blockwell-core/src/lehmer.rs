@@ -55,9 +55,52 @@ impl Lehmer64 {
     }
 }
 
+/// Lemire's multipliers for [`small_mod`]: `⌊(2¹²⁸ − 1) / d⌋ + 1` for every divisor `d` of 1..=255 (index 0 unused; for
+/// `d = 1` the sum wraps to 0, which gives the right remainder, 0).
+const MOD_MULTIPLIERS: [u128; 256] = {
+    let mut m = [0u128; 256];
+    let mut d = 1;
+    while d < 256 {
+        m[d] = (u128::MAX / d as u128).wrapping_add(1);
+        d += 1;
+    }
+    m
+};
+
+/// `a mod d` for a divisor of 1..=255 without a division instruction: D. Lemire, O. Kaser and N. Kurz, "Faster
+/// Remainder by Direct Computation", Software: Practice and Experience 49(6), 2019 (`fastmod_u64`), exact for every
+/// 64-bit `a`. Four multiplications that pipeline, where a 64-bit division waits for the one before: the samplers
+/// take the position of a draw in a hash chain (`draw mod chain length`) many times per eviction.
+#[inline(always)]
+pub(crate) fn small_mod(a: u64, d: u8) -> u64 {
+    let low = MOD_MULTIPLIERS[d as usize].wrapping_mul(a as u128);
+    let d = d as u128;
+    // The high 64 bits of the 192-bit product low · d, over 2^64: (low · d) >> 128.
+    let hi = (low >> 64) * d;
+    let lo = ((low as u64) as u128 * d) >> 64;
+    ((hi + lo) >> 64) as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_mod_is_the_remainder() {
+        let mut r = Lehmer64::new(LIBCACHESIM_SEED);
+        let edges = [0, 1, 2, 254, 255, 256, u32::MAX as u64, u64::MAX - 1, u64::MAX, 1 << 63, (1 << 63) - 1];
+        for d in 1..=255u8 {
+            for &a in &edges {
+                assert_eq!(small_mod(a, d), a % d as u64, "{a} mod {d}");
+            }
+            for _ in 0..2000 {
+                let a = r.next();
+                assert_eq!(small_mod(a, d), a % d as u64, "{a} mod {d}");
+                let a = a >> (a % 64);
+                assert_eq!(small_mod(a, d), a % d as u64, "{a} mod {d}");
+            }
+        }
+    }
 
     #[test]
     fn draws_are_the_high_half_of_the_product() {

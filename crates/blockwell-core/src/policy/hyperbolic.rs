@@ -58,13 +58,14 @@
 //! draws `samples` blocks: per draw one or two 128-bit multiplications, and reads of a bucket, of chain links and
 //! of the block's 8 bytes of `n` and time. Generator states are computed ahead and their buckets read in one
 //! pass, then the chains, then the blocks, so that the reads of different draws overlap instead of waiting for
-//! each other. Halving or doubling the table is O(blocks + buckets): halving happens only while the table is
+//! each other. A pick's position in its chain (`draw mod length`) is taken without a branch on the length and
+//! without a division instruction (`lehmer::small_mod`). Halving or doubling the table is O(blocks + buckets): halving happens only while the table is
 //! much sparser than the cache, doubling amortizes to O(1) per insertion. No allocation once the arrays have grown
 //! to the capacity, except when the table is resized.
 
 use super::{Access, Evicted, Outcome, Policy, Preset, Victim};
 use crate::key::BlockKey;
-use crate::lehmer::{Lehmer64, LIBCACHESIM_SEED, MULT};
+use crate::lehmer::{small_mod, Lehmer64, LIBCACHESIM_SEED, MULT};
 use crate::sketch::xxh3_u64;
 use serde::{Deserialize, Serialize};
 
@@ -306,8 +307,7 @@ impl Hyperbolic {
         if len == 1 {
             return head;
         }
-        let n = self.chain_len(head, len);
-        let i = if n.is_power_of_two() { pick & (n - 1) } else { pick % n };
+        let i = if len != LONG_CHAIN { small_mod(pick, len) } else { pick % self.chain_len(head, len) };
         let mut h = head;
         for _ in 0..i {
             h = self.next(h);
@@ -422,18 +422,9 @@ impl Hyperbolic {
         let mut walking = [(0u32, 0u32); 64];
         let mut w = 0;
         for (j, ((o, &head), (&pick, &len))) in out.iter_mut().zip(heads).zip(draws.iter().zip(lens)).enumerate() {
-            let steps = match len {
-                1 => 0,
-                2 => pick & 1,
-                _ => {
-                    let c = self.chain_len(head, len);
-                    if c.is_power_of_two() {
-                        pick & (c - 1)
-                    } else {
-                        pick % c
-                    }
-                }
-            };
+            // One remainder for every length rather than a branch on it (lengths 1, 2 and more are about equally
+            // likely at usual loads, so a branch would be mispredicted half the time).
+            let steps = if len != LONG_CHAIN { small_mod(pick, len) } else { pick % self.chain_len(head, len) };
             *o = head;
             walking[w] = (j as u32, steps as u32);
             w += usize::from(steps != 0);
