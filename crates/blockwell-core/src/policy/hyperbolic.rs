@@ -59,9 +59,9 @@
 //! of the block's 8 bytes of `n` and time. Generator states are computed ahead and their buckets read in one
 //! pass, then the chains, then the blocks, so that the reads of different draws overlap instead of waiting for
 //! each other. A pick's position in its chain (`draw mod length`) is taken without a branch on the length and
-//! without a division instruction (`lehmer::small_mod`). Halving or doubling the table is O(blocks + buckets): halving happens only while the table is
-//! much sparser than the cache, doubling amortizes to O(1) per insertion. No allocation once the arrays have grown
-//! to the capacity, except when the table is resized.
+//! without a division instruction (`lehmer::small_mod`). Halving or doubling the table is O(blocks + buckets):
+//! halving happens only while the table is much sparser than the cache, doubling amortizes to O(1) per insertion.
+//! No allocation once the arrays have grown to the capacity, except when the table is resized.
 
 use super::{Access, Evicted, Outcome, Policy, Preset, Victim};
 use crate::key::BlockKey;

@@ -205,10 +205,8 @@ struct Chained {
     /// Unused entries of `spill` (emptied, their allocations kept).
     spill_free: Vec<usize>,
     power: u32,
-    /// 2^power − 1.
+    /// 2^power − 1, kept rather than derived: every lookup and draw masks with it.
     mask: u64,
-    /// The count past which an insert doubles the table (2 keys per bucket).
-    grow_at: usize,
     len: usize,
 }
 
@@ -227,19 +225,13 @@ impl Chained {
             spill_free: Vec::new(),
             power,
             mask: (1u64 << power) - 1,
-            grow_at: 2usize << power,
             len: 0,
         }
     }
 
     #[inline]
-    fn mask(&self) -> u64 {
-        self.mask
-    }
-
-    #[inline]
     fn bucket_of_hash(&self, hash: u64) -> usize {
-        (hash & self.mask()) as usize
+        (hash & self.mask) as usize
     }
 
     #[inline]
@@ -415,7 +407,7 @@ impl Chained {
     /// `chained_hashtable_insert_v2`: grow first if there are more than 2 keys per bucket.
     #[inline]
     fn insert_hashed(&mut self, key: BlockKey, hash: u64, prefetched: bool) {
-        if self.len > self.grow_at {
+        if self.len > (2usize << self.power) {
             self.rehash(self.power + 1);
         }
         self.push(self.bucket_of_hash(hash), key.raw(), prefetched);
@@ -429,14 +421,14 @@ impl Chained {
     /// The bucket `chained_hashtable_rand_obj_v2` draws (the table is not empty), shrinking the table as it does.
     #[inline]
     fn draw_bucket(&mut self, rng: &mut Lehmer64) -> usize {
-        let mut pos = rng.next() & self.mask();
+        let mut pos = rng.next() & self.mask;
         let mut tries = 0u32;
         while self.buckets[pos as usize].len() == 0 {
             tries += 1;
             if tries > 32 && self.power > 0 {
                 self.rehash(self.power - 1);
             }
-            pos = rng.next() & self.mask();
+            pos = rng.next() & self.mask;
         }
         pos as usize
     }
@@ -493,7 +485,7 @@ impl Chained {
     fn peek(&self, rng: &Lehmer64) -> BlockKey {
         let mut r = *rng;
         for _ in 0..=32 {
-            let b = (r.next() & self.mask()) as usize;
+            let b = (r.next() & self.mask) as usize;
             let n = self.chain_len(b);
             if n != 0 {
                 return self.key_at(b, Self::drawn_position(n, r.next()));
