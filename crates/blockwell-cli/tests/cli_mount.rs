@@ -258,7 +258,7 @@ fn unmounted_from_outside_exits_cleanly_and_status_works_meanwhile() {
     assert!(status.success(), "blockwell mount exited {status:?}: {err}");
     assert!(err.is_empty(), "{err}");
     assert!(rest.contains("was unmounted from outside\nblockwell: unmounted; "), "{rest}");
-    assert!(rest.contains("read_requests 2"), "{rest}");
+    assert!(rest.contains("\n  reads       2 requests, "), "{rest}");
     assert!(!sock.exists(), "the control socket is removed");
     assert!(!is_mounted(&mnt));
     let image = std::fs::read(&img).unwrap();
