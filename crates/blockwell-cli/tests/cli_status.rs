@@ -103,7 +103,16 @@ fn an_export_without_a_ram_cache_counts_its_requests() {
     let d = dir.path();
     let img = util::serve::disk(d, 4);
     let ctl = d.join("ctl.sock");
-    let s = Served::start(&["--backend", img.to_str().unwrap(), "--cache", "0", "--control", ctl.to_str().unwrap()]);
+    let s = Served::start(&[
+        "--backend",
+        img.to_str().unwrap(),
+        "--cache",
+        "0",
+        "--control",
+        ctl.to_str().unwrap(),
+        "--metrics",
+        "127.0.0.1:0",
+    ]);
     qemu_io(&s.uri, &["write -P 1 0 64k", "read 0 128k", "write -z 1M 32k", "discard 2M 16k", "flush"]);
     let j = json(&ctl);
     let r = &j["exports"][0]["requests"];
@@ -130,6 +139,16 @@ fn an_export_without_a_ram_cache_counts_its_requests() {
         ),
         "{st}"
     );
+    let m = util::serve::http_get(&s.metrics_addr(), "/metrics");
+    for line in [
+        "blockwell_uncached_requests_total{export=\"blockwell\",op=\"read\"} 1\n",
+        "blockwell_uncached_bytes_total{export=\"blockwell\",op=\"read\"} 131072\n",
+        "blockwell_uncached_bytes_total{export=\"blockwell\",op=\"write\"} 65536\n",
+        "blockwell_uncached_bytes_total{export=\"blockwell\",op=\"zero\"} 32768\n",
+        "blockwell_uncached_bytes_total{export=\"blockwell\",op=\"trim\"} 16384\n",
+    ] {
+        assert!(m.contains(line), "{line}: {m}");
+    }
     let (ok, out) = s.stop();
     assert!(ok && out.contains("\n  reads       1 request, 128.00 KiB\n"), "{out}");
 }

@@ -1643,6 +1643,28 @@ fn metrics_text(live: &[Arc<Live>], conns: Option<&ConnStats>) -> String {
             }
         }
     }
+    // Exports without a cache: their requests as the clients made them.
+    let counted: Vec<(&Live, RequestSnapshot)> =
+        live.iter().filter_map(|l| Some((*l, l.stats.as_ref()?.requests()?))).collect();
+    if !counted.is_empty() {
+        type RGet = fn(&RequestSnapshot) -> [(&'static str, u64); 4];
+        let families: [(&str, &str, RGet); 2] = [
+            ("blockwell_uncached_requests_total", "Requests of an export without a cache.", |r| {
+                [("read", r.read_requests), ("write", r.write_requests), ("zero", r.zero_writes), ("trim", r.trims)]
+            }),
+            ("blockwell_uncached_bytes_total", "Bytes of the requests of an export without a cache.", |r| {
+                [("read", r.read_bytes), ("write", r.write_bytes), ("zero", r.bytes_zeroed), ("trim", r.bytes_trimmed)]
+            }),
+        ];
+        for (name, help, get) in families {
+            head(&mut out, name, "counter", help);
+            for (l, r) in &counted {
+                for (op, v) in get(r) {
+                    series(&mut out, name, &l.name, &format!("op=\"{op}\""), v);
+                }
+            }
+        }
+    }
     let tiers: Vec<(&Live, blockwell_server::tier::TierSnapshot)> =
         live.iter().filter_map(|l| Some((*l, l.stats.as_ref()?.tier()?))).collect();
     if !tiers.is_empty() {
