@@ -4,6 +4,24 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+/// `println!` for the long-running commands (`serve`, `mount`): a stdout whose reader went away (a closed
+/// pipe, a terminal gone) loses the line and nothing else. `println!` would panic, and the release profile
+/// aborts on a panic: a server stopped by SIGTERM would die before shutting its cache device down.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// `eprintln!` that never panics (see `say!`).
+macro_rules! warn_line {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod cmd;
 
 /// Blockwell: block-cache simulation, analysis, and a live caching block device.
@@ -61,7 +79,7 @@ fn parse() -> Cli {
             // The message, and the possible values if clap lists them, up to the first blank line.
             let text = e.to_string();
             let lines: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
-            eprintln!("blockwell: {}", lines.join(" "));
+            warn_line!("blockwell: {}", lines.join(" "));
             std::process::exit(2)
         }
         Err(e) => e.exit(),
@@ -97,7 +115,7 @@ fn main() -> ExitCode {
             }) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("blockwell: error: {}", message(&e));
+            warn_line!("blockwell: error: {}", message(&e));
             ExitCode::from(2)
         }
     }

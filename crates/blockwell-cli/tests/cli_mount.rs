@@ -258,11 +258,58 @@ fn unmounted_from_outside_exits_cleanly_and_status_works_meanwhile() {
     assert!(status.success(), "blockwell mount exited {status:?}: {err}");
     assert!(err.is_empty(), "{err}");
     assert!(rest.contains("was unmounted from outside\nblockwell: unmounted; "), "{rest}");
-    assert!(rest.contains("read_requests 2"), "{rest}");
+    assert!(rest.contains("\n  reads       2 requests, "), "{rest}");
     assert!(!sock.exists(), "the control socket is removed");
     assert!(!is_mounted(&mnt));
     let image = std::fs::read(&img).unwrap();
     assert!(image[8192..8192 + data.len()] == data[..], "the data written is in the image");
+}
+
+/// Once mounted, `blockwell mount` loses the readers of its stdout and stderr (closed pipes): SIGTERM still
+/// unmounts, exits 0 and shuts its write-back cache device down cleanly, the dirty blocks kept.
+#[test]
+fn closed_stdout_and_stderr_never_abort_a_mount() {
+    if let Some(why) = missing_prerequisite(&[]) {
+        util::skip(&why);
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let img = tmp.path().join("img");
+    let mnt = tmp.path().join("mnt");
+    let dev = tmp.path().join("cache.dev");
+    std::fs::create_dir(&mnt).unwrap();
+    std::fs::File::create(&img).unwrap().set_len(4 << 20).unwrap();
+    let mut g = Guard::default();
+    let extra = ["--cache-dev", dev.to_str().unwrap(), "--cache-dev-size", "4MiB", "--mode", "write-back"];
+    let Some(file) = start_mount(&mut g, &img, &mnt, &[&extra[..], &["--cleaner", "none"]].concat()) else {
+        return;
+    };
+    let mut child = g.child.take().unwrap();
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+        f.write_all_at(&[7u8; 64 << 10], 0).unwrap();
+        f.sync_all().unwrap();
+    }
+    ok("kill", &["-TERM", &child.id().to_string()]);
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("blockwell mount did not exit after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    g.fuse_dir = None;
+    assert!(!is_mounted(&mnt));
+    let st = util::ok(&["cache", "status", dev.to_str().unwrap()]);
+    assert!(st.contains("shut down cleanly") && st.contains(" 16 dirty"), "{st}");
 }
 
 #[test]

@@ -34,7 +34,7 @@ fn qemu_io_patterns_reach_the_backing_file_and_sigterm_drains() {
     );
     let (ok, out) = s.stop();
     assert!(ok, "graceful stop exits 0: {out}");
-    assert!(out.contains("stopped;") && out.contains("read_block_hits"), "{out}");
+    assert!(out.contains("stopped;") && out.contains("\n  reads       "), "{out}");
     // Write-through: the file holds exactly what was acknowledged.
     let f = std::fs::read(&img).unwrap();
     let mut want = vec![0u8; 16 << 20];
@@ -155,12 +155,12 @@ fn toml_config_serves_two_exports_one_read_only() {
     assert!(st.starts_with("a: write-through, 4.00 MiB (8192 sectors), backend "), "{st}");
     assert!(st.contains("\n  cache       arc, 256 blocks, "), "{st}");
     assert!(st.contains("\nb: read-only, 2.00 MiB (4096 sectors), backend "), "{st}");
-    assert!(st.ends_with("\n  cache       off\n"), "{st}");
+    assert!(st.ends_with("\n  cache       off\n  reads       0 requests, 0 B\n  writes      0 requests, 0 B; 0 B zeroed in 0 requests, 0 B trimmed in 0 requests; 0 flushes\n"), "{st}");
     let (ok, rest) = s.stop();
     assert!(
         ok && rest.contains("stopped; a: ")
-            && rest.contains("read_block_hits 16")
-            && rest.contains("stopped; b: no cache"),
+            && rest.contains("blocks 16 hits")
+            && rest.contains("stopped; b: read-only"),
         "{rest}"
     );
     assert!(!d.path().join("ctl.sock").exists(), "the control socket is removed on stop");

@@ -499,6 +499,10 @@ impl<B: Backend> ContentBackend<B> {
             backend_bytes_read: g(&c.backend_bytes_read),
             backend_writes: g(&c.backend_writes),
             backend_bytes_written: g(&c.backend_bytes_written),
+            backend_zero_writes: g(&c.backend_zero_writes),
+            backend_bytes_zeroed: g(&c.backend_bytes_zeroed),
+            backend_trims: g(&c.backend_trims),
+            backend_bytes_trimmed: g(&c.backend_bytes_trimmed),
             evictions: shared.blocks_evicted,
             slots_allocated: shared.resident_blocks + shared.reference_pages,
             capacity_blocks: shared.capacity_slots,
@@ -787,7 +791,11 @@ impl<B: Backend> Backend for ContentBackend<B> {
             self.is_read_only(),
             self.block_size,
             (offset, len),
-            || self.backend.trim(offset, len, fua),
+            || {
+                Counters::add(&self.counters.backend_trims, 1);
+                Counters::add(&self.counters.backend_bytes_trimmed, len);
+                self.backend.trim(offset, len, fua)
+            },
             |first, n| self.invalidate_range(first, n),
         )
     }
@@ -798,8 +806,8 @@ impl<B: Backend> Backend for ContentBackend<B> {
             self.block_size,
             (offset, len),
             || {
-                Counters::add(&self.counters.backend_writes, 1);
-                Counters::add(&self.counters.backend_bytes_written, len);
+                Counters::add(&self.counters.backend_zero_writes, 1);
+                Counters::add(&self.counters.backend_bytes_zeroed, len);
                 self.backend.write_zeroes(offset, len, may_trim, fua)
             },
             |first, n| self.invalidate_range(first, n),

@@ -16,7 +16,6 @@
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -192,15 +191,14 @@ pub fn serve_control(path: &Path, render: ControlFn) -> Result<Endpoint, Control
             crate::unix::private_dir(dir)?;
         }
     }
-    if let Ok(m) = std::fs::symlink_metadata(path) {
-        if !m.file_type().is_socket() {
-            return Err(ControlError::NotSocket(path.to_path_buf()));
+    // The same probe as the NBD socket's: only a socket nobody listens on is replaced.
+    crate::unix::replace_stale(path).map_err(|e| match e {
+        crate::unix::SocketPathError::InUse(p) => ControlError::InUse(p),
+        crate::unix::SocketPathError::NotSocket(p) => ControlError::NotSocket(p),
+        crate::unix::SocketPathError::Unknown { path, source } => {
+            ControlError::Io { what: path.display().to_string(), source }
         }
-        if UnixStream::connect(path).is_ok() {
-            return Err(ControlError::InUse(path.to_path_buf()));
-        }
-        std::fs::remove_file(path).map_err(io_err(path.display().to_string()))?;
-    }
+    })?;
     let listener = crate::unix::bind(path, 0o600).map_err(io_err(path.display().to_string()))?;
     let answer = move |c: UnixStream| answer_control(c, &render, IO_TIMEOUT);
     let busy = |mut c: UnixStream| {

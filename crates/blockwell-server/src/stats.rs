@@ -2,9 +2,11 @@
 //! ([`blockwell_core::Stats`], defined once in `blockwell_core::stats` and the same in `sim`) plus what only the
 //! driver sees (NBD requests, backend traffic, slots, the prefetch queue).
 
+use crate::backend::{Backend, OnMiss, ReadInto, ReadOutcome};
 use blockwell_core::stats::Stats;
 use serde::Serialize;
 use std::fmt::Write as _;
+use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Driver-side counters, updated without the cache lock.
@@ -19,6 +21,10 @@ pub struct Counters {
     pub backend_bytes_read: AtomicU64,
     pub backend_writes: AtomicU64,
     pub backend_bytes_written: AtomicU64,
+    pub backend_zero_writes: AtomicU64,
+    pub backend_bytes_zeroed: AtomicU64,
+    pub backend_trims: AtomicU64,
+    pub backend_bytes_trimmed: AtomicU64,
     /// The content cache's own: fetched blocks not installed because a write overtook the fetch (the block
     /// cache counts these in its engine).
     pub fills_dropped: AtomicU64,
@@ -49,7 +55,14 @@ pub struct StatsSnapshot {
     pub backend_reads: u64,
     pub backend_bytes_read: u64,
     pub backend_writes: u64,
+    /// Bytes of data written to the backend (WRITE_ZEROES and TRIM are counted apart, below).
     pub backend_bytes_written: u64,
+    /// WRITE_ZEROES requests passed to the backend, and the bytes they zeroed.
+    pub backend_zero_writes: u64,
+    pub backend_bytes_zeroed: u64,
+    /// TRIM requests passed to the backend, and the bytes they discarded.
+    pub backend_trims: u64,
+    pub backend_bytes_trimmed: u64,
     pub evictions: u64,
     /// Demand read blocks found in flight (misses that waited; see `blockwell_core::stats`).
     pub delayed_hits: u64,
@@ -93,6 +106,10 @@ impl StatsSnapshot {
             backend_bytes_read: g(&c.backend_bytes_read),
             backend_writes: g(&c.backend_writes),
             backend_bytes_written: g(&c.backend_bytes_written),
+            backend_zero_writes: g(&c.backend_zero_writes),
+            backend_bytes_zeroed: g(&c.backend_bytes_zeroed),
+            backend_trims: g(&c.backend_trims),
+            backend_bytes_trimmed: g(&c.backend_bytes_trimmed),
             evictions: engine.evictions,
             delayed_hits: engine.delayed_hits,
             prefetch_issued: engine.prefetch_issued,
@@ -138,6 +155,121 @@ impl StatsSnapshot {
     }
 }
 
+/// The requests of an export without a RAM or content cache, as its clients made them: how many of each kind
+/// and their bytes ([`CountedBackend`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RequestSnapshot {
+    pub read_requests: u64,
+    pub read_bytes: u64,
+    pub write_requests: u64,
+    pub write_bytes: u64,
+    /// WRITE_ZEROES requests and the bytes they zeroed (not counted as written bytes).
+    pub zero_writes: u64,
+    pub bytes_zeroed: u64,
+    /// TRIM requests and the bytes they discarded.
+    pub trims: u64,
+    pub bytes_trimmed: u64,
+    pub flushes: u64,
+}
+
+#[derive(Debug, Default)]
+struct RequestCounters {
+    read_requests: AtomicU64,
+    read_bytes: AtomicU64,
+    write_requests: AtomicU64,
+    write_bytes: AtomicU64,
+    zero_writes: AtomicU64,
+    bytes_zeroed: AtomicU64,
+    trims: AtomicU64,
+    bytes_trimmed: AtomicU64,
+    flushes: AtomicU64,
+}
+
+/// A layer that counts the requests through it, for an export that has no cache to count them: two relaxed
+/// atomic additions per request.
+pub struct CountedBackend<B> {
+    inner: B,
+    c: RequestCounters,
+}
+
+impl<B: Backend> CountedBackend<B> {
+    pub fn new(inner: B) -> Self {
+        CountedBackend { inner, c: RequestCounters::default() }
+    }
+
+    /// The counts so far.
+    pub fn snapshot(&self) -> RequestSnapshot {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let c = &self.c;
+        RequestSnapshot {
+            read_requests: g(&c.read_requests),
+            read_bytes: g(&c.read_bytes),
+            write_requests: g(&c.write_requests),
+            write_bytes: g(&c.write_bytes),
+            zero_writes: g(&c.zero_writes),
+            bytes_zeroed: g(&c.bytes_zeroed),
+            trims: g(&c.trims),
+            bytes_trimmed: g(&c.bytes_trimmed),
+            flushes: g(&c.flushes),
+        }
+    }
+
+    fn count(requests: &AtomicU64, bytes: &AtomicU64, n: u64) {
+        Counters::add(requests, 1);
+        Counters::add(bytes, n);
+    }
+}
+
+impl<B: Backend> Backend for CountedBackend<B> {
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        Self::count(&self.c.read_requests, &self.c.read_bytes, buf.len() as u64);
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64, fua: bool) -> io::Result<()> {
+        Self::count(&self.c.write_requests, &self.c.write_bytes, buf.len() as u64);
+        self.inner.write_at(buf, offset, fua)
+    }
+    fn flush(&self) -> io::Result<()> {
+        Counters::add(&self.c.flushes, 1);
+        self.inner.flush()
+    }
+    fn trim(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
+        Self::count(&self.c.trims, &self.c.bytes_trimmed, len);
+        self.inner.trim(offset, len, fua)
+    }
+    fn write_zeroes(&self, offset: u64, len: u64, may_trim: bool, fua: bool) -> io::Result<()> {
+        Self::count(&self.c.zero_writes, &self.c.bytes_zeroed, len);
+        self.inner.write_zeroes(offset, len, may_trim, fua)
+    }
+    fn cache(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.inner.cache(offset, len)
+    }
+    /// Counted once served (a read declined for want of I/O comes back with [`OnMiss::Fetch`]).
+    fn read(&self, offset: u64, into: ReadInto<'_>, on_miss: OnMiss) -> io::Result<ReadOutcome> {
+        let n = into.len();
+        let r = self.inner.read(offset, into, on_miss)?;
+        if r == ReadOutcome::Served {
+            Self::count(&self.c.read_requests, &self.c.read_bytes, n);
+        }
+        Ok(r)
+    }
+    fn hint_reads(&self, reads: &[(u64, u32)]) {
+        self.inner.hint_reads(reads)
+    }
+    fn is_read_only(&self) -> bool {
+        self.inner.is_read_only()
+    }
+    fn can_multi_conn(&self) -> bool {
+        self.inner.can_multi_conn()
+    }
+    fn block_status(&self, offset: u64, len: u64) -> Option<io::Result<Vec<(u64, u32)>>> {
+        self.inner.block_status(offset, len)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,8 +289,8 @@ mod tests {
         assert!(line.contains("engine.cleaned 0"), "{line}");
         assert!(line.contains("engine.dirty_evictions 0"), "{line}");
         assert!(line.contains("engine.dirty_write_hits 0"), "{line}");
-        // 28 server counters and 22 engine counters, each a name and a value.
-        assert_eq!(line.split(' ').count(), 2 * (28 + 22), "{line}");
+        // 32 server counters and 22 engine counters, each a name and a value.
+        assert_eq!(line.split(' ').count(), 2 * (32 + 22), "{line}");
         assert!(!line.contains('\n'));
     }
 }

@@ -1,11 +1,11 @@
 //! Unix sockets whose permissions do not depend on the umask, and the checks a client makes before it trusts
 //! a socket file: the NBD socket (`--unix`, `--socket-mode`) and the control socket (`--control`).
 
-use rustix::net::{AddressFamily, SocketAddrUnix, SocketType};
+use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixListener;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Pending connections a listening socket queues.
 const BACKLOG: i32 = 128;
@@ -23,6 +23,64 @@ pub fn bind(path: &Path, mode: u32) -> io::Result<UnixListener> {
         return Err(e);
     }
     Ok(UnixListener::from(fd))
+}
+
+/// Why a listening socket cannot be put at a path (see [`replace_stale`]).
+#[derive(Debug, thiserror::Error)]
+pub enum SocketPathError {
+    #[error("a server is listening on this socket; stop it first, or choose another path")]
+    InUse(PathBuf),
+    #[error("exists and is not a socket: refusing to replace it")]
+    NotSocket(PathBuf),
+    #[error("an existing socket that cannot be probed ({source}): refusing to replace it")]
+    Unknown { path: PathBuf, source: io::Error },
+}
+
+impl From<SocketPathError> for io::Error {
+    fn from(e: SocketPathError) -> io::Error {
+        let kind = match &e {
+            SocketPathError::InUse(_) => io::ErrorKind::AddrInUse,
+            SocketPathError::NotSocket(_) => io::ErrorKind::AlreadyExists,
+            SocketPathError::Unknown { source, .. } => source.kind(),
+        };
+        io::Error::new(kind, e)
+    }
+}
+
+/// Makes room for a listening socket at `path`: a socket file that no process listens on (left by a server that
+/// was killed) is removed; a socket some process listens on, a socket that cannot be probed, or any file that
+/// is not a socket is refused and left alone. The probe is a non-blocking connect: refused means nobody listens;
+/// accepted, or a full backlog, means a live server.
+pub fn replace_stale(path: &Path) -> Result<(), SocketPathError> {
+    let unknown = |source: io::Error| SocketPathError::Unknown { path: path.to_path_buf(), source };
+    let m = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(unknown(e)),
+    };
+    if !m.file_type().is_socket() {
+        return Err(SocketPathError::NotSocket(path.to_path_buf()));
+    }
+    let fd = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+        None,
+    )
+    .map_err(|e| unknown(e.into()))?;
+    let addr = SocketAddrUnix::new(path).map_err(|e| unknown(e.into()))?;
+    match rustix::net::connect(&fd, &addr) {
+        Ok(()) | Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INPROGRESS) => {
+            Err(SocketPathError::InUse(path.to_path_buf()))
+        }
+        Err(rustix::io::Errno::CONNREFUSED) => match std::fs::remove_file(path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(unknown(e)),
+        },
+        Err(rustix::io::Errno::NOENT) => Ok(()),
+        Err(e) => Err(unknown(e.into())),
+    }
 }
 
 /// Why a socket file or its directory is not trusted.
@@ -85,6 +143,29 @@ mod tests {
             assert_eq!(std::fs::metadata(&p).unwrap().mode() & 0o777, mode);
             std::os::unix::net::UnixStream::connect(&p).unwrap();
         }
+    }
+
+    #[test]
+    fn only_a_socket_nobody_listens_on_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s");
+        replace_stale(&p).unwrap();
+        // A live listener is refused and keeps its socket.
+        let live = bind(&p, 0o600).unwrap();
+        assert!(matches!(replace_stale(&p), Err(SocketPathError::InUse(_))));
+        std::os::unix::net::UnixStream::connect(&p).unwrap();
+        // Closed without removing its file (as after kill -9): replaced.
+        drop(live);
+        assert!(p.exists());
+        replace_stale(&p).unwrap();
+        assert!(!p.exists());
+        let _l = bind(&p, 0o600).unwrap();
+        // A regular file is never removed.
+        let f = dir.path().join("f");
+        std::fs::write(&f, b"data").unwrap();
+        let e = replace_stale(&f).unwrap_err();
+        assert!(matches!(e, SocketPathError::NotSocket(_)), "{e}");
+        assert_eq!(std::fs::read(&f).unwrap(), b"data");
     }
 
     #[test]

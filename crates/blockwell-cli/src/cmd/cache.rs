@@ -193,13 +193,18 @@ fn open_offline(path: &Path, origin: Option<&Path>) -> anyhow::Result<TierBacken
     TierBackend::open(o, dev, cfg).with_context(|| path.display().to_string())
 }
 
-/// Sends a cache command to a running server and prints its reply; any `error:` line fails the command.
+/// Sends a cache command to a running server and prints its reply: the `ok:` lines on stdout; `error:` lines
+/// fail the command, each said once (as the error, on stderr).
 fn remote(socket: &Path, req: Request) -> anyhow::Result<ExitCode> {
     let reply = control::request_within(socket, req, Duration::from_secs(24 * 3600))
         .map_err(|e| super::status::no_answer(socket, e))?;
-    print!("{reply}");
-    if let Some(line) = reply.lines().find(|l| l.starts_with("error: ")) {
-        bail!("{}: {}", socket.display(), line.trim_start_matches("error: "));
+    let (errors, ok): (Vec<&str>, Vec<&str>) = reply.lines().partition(|l| l.starts_with("error: "));
+    for line in ok {
+        println!("{line}");
+    }
+    if !errors.is_empty() {
+        let errors: Vec<&str> = errors.iter().map(|l| l.trim_start_matches("error: ")).collect();
+        bail!("{}: {}", socket.display(), errors.join("; "));
     }
     Ok(ExitCode::SUCCESS)
 }

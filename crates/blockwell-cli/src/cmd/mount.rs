@@ -50,7 +50,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let source = a.stack.backend.clone().unwrap_or_default();
     let live = Current::new(vec![Live::new(&a.name, &a.stack, backend.size(), mode, stats.clone())]);
     let control = a.control.as_ref().map(|c| control_path(c.as_deref()));
-    let ctl = control.as_deref().map(|p| serve_control(p, live)).transpose()?;
+    let ctl = control.as_deref().map(|p| serve_control(p, live.clone())).transpose()?;
     // Handlers first, so a signal that arrives while mounting still ends in a clean unmount.
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -58,15 +58,15 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     let opts = blockwell_fuse::Options { name: a.name.clone(), threads: a.threads, read_only, ..Default::default() };
     let mut mounted = blockwell_fuse::mount(backend.clone(), &a.mountpoint, &opts)?;
-    println!("blockwell: mounted {} at {}", source.display(), mounted.file().display());
+    say!("blockwell: mounted {} at {}", source.display(), mounted.file().display());
     if let Some(p) = &control {
-        println!("blockwell: control socket at {}", p.display());
+        say!("blockwell: control socket at {}", p.display());
     }
-    use std::io::Write as _;
-    std::io::stdout().flush()?;
+    // A stdout nobody reads any more loses these lines, and stops nothing.
+    let _ = std::io::Write::flush(&mut std::io::stdout());
     while !stop.load(Ordering::Relaxed) {
         if mounted.is_unmounted() {
-            println!("blockwell: {} was unmounted from outside", a.mountpoint.display());
+            say!("blockwell: {} was unmounted from outside", a.mountpoint.display());
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -77,7 +77,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         match mounted.try_unmount() {
             Err(e) if e.is_busy() => {
                 if !warned {
-                    eprintln!(
+                    warn_line!(
                         "blockwell: {} is busy (a loop device or an open file); still serving until it is released",
                         mounted.file().display()
                     );
@@ -90,9 +90,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     drop(ctl);
     backend.flush().context("flushing the backend")?;
-    match stats.as_ref().and_then(|s| s.snapshot()) {
-        Some(s) => println!("blockwell: unmounted; {}", s.to_status_line()),
-        None => println!("blockwell: unmounted"),
-    }
+    let text: String = live.now().iter().map(|l| l.text()).collect();
+    say!("blockwell: unmounted; {}", text.trim_end());
     Ok(ExitCode::SUCCESS)
 }

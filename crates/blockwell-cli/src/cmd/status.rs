@@ -63,7 +63,22 @@ fn requests(n: u64) -> String {
     format!("{n} request{}", if n == 1 { "" } else { "s" })
 }
 
-/// The text form of a `status json` reply: per export, a header line and labelled lines.
+/// `X zeroed in N requests, Y trimmed in M requests` from `{prefix}zero_writes`, `{prefix}bytes_zeroed`,
+/// `{prefix}trims` and `{prefix}bytes_trimmed`.
+fn zeroed_trimmed(x: &Value, prefix: &str) -> String {
+    let n = |k: &str| x.get(format!("{prefix}{k}")).and_then(Value::as_u64).unwrap_or(0);
+    format!(
+        "{} zeroed in {}, {} trimmed in {}",
+        human_bytes(n("bytes_zeroed")),
+        requests(n("zero_writes")),
+        human_bytes(n("bytes_trimmed")),
+        requests(n("trims"))
+    )
+}
+
+/// The text form of a `status json` reply: per export, a header line and labelled lines. Each line names the
+/// level it counts: the RAM (or content) cache's lines, its traffic with the level below it (`backend`, or
+/// `ram <-> dev` over a cache device), the cache device's lines and the origin's.
 pub fn text(v: &Value) -> String {
     let n = |x: &Value, k: &str| x.get(k).and_then(Value::as_u64).unwrap_or(0);
     let s = |x: &Value, k: &str| x.get(k).and_then(Value::as_str).unwrap_or("").to_string();
@@ -71,19 +86,39 @@ pub fn text(v: &Value) -> String {
     let none = Vec::new();
     for e in v.get("exports").and_then(Value::as_array).unwrap_or(&none) {
         let size = n(e, "size");
+        let dev = e.get("cache_dev").and_then(|t| t.get("path")).and_then(Value::as_str);
         let _ = writeln!(
             out,
-            "{}: {}, {} ({} sectors), backend {}",
+            "{}: {}, {} ({} sectors), backend {}{}",
             s(e, "name"),
             s(e, "mode"),
             human_bytes(size),
             size / 512,
-            s(e, "backend")
+            s(e, "backend"),
+            dev.map(|d| format!(", cache device {d}")).unwrap_or_default()
         );
         let c = match e.get("cache") {
             Some(c) if c.is_object() => c,
             _ => {
                 let _ = writeln!(out, "  cache       off");
+                // Without a cache, the requests as the clients made them.
+                if let Some(r) = e.get("requests").filter(|x| x.is_object()) {
+                    let _ = writeln!(
+                        out,
+                        "  reads       {}, {}",
+                        requests(n(r, "read_requests")),
+                        human_bytes(n(r, "read_bytes"))
+                    );
+                    let flushes = n(r, "flushes");
+                    let _ = writeln!(
+                        out,
+                        "  writes      {}, {}; {}; {flushes} flush{}",
+                        requests(n(r, "write_requests")),
+                        human_bytes(n(r, "write_bytes")),
+                        zeroed_trimmed(r, ""),
+                        if flushes == 1 { "" } else { "es" }
+                    );
+                }
                 cache_dev(&mut out, e);
                 continue;
             }
@@ -119,13 +154,19 @@ pub fn text(v: &Value) -> String {
             n(c, "prefetch_wasted")
         );
         let _ = writeln!(out, "  evictions   {}", n(c, "evictions"));
+        // The cache's traffic with the level below it: the cache device when there is one, else the backend.
+        let (label, from, to) = match e.get("cache_below").and_then(Value::as_str) {
+            Some("cache_dev") => ("ram <-> dev", " from the cache device", " to it"),
+            _ => ("backend", "", ""),
+        };
         let _ = writeln!(
             out,
-            "  backend     {} read in {}, {} written in {}",
+            "  {label:<11} {} read{from} in {}, {} written{to} in {}; {}",
             human_bytes(n(c, "backend_bytes_read")),
             requests(n(c, "backend_reads")),
             human_bytes(n(c, "backend_bytes_written")),
-            requests(n(c, "backend_writes"))
+            requests(n(c, "backend_writes")),
+            zeroed_trimmed(c, "backend_")
         );
         if let Some(ct) = e.get("content").filter(|x| x.is_object()) {
             let mut line = format!("  content     volume {}", n(ct, "volume"));
@@ -161,13 +202,17 @@ fn cache_dev(out: &mut String, e: &Value) {
     let n = |k: &str| t.get(k).and_then(Value::as_u64).unwrap_or(0);
     let s = |k: &str| t.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     let pct = t.get("dirty_percent").and_then(Value::as_f64).unwrap_or(0.0);
+    // Of its slots, the policy may fill `capacity_blocks`; the rest stay free for writes in flight, evicted
+    // dirty blocks and slots waiting for a commit.
+    let (slots, capacity) = (n("slots"), n("capacity_blocks"));
     let _ = writeln!(
         out,
-        "  cache dev   {}, {}, {} slots of {} B, {} cached, {} dirty ({pct:.1} %), cleaner {}",
+        "  cache dev   {}, {}, {slots} slots of {} B ({capacity} for cached blocks, {} reserved for writes in flight), \
+         {} cached, {} dirty ({pct:.1} %), cleaner {}",
         s("mode"),
         s("policy"),
-        n("slots"),
         n("block_size"),
+        slots.saturating_sub(capacity),
         n("cached_blocks"),
         n("dirty_blocks"),
         s("cleaner")
@@ -196,6 +241,15 @@ fn cache_dev(out: &mut String, e: &Value) {
         n("dirty_evictions"),
         n("demotions")
     );
+    let _ = writeln!(
+        out,
+        "  origin      {} read in {}, {} written in {}; {}",
+        human_bytes(n("origin_read_bytes")),
+        requests(n("origin_reads")),
+        human_bytes(n("origin_write_bytes")),
+        requests(n("origin_writes")),
+        zeroed_trimmed(t, "origin_")
+    );
     let errors =
         ["dev_read_errors", "dev_write_errors", "checksum_failures", "origin_read_errors", "origin_write_errors"];
     let _ = writeln!(
@@ -217,7 +271,9 @@ mod tests {
     fn a_cache_device_gets_its_own_lines() {
         let v: Value = serde_json::from_str(
             r#"{"exports": [{"name": "d", "backend": "d.img", "size": 1048576, "mode": "write-back", "policy": "none",
-                 "cache": null, "cache_dev": {"mode": "write-back", "policy": "arc", "slots": 100, "block_size": 4096,
+                 "cache": null, "cache_dev": {"path": "c.dev", "mode": "write-back", "policy": "arc", "slots": 100,
+                 "capacity_blocks": 84, "block_size": 4096, "origin_read_bytes": 8192, "origin_reads": 1,
+                 "origin_write_bytes": 28672, "origin_writes": 2, "origin_trims": 1, "origin_bytes_trimmed": 4096,
                  "cached_blocks": 40, "dirty_blocks": 5, "dirty_percent": 5.0, "cleaner": "none", "read_hits": 3,
                  "read_misses": 1, "write_hits": 2, "write_misses": 2, "promotions": 1, "uncached_reads": 0,
                  "dirty_write_hits": 1, "uncached_writes": 0, "cleaned_blocks": 7, "clean_writes": 2,
@@ -225,9 +281,18 @@ mod tests {
         )
         .unwrap();
         let t = text(&v);
+        assert!(t.starts_with("d: write-back, 1.00 MiB (2048 sectors), backend d.img, cache device c.dev\n"), "{t}");
         assert!(
             t.contains(
-                "  cache       off\n  cache dev   write-back, arc, 100 slots of 4096 B, 40 cached, 5 dirty (5.0 %)"
+                "  cache       off\n  cache dev   write-back, arc, 100 slots of 4096 B (84 for cached blocks, 16 \
+                 reserved for writes in flight), 40 cached, 5 dirty (5.0 %)"
+            ),
+            "{t}"
+        );
+        assert!(
+            t.contains(
+                "\n  origin      8.00 KiB read in 1 request, 28.00 KiB written in 2 requests; 0 B zeroed in 0 \
+                 requests, 4.00 KiB trimmed in 1 request\n"
             ),
             "{t}"
         );
@@ -263,7 +328,7 @@ a: write-through, 16.00 MiB (32768 sectors), backend a.img
   writes      2 requests; blocks 0 hits, 8 misses, hit ratio 0.0000
   prefetch    0 issued, 0 used, 0 wasted
   evictions   3
-  backend     64.00 KiB read in 2 requests, 32.00 KiB written in 2 requests
+  backend     64.00 KiB read in 2 requests, 32.00 KiB written in 2 requests; 0 B zeroed in 0 requests, 0 B trimmed in 0 requests
   redcap      on, 2 switches
 b: read-only, 1.00 MiB (2048 sectors), backend b.img
   cache       off

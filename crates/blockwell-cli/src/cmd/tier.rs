@@ -305,6 +305,32 @@ pub fn metric_families() -> &'static [(&'static str, &'static str, &'static str,
                 ("dev=\"origin\",op=\"write\"", t.origin_write_errors as f64),
             ]
         }),
+        (
+            "blockwell_cache_dev_origin_requests_total",
+            "counter",
+            "Requests the cache device level sent to the origin (write-backs and write-through writes included).",
+            |t| {
+                vec![
+                    ("op=\"read\"", t.counters.origin_reads as f64),
+                    ("op=\"write\"", t.counters.origin_writes as f64),
+                    ("op=\"zero\"", t.origin_zero_writes as f64),
+                    ("op=\"trim\"", t.origin_trims as f64),
+                ]
+            },
+        ),
+        (
+            "blockwell_cache_dev_origin_bytes_total",
+            "counter",
+            "Bytes moved between the cache device level and the origin.",
+            |t| {
+                vec![
+                    ("op=\"read\"", t.counters.origin_read_bytes as f64),
+                    ("op=\"write\"", t.counters.origin_write_bytes as f64),
+                    ("op=\"zero\"", t.origin_bytes_zeroed as f64),
+                    ("op=\"trim\"", t.origin_bytes_trimmed as f64),
+                ]
+            },
+        ),
         ("blockwell_cache_dev_commits_total", "counter", "Metadata commits.", |t| vec![("", t.commits as f64)]),
         ("blockwell_cache_dev_degraded", "gauge", "1 once the cache device is no longer trusted.", |t| {
             vec![("", f64::from(u8::from(t.degraded.is_some())))]

@@ -717,7 +717,11 @@ impl<B: Backend> Backend for Inner<B> {
             self.is_read_only(),
             self.block_size,
             (offset, len),
-            || self.backend.trim(offset, len, fua),
+            || {
+                Counters::add(&self.counters.backend_trims, 1);
+                Counters::add(&self.counters.backend_bytes_trimmed, len);
+                self.backend.trim(offset, len, fua)
+            },
             |first, n| self.lock().invalidate(first, n),
         )
     }
@@ -728,8 +732,8 @@ impl<B: Backend> Backend for Inner<B> {
             self.block_size,
             (offset, len),
             || {
-                Counters::add(&self.counters.backend_writes, 1);
-                Counters::add(&self.counters.backend_bytes_written, len);
+                Counters::add(&self.counters.backend_zero_writes, 1);
+                Counters::add(&self.counters.backend_bytes_zeroed, len);
                 self.backend.write_zeroes(offset, len, may_trim, fua)
             },
             |first, n| self.lock().invalidate(first, n),

@@ -551,9 +551,11 @@ impl Server {
     }
 
     /// Like [`Server::bind_unix`], with the socket file's mode `mode` (set before the socket listens, whatever
-    /// the umask).
+    /// the umask). A socket file nobody listens on (a server killed with SIGKILL leaves one) is replaced; a live
+    /// one, or a file that is not a socket, is refused ([`crate::unix::replace_stale`]).
     pub fn bind_unix_mode(path: impl AsRef<Path>, mode: u32, config: impl Into<ServerConfig>) -> io::Result<Server> {
         let path = path.as_ref();
+        crate::unix::replace_stale(path)?;
         let l = crate::unix::bind(path, mode)?;
         l.set_nonblocking(true)?;
         Server::new(Listener::Unix(l, Some(path.to_path_buf())), config.into())

@@ -171,6 +171,11 @@ pub(crate) struct Counters {
     pub origin_read_bytes: AtomicU64,
     pub origin_write_bytes: AtomicU64,
     pub origin_writes: AtomicU64,
+    /// WRITE_ZEROES and TRIM passed to the origin (not counted in `origin_writes`), and their bytes.
+    pub origin_zero_writes: AtomicU64,
+    pub origin_bytes_zeroed: AtomicU64,
+    pub origin_trims: AtomicU64,
+    pub origin_bytes_trimmed: AtomicU64,
     pub dev_read_errors: AtomicU64,
     pub dev_write_errors: AtomicU64,
     pub origin_read_errors: AtomicU64,
@@ -214,6 +219,13 @@ pub struct TierSnapshot {
     pub dev_write_errors: u64,
     pub origin_read_errors: u64,
     pub origin_write_errors: u64,
+    /// WRITE_ZEROES requests passed to the origin and the bytes they zeroed (not in `origin_writes` and
+    /// `origin_write_bytes`).
+    pub origin_zero_writes: u64,
+    pub origin_bytes_zeroed: u64,
+    /// TRIM requests passed to the origin and the bytes they discarded.
+    pub origin_trims: u64,
+    pub origin_bytes_trimmed: u64,
     /// Clean blocks whose data no longer matched their checksum (dropped, read from the origin).
     pub checksum_failures: u64,
     /// Promotions or writes that found no free slot (served from the origin).
@@ -575,6 +587,10 @@ impl<O: Backend> Inner<O> {
             dev_write_errors: get(&c.dev_write_errors),
             origin_read_errors: get(&c.origin_read_errors),
             origin_write_errors: get(&c.origin_write_errors),
+            origin_zero_writes: get(&c.origin_zero_writes),
+            origin_bytes_zeroed: get(&c.origin_bytes_zeroed),
+            origin_trims: get(&c.origin_trims),
+            origin_bytes_trimmed: get(&c.origin_bytes_trimmed),
             checksum_failures: get(&c.checksum_failures),
             no_room: get(&c.no_room),
             throttled: get(&c.throttled),

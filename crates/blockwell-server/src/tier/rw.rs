@@ -617,7 +617,13 @@ impl<O: Backend> Inner<O> {
         if !zero_in_place.is_empty() {
             self.bump();
         }
-        add(&self.counters.origin_writes, 1);
+        if zeroes {
+            add(&self.counters.origin_zero_writes, 1);
+            add(&self.counters.origin_bytes_zeroed, len);
+        } else {
+            add(&self.counters.origin_trims, 1);
+            add(&self.counters.origin_bytes_trimmed, len);
+        }
         let r = if zeroes {
             self.origin.write_zeroes(offset, len, may_trim, fua)
         } else {

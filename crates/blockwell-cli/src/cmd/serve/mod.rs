@@ -32,7 +32,7 @@ use blockwell_server::delay::{DelayBackend, DelayConfig, DelayStats};
 use blockwell_server::file::{FileBackend, FileOptions};
 use blockwell_server::nbd::proto::TlsMode;
 use blockwell_server::nbd::{tls, ConnEvent, Export, Scheduling, Server, ServerConfig, DEFAULT_BUSY_POLL};
-use blockwell_server::stats::StatsSnapshot;
+use blockwell_server::stats::{CountedBackend, RequestSnapshot, StatsSnapshot};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -260,6 +260,8 @@ pub struct StackStats {
     pub delay: Option<Arc<DelayBackend<FileBackend>>>,
     /// The persistent cache device, when there is one.
     pub tier: Option<Arc<Tier>>,
+    /// Without a RAM or content cache: the requests counted on their way down.
+    pub requests: Option<Arc<CountedBackend<Box<dyn Backend>>>>,
 }
 
 impl StackStats {
@@ -284,6 +286,11 @@ impl StackStats {
 
     pub fn delay(&self) -> Option<DelayStats> {
         self.delay.as_ref().map(|d| d.stats())
+    }
+
+    /// The requests of an export without a RAM or content cache.
+    pub fn requests(&self) -> Option<RequestSnapshot> {
+        self.requests.as_ref().map(|r| r.snapshot())
     }
 }
 
@@ -474,15 +481,16 @@ impl StackArgs {
                 None => self.content_args().build()?,
             };
             let c = Arc::new(store.attach(lower, read_only).with_context(|| self.key("content"))?);
-            return Ok((c.clone(), Some(StackStats { cache: None, content: Some(c), delay, tier })));
+            return Ok((c.clone(), Some(StackStats { cache: None, content: Some(c), delay, tier, requests: None })));
         }
         let Some(config) = self.cache_config(mode) else {
-            let stats =
-                (delay.is_some() || tier.is_some()).then_some(StackStats { cache: None, content: None, delay, tier });
-            return Ok((Arc::from(lower), stats));
+            // No cache to count the requests: a layer counts them.
+            let counted = Arc::new(CountedBackend::new(lower));
+            let stats = StackStats { cache: None, content: None, delay, tier, requests: Some(counted.clone()) };
+            return Ok((counted, Some(stats)));
         };
         let cached = Arc::new(CachedBackend::new(lower, config).with_context(|| self.key("cache"))?);
-        Ok((cached.clone(), Some(StackStats { cache: Some(cached), content: None, delay, tier })))
+        Ok((cached.clone(), Some(StackStats { cache: Some(cached), content: None, delay, tier, requests: None })))
     }
 }
 
@@ -1198,7 +1206,7 @@ impl Current {
         Arc::new(Current(std::sync::RwLock::new(live.into_iter().map(Arc::new).collect())))
     }
 
-    fn now(&self) -> Arc<[Arc<Live>]> {
+    pub(crate) fn now(&self) -> Arc<[Arc<Live>]> {
         self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
@@ -1212,8 +1220,13 @@ pub(crate) struct Live {
     name: String,
     backend: PathBuf,
     size: u64,
+    /// The mode it started in (a cache device's can change: [`Live::mode`]).
     mode: CacheMode,
     policy: String,
+    /// The RAM or content cache's capacity in bytes (0: none).
+    ram_bytes: u64,
+    /// The cache device's path.
+    cache_dev: Option<PathBuf>,
     stats: Option<StackStats>,
 }
 
@@ -1225,13 +1238,65 @@ impl Live {
             Some((None, Some(c))) => c.store().config().policy.kind.name().to_string(),
             _ => "none".into(),
         };
-        Live { name: name.to_string(), backend: stack.backend.clone().unwrap_or_default(), size, mode, policy, stats }
+        let ram_bytes = match stats.as_ref().map(|s| (&s.cache, &s.content)) {
+            Some((Some(_), _)) => stack.cache.cache.bytes(stack.cache.block_size.get()),
+            Some((None, Some(c))) => c.store().config().capacity_bytes,
+            _ => 0,
+        };
+        Live {
+            name: name.to_string(),
+            backend: stack.backend.clone().unwrap_or_default(),
+            size,
+            mode,
+            policy,
+            ram_bytes,
+            cache_dev: stack.tier.cache_dev.clone(),
+            stats,
+        }
+    }
+
+    /// The write mode now: the cache device's, which `blockwell cache mode` switches; else the one it started in.
+    fn mode(&self) -> String {
+        match self.stats.as_ref().and_then(|s| s.tier()) {
+            Some(t) => t.mode,
+            None => self.mode.name().to_string(),
+        }
+    }
+
+    /// The start line: what it serves, through which caches, at `uri`.
+    fn start_line(&self, uri: &str) -> String {
+        use blockwell_sim::analysis::human_bytes;
+        let kind = if self.stats.as_ref().is_some_and(|s| s.content.is_some()) { "content" } else { "RAM" };
+        let tier = self.stats.as_ref().and_then(|s| s.tier());
+        let ram = (self.ram_bytes > 0).then(|| match &tier {
+            Some(_) => format!("a {kind} cache ({}, {})", self.policy, human_bytes(self.ram_bytes)),
+            None => format!("a {kind} cache ({}, {}, {})", self.policy, human_bytes(self.ram_bytes), self.mode()),
+        });
+        let dev = match (&self.cache_dev, &tier) {
+            (Some(p), Some(t)) => {
+                let len = std::fs::metadata(p).map_or(0, |m| m.len());
+                let len = if len == 0 { t.slots * t.block_size } else { len };
+                Some(format!("the cache device {} ({}, {})", p.display(), human_bytes(len), t.mode))
+            }
+            _ => None,
+        };
+        let through = match (ram, dev) {
+            (Some(r), Some(d)) => format!(" through {r} and {d}"),
+            (Some(x), None) | (None, Some(x)) => format!(" through {x}"),
+            (None, None) => format!(" without a cache, {}", self.mode()),
+        };
+        format!("blockwell: serving {} ({}){through} at {uri}", self.backend.display(), human_bytes(self.size))
+    }
+
+    /// The export's counters as `blockwell status` prints them.
+    pub(crate) fn text(&self) -> String {
+        super::status::text(&json!({ "exports": [self.json()] }))
     }
 
     /// `<name>: 0 <sectors> blockwell <mode> <policy> <cache blocks> <resident> key value ...`, like
     /// `dmsetup status`.
     fn status_line(&self) -> String {
-        let mut s = format!("{}: 0 {} blockwell {}", self.name, self.size / 512, self.mode.name());
+        let mut s = format!("{}: 0 {} blockwell {}", self.name, self.size / 512, self.mode());
         match self.stats.as_ref().and_then(|x| x.snapshot()) {
             Some(c) => {
                 let _ = write!(
@@ -1279,7 +1344,7 @@ impl Live {
             name = self.name.as_str(),
             backend = %self.backend.display(),
             size = self.size,
-            mode = self.mode.name(),
+            mode = self.mode().as_str(),
             policy = self.policy.as_str(),
             uri,
             "export"
@@ -1309,16 +1374,25 @@ impl Live {
 
     fn json(&self) -> Value {
         let stats = self.stats.as_ref();
+        let snapshot = stats.and_then(|s| s.snapshot());
+        let tier = stats.and_then(|s| s.tier());
+        let mut cache_dev = json!(tier);
+        if let (Some(o), Some(p)) = (cache_dev.as_object_mut(), &self.cache_dev) {
+            o.insert("path".into(), json!(p));
+        }
         json!({
             "name": self.name,
             "backend": self.backend,
             "size": self.size,
-            "mode": self.mode.name(),
+            "mode": self.mode(),
             "policy": self.policy,
-            "cache": stats.and_then(|s| s.snapshot()),
+            "cache": snapshot,
+            // What the cache's `backend_*` counters count: its traffic with the cache device or the backend.
+            "cache_below": snapshot.as_ref().map(|_| if tier.is_some() { "cache_dev" } else { "backend" }),
+            "requests": stats.and_then(|s| s.requests()),
             "delay": stats.and_then(|s| s.delay()),
             "content": stats.and_then(|s| s.content()),
-            "cache_dev": stats.and_then(|s| s.tier()),
+            "cache_dev": cache_dev,
             "redcap": stats.and_then(|s| s.snapshot()).and_then(|c| {
                 c.redcap_active.map(|a| json!({"active": a, "switches": c.redcap_switches}))
             }),
@@ -1447,14 +1521,26 @@ fn metrics_text(live: &[Arc<Live>], conns: Option<&ConnStats>) -> String {
         (
             "blockwell_backend_requests_total",
             "counter",
-            "Requests sent to the backend by the cache.",
-            &[("op=\"read\"", |s| s.backend_reads), ("op=\"write\"", |s| s.backend_writes)],
+            "Requests the RAM cache sent to the level below it (below=\"cache_dev\": the cache device; \
+             below=\"backend\": the backend).",
+            &[
+                ("op=\"read\"", |s| s.backend_reads),
+                ("op=\"write\"", |s| s.backend_writes),
+                ("op=\"zero\"", |s| s.backend_zero_writes),
+                ("op=\"trim\"", |s| s.backend_trims),
+            ],
         ),
         (
             "blockwell_backend_bytes_total",
             "counter",
-            "Bytes moved between the cache and the backend.",
-            &[("op=\"read\"", |s| s.backend_bytes_read), ("op=\"write\"", |s| s.backend_bytes_written)],
+            "Bytes moved between the RAM cache and the level below it (below=\"cache_dev\" or \"backend\"); zeroed \
+             and trimmed bytes are not written bytes.",
+            &[
+                ("op=\"read\"", |s| s.backend_bytes_read),
+                ("op=\"write\"", |s| s.backend_bytes_written),
+                ("op=\"zero\"", |s| s.backend_bytes_zeroed),
+                ("op=\"trim\"", |s| s.backend_bytes_trimmed),
+            ],
         ),
         ("blockwell_evictions_total", "counter", "Blocks evicted.", &[("", |s| s.evictions)]),
         ("blockwell_prefetch_issued_total", "counter", "Blocks prefetched.", &[("", |s| s.prefetch_issued)]),
@@ -1545,8 +1631,36 @@ fn metrics_text(live: &[Arc<Live>], conns: Option<&ConnStats>) -> String {
         head(&mut out, name, ty, help);
         for (l, snap, _) in &snaps {
             if let Some(s) = snap {
+                // The backend series say which device is below the RAM cache.
+                let below = match l.cache_dev.is_some() {
+                    _ if !name.starts_with("blockwell_backend_") => "",
+                    true => ",below=\"cache_dev\"",
+                    false => ",below=\"backend\"",
+                };
                 for (extra, get) in parts.iter() {
-                    series(&mut out, name, &l.name, extra, get(s));
+                    series(&mut out, name, &l.name, &format!("{extra}{below}"), get(s));
+                }
+            }
+        }
+    }
+    // Exports without a cache: their requests as the clients made them.
+    let counted: Vec<(&Live, RequestSnapshot)> =
+        live.iter().filter_map(|l| Some((*l, l.stats.as_ref()?.requests()?))).collect();
+    if !counted.is_empty() {
+        type RGet = fn(&RequestSnapshot) -> [(&'static str, u64); 4];
+        let families: [(&str, &str, RGet); 2] = [
+            ("blockwell_uncached_requests_total", "Requests of an export without a cache.", |r| {
+                [("read", r.read_requests), ("write", r.write_requests), ("zero", r.zero_writes), ("trim", r.trims)]
+            }),
+            ("blockwell_uncached_bytes_total", "Bytes of the requests of an export without a cache.", |r| {
+                [("read", r.read_bytes), ("write", r.write_bytes), ("zero", r.bytes_zeroed), ("trim", r.bytes_trimmed)]
+            }),
+        ];
+        for (name, help, get) in families {
+            head(&mut out, name, "counter", help);
+            for (l, r) in &counted {
+                for (op, v) in get(r) {
+                    series(&mut out, name, &l.name, &format!("op=\"{op}\""), v);
                 }
             }
         }
@@ -1745,21 +1859,21 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
     let handle = server.spawn().context("starting the server")?;
     for l in first.iter() {
-        println!("blockwell: serving {} ({} bytes) at {}", l.backend.display(), l.size, uri(&l.name));
+        say!("{}", l.start_line(&uri(&l.name)));
     }
     if let Some(m) = &metrics {
-        println!("blockwell: metrics at http://{}/metrics", m.local_addr().map(|x| x.to_string()).unwrap_or_default());
+        say!("blockwell: metrics at http://{}/metrics", m.local_addr().map(|x| x.to_string()).unwrap_or_default());
     }
     if let Some(p) = &cfg.control {
-        println!("blockwell: control socket at {}", p.display());
+        say!("blockwell: control socket at {}", p.display());
     }
-    println!(
+    say!(
         "blockwell: ready ({} export{}; SIGINT or SIGTERM stops)",
         first.len(),
         if first.len() == 1 { "" } else { "s" }
     );
-    use std::io::Write as _;
-    std::io::stdout().flush()?;
+    // A stdout nobody reads any more loses these lines, and stops nothing.
+    let _ = std::io::Write::flush(&mut std::io::stdout());
     let pidfile = cfg.pidfile.as_deref().map(Pidfile::write).transpose()?;
     // Under systemd (Type=notify): ready now. Without NOTIFY_SOCKET this does nothing.
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
@@ -1797,22 +1911,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let live = live.now();
     for l in live.iter() {
         l.finish();
-        if let Some(t) = &l.stats.as_ref().and_then(|s| s.tier()) {
-            println!(
-                "blockwell: {}{}",
-                if live.len() == 1 { String::new() } else { format!("{}: ", l.name) },
-                super::tier::status_fields(t)
-            );
-        }
-        let snap = l.stats.as_ref().and_then(|s| s.snapshot());
-        let content = l.stats.as_ref().and_then(|s| s.content());
-        let prefix = if live.len() == 1 { String::new() } else { format!("{}: ", l.name) };
-        match (snap, content) {
-            (Some(s), Some(c)) => println!("blockwell: stopped; {prefix}{} {}", s.to_status_line(), content_fields(&c)),
-            (Some(s), None) => println!("blockwell: stopped; {prefix}{}", s.to_status_line()),
-            (None, _) if live.len() == 1 => println!("blockwell: stopped"),
-            (None, _) => println!("blockwell: stopped; {prefix}no cache"),
-        }
+        // The export's counters as `blockwell status` shows them (every counter is in the `summary` log event).
+        say!("blockwell: stopped; {}", l.text().trim_end());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -2097,6 +2197,8 @@ mod tests {
             size: 1 << 20,
             mode: CacheMode::ReadOnly,
             policy: "none".into(),
+            ram_bytes: 0,
+            cache_dev: None,
             stats: None,
         })];
         assert_eq!(status_text(&l), "a\"b: 0 2048 blockwell read-only none 0 0 cache off redcap n/a\n");
