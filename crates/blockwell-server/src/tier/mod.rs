@@ -641,6 +641,7 @@ impl<O: Backend> Inner<O> {
     }
 
     fn shutdown(&self) -> io::Result<()> {
+        self.adopt_unread();
         self.commit()?;
         let hints: Vec<u32> = {
             let st = self.lock();

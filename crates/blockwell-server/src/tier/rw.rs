@@ -602,6 +602,36 @@ impl<O: Backend> Inner<O> {
         Ok(())
     }
 
+    /// Before a clean stop: every dirty block recovered after a crash and not read since gets the checksum of
+    /// its data as found (or none, if it cannot be read), since after a clean stop a mismatch means damage.
+    pub(crate) fn adopt_unread(&self) {
+        let unread: Vec<(u64, u32)> = {
+            let st = self.lock();
+            (st.slots.iter().enumerate())
+                .filter_map(|(s, slot)| match slot.used {
+                    Use::Valid(b) if slot.adopt => Some((b, s as u32)),
+                    _ => None,
+                })
+                .collect()
+        };
+        for (b, s) in unread {
+            let mut data = vec![0u8; self.block_len(b)];
+            let crc = self
+                .dev
+                .read_at(&mut data, self.geometry.slot_offset(u64::from(s)))
+                .ok()
+                .map(|()| crc32c::crc32c(&data));
+            let mut st = self.lock();
+            let slot = &mut st.slots[s as usize];
+            if slot.adopt && slot.used == Use::Valid(b) && slot.writers == 0 {
+                slot.adopt = false;
+                if crc.is_none() || slot.crc != crc {
+                    st.dirty_written(s, crc);
+                }
+            }
+        }
+    }
+
     /// FLUSH: the origin (writes that went there), then a commit.
     pub(crate) fn flush_all(&self) -> io::Result<()> {
         self.flush_origin()?;
