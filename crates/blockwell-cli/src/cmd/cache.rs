@@ -36,7 +36,8 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// Verify a cache device offline: superblocks, slot table, journal, mapping. Exit 1 when it finds a problem.
+    /// Verify a cache device offline: superblocks, slot table, journal, mapping, and the data of every mapped
+    /// slot against its checksum. Exit 1 when it finds a problem.
     Check {
         path: PathBuf,
         /// Also check that the device belongs to this origin.
