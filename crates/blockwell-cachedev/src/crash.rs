@@ -342,4 +342,29 @@ mod tests {
         d.fail_writes();
         assert!(d.write_at(&[3], 0).is_err() && d.sync().is_err());
     }
+
+    #[test]
+    fn media_damage_flips_one_bit_or_zeroes_the_range() {
+        let mut r = 0.0;
+        let mut next = move || {
+            r += 0.3;
+            r % 1.0
+        };
+        for _ in 0..20 {
+            let mut img = vec![0xffu8; 8192];
+            let d = Damage::within(4096, 4096, &mut next);
+            d.apply(&mut img);
+            let changed: Vec<usize> = (0..img.len()).filter(|&i| img[i] != 0xff).collect();
+            match d {
+                Damage::FlipBit { offset, bit } => {
+                    assert_eq!(changed, vec![offset as usize]);
+                    assert_eq!(img[offset as usize], 0xff ^ (1 << bit));
+                }
+                Damage::Zero { offset, len } => {
+                    assert_eq!(changed, (offset as usize..(offset + len) as usize).collect::<Vec<_>>())
+                }
+            }
+            assert!(changed.iter().all(|&i| d.range().contains(&(i as u64)) && i >= 4096));
+        }
+    }
 }
