@@ -38,6 +38,8 @@ pub struct Report {
     pub journal_records: u64,
     /// A commit at the end of the journal was incomplete (ignored by recovery).
     pub torn_commit: bool,
+    /// The commit that cannot be read although later ones exist (the journal is damaged before its end).
+    pub damaged_commit: Option<u64>,
     pub mapped: u64,
     pub dirty: u64,
     pub free: u64,
@@ -120,6 +122,7 @@ fn inspect(dev: &dyn Dev, origin: Option<OriginId>, data: bool) -> Result<Report
             r.journal_records = l.records;
             r.torn_commit = l.torn;
             if let Some(d) = &l.damage {
+                r.damaged_commit = Some(d.seq);
                 r.problems.push(format!(
                     "{}; the next open refuses the device (`blockwell cache repair` salvages what it can prove)",
                     d.describe()
@@ -225,7 +228,11 @@ impl Report {
                 self.journal_commits,
                 self.journal_records,
                 self.checkpoint_seq,
-                if self.torn_commit { "; an incomplete commit at the end (ignored)" } else { "" }
+                match (self.damaged_commit, self.torn_commit) {
+                    (Some(c), _) => format!("; commit {c} is damaged and the later ones are not replayed"),
+                    (None, true) => "; an incomplete commit at the end (ignored)".to_string(),
+                    (None, false) => String::new(),
+                }
             ),
         );
         line("opened", format!("{} time(s)", self.mounts));

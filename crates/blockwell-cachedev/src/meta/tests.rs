@@ -328,6 +328,7 @@ fn damage_before_the_end_of_the_journal_is_refused_not_replayed_as_a_torn_tail()
         assert!(!r.ok, "{what}: {}", r.text());
         assert!(r.problems.iter().any(|p| p.contains("commit 3 (journal block 2)")), "{what}: {:?}", r.problems);
         assert!(r.text().starts_with("result           1 problem(s) found"), "{what}: {}", r.text());
+        assert!(r.text().contains("commit 3 is damaged and the later ones are not replayed"), "{}", r.text());
         assert_eq!(dev.snapshot(), before, "{what}: check writes nothing");
     }
 }
