@@ -7,6 +7,10 @@
 //! after the last sync before `t`, any subset chosen by the caller's random source: each write is kept or lost
 //! independently (which also models reordering, as a drive with a volatile cache may write them in any order),
 //! and a kept write may be torn at [`SECTOR`] boundaries (each sector kept or lost independently).
+//!
+//! [`Damage`] is the other fault class: media damage found after the crash (a flipped bit, a zeroed block),
+//! applied to an image. Its invariant is weaker than a crash's only in that a device may be *refused*: every
+//! FLUSHed write reads back, or opening the device fails with the reason.
 
 use crate::dev::Dev;
 use std::io;
@@ -66,6 +70,44 @@ impl CrashMode {
             } else if random() < self.keep {
                 apply(image, e);
             }
+        }
+    }
+}
+
+/// Media damage to an image (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Damage {
+    /// One bit flipped.
+    FlipBit { offset: u64, bit: u8 },
+    /// `len` bytes zeroed (a block the medium lost).
+    Zero { offset: u64, len: u64 },
+}
+
+impl Damage {
+    /// A random damage within `[offset, offset+len)`: a flipped bit, or the whole range zeroed; `random`
+    /// returns numbers uniform in [0, 1).
+    pub fn within(offset: u64, len: u64, random: &mut dyn FnMut() -> f64) -> Damage {
+        if random() < 0.5 {
+            Damage::Zero { offset, len }
+        } else {
+            let bit = (random() * (len * 8) as f64) as u64 % (len * 8);
+            Damage::FlipBit { offset: offset + bit / 8, bit: (bit % 8) as u8 }
+        }
+    }
+
+    /// Applies the damage to `image`.
+    pub fn apply(self, image: &mut [u8]) {
+        match self {
+            Damage::FlipBit { offset, bit } => image[offset as usize] ^= 1 << bit,
+            Damage::Zero { offset, len } => image[offset as usize..(offset + len) as usize].fill(0),
+        }
+    }
+
+    /// The byte range it touches.
+    pub fn range(self) -> std::ops::Range<u64> {
+        match self {
+            Damage::FlipBit { offset, .. } => offset..offset + 1,
+            Damage::Zero { offset, len } => offset..offset + len,
         }
     }
 }
@@ -299,5 +341,30 @@ mod tests {
         // A dead device.
         d.fail_writes();
         assert!(d.write_at(&[3], 0).is_err() && d.sync().is_err());
+    }
+
+    #[test]
+    fn media_damage_flips_one_bit_or_zeroes_the_range() {
+        let mut r = 0.0;
+        let mut next = move || {
+            r += 0.3;
+            r % 1.0
+        };
+        for _ in 0..20 {
+            let mut img = vec![0xffu8; 8192];
+            let d = Damage::within(4096, 4096, &mut next);
+            d.apply(&mut img);
+            let changed: Vec<usize> = (0..img.len()).filter(|&i| img[i] != 0xff).collect();
+            match d {
+                Damage::FlipBit { offset, bit } => {
+                    assert_eq!(changed, vec![offset as usize]);
+                    assert_eq!(img[offset as usize], 0xff ^ (1 << bit));
+                }
+                Damage::Zero { offset, len } => {
+                    assert_eq!(changed, (offset as usize..(offset + len) as usize).collect::<Vec<_>>())
+                }
+            }
+            assert!(changed.iter().all(|&i| d.range().contains(&(i as u64)) && i >= 4096));
+        }
     }
 }

@@ -39,6 +39,7 @@ pub mod dev;
 pub mod layout;
 mod meta;
 mod record;
+pub mod repair;
 pub mod superblock;
 
 pub use dev::{Dev, FileDev, MemDev};
@@ -60,6 +61,10 @@ pub enum Error {
     NotFormatted,
     #[error("corrupt metadata: {0}")]
     Corrupt(String),
+    /// A commit before the end of the journal is unreadable while later ones exist (see `blockwell cache
+    /// repair`).
+    #[error("corrupt metadata: {why}; the device is refused (`blockwell cache repair` salvages what it can prove)")]
+    JournalDamaged { seq: u64, block: u64, why: String },
     #[error("format version {found} is newer than this Blockwell understands ({supported}); use a newer Blockwell")]
     NewerFormat { found: u32, supported: u32 },
     #[error("the device uses features this Blockwell does not know (incompatible flags {0:#x})")]

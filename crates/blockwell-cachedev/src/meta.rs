@@ -4,8 +4,8 @@
 use crate::dev::Dev;
 use crate::layout::Geometry;
 use crate::record::{
-    decode_journal_block, decode_table_block, encode_journal_block, encode_table_block, Entry, JournalHeader, Record,
-    ENTRIES_PER_BLOCK,
+    decode_journal_block, decode_journal_block_unchecked, decode_table_block, encode_journal_block, encode_table_block,
+    Entry, JournalHeader, Record, ENTRIES_PER_BLOCK,
 };
 use crate::superblock::{read_copies, CacheMode, OriginId, Superblock, FORMAT_VERSION, MAX_PATH};
 use crate::{Error, META_BLOCK};
@@ -95,6 +95,35 @@ pub(crate) struct Loaded {
     pub commits: u64,
     pub records: u64,
     pub torn: bool,
+    /// The journal is damaged before its end (later commits exist after the one that ended the replay).
+    pub damage: Option<JournalDamage>,
+}
+
+/// A commit that ended the replay although later commits of the same device exist in the ring: not a torn
+/// tail (a commit starts only after the one before it is synced) but damage, and the records of the later
+/// commits are not replayed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct JournalDamage {
+    /// The commit that cannot be read, and the ring index of its first unreadable block.
+    pub seq: u64,
+    pub block: u64,
+    /// The later commits found (sequence numbers, ascending, distinct).
+    pub later: Vec<u64>,
+}
+
+impl JournalDamage {
+    pub fn describe(&self) -> String {
+        let first = self.later.first().copied().unwrap_or(self.seq + 1);
+        let last = self.later.last().copied().unwrap_or(first);
+        let range = if first == last { format!("commit {first}") } else { format!("commits {first} to {last}") };
+        format!(
+            "the journal is damaged before its end: commit {} (journal block {}) cannot be read, but {} later \
+             commit(s) exist ({range}); replaying up to the damage would lose FLUSHed writes",
+            self.seq,
+            self.block,
+            self.later.len()
+        )
+    }
 }
 
 fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> Error {
@@ -137,6 +166,7 @@ pub(crate) fn load(dev: &dyn Dev) -> Result<Loaded, Error> {
         commits: 0,
         records: 0,
         torn: false,
+        damage: None,
     };
     replay(dev, &mut l)?;
     Ok(l)
@@ -172,12 +202,19 @@ fn replay(dev: &dyn Dev, l: &mut Loaded) -> Result<(), Error> {
     let mut used = 0u64;
     let mut hint = l.entries.iter().map(|e| e.hint).max().unwrap_or(0);
     let mut block = vec![0u8; META_BLOCK as usize];
+    // The ring index of the block that ended the replay.
+    let mut stop = pos;
     let read = |pos: u64, block: &mut Vec<u8>| -> Result<(), Error> {
         dev.read_at(block, g.journal_offset + pos * META_BLOCK).map_err(io("reading the journal"))
     };
     'commits: while used < ring {
         read(pos, &mut block)?;
-        let Some((h, first)) = decode_journal_block(&uuid, &block) else { break };
+        let Some((h, first)) = decode_journal_block(&uuid, &block) else {
+            // A block that fails its checks but names the next commit: that commit was being written (or was
+            // damaged since; without a later commit the two cannot be told apart).
+            l.torn |= decode_journal_block_unchecked(&block).0 == seq;
+            break;
+        };
         if h.seq != seq || h.part != 0 {
             // Not the next commit (never written, or left from an earlier lap of the ring).
             if h.seq == seq {
@@ -201,6 +238,7 @@ fn replay(dev: &dyn Dev, l: &mut Loaded) -> Result<(), Error> {
                 }
                 _ => {
                     l.torn = true;
+                    stop = (pos + p) % ring;
                     break 'commits;
                 }
             }
@@ -221,8 +259,33 @@ fn replay(dev: &dyn Dev, l: &mut Loaded) -> Result<(), Error> {
         l.commits += 1;
         l.records += records.len() as u64;
         pos = (pos + parts) % ring;
+        stop = pos;
         used += parts;
         seq += 1;
+    }
+    if used < ring {
+        // A commit is written only after the one before it is synced: a later commit in the rest of the ring
+        // proves that the one that ended the replay was complete once, and is damaged now.
+        let mut later = std::collections::BTreeSet::new();
+        let mut buf = Vec::new();
+        let mut k = 0u64;
+        while k < ring - used {
+            let at = (pos + k) % ring;
+            let n = TABLE_CHUNK.min(ring - used - k).min(ring - at);
+            buf.resize((n * META_BLOCK) as usize, 0);
+            dev.read_at(&mut buf, g.journal_offset + at * META_BLOCK).map_err(io("reading the journal"))?;
+            for b in buf.chunks(META_BLOCK as usize) {
+                if let Some((h, _)) = decode_journal_block(&uuid, b) {
+                    if h.seq > seq {
+                        later.insert(h.seq);
+                    }
+                }
+            }
+            k += n;
+        }
+        if !later.is_empty() {
+            l.damage = Some(JournalDamage { seq, block: stop, later: later.into_iter().collect() });
+        }
     }
     l.journal_pos = pos;
     l.journal_live = used;
@@ -323,6 +386,9 @@ impl Metadata {
             return Err(Error::PathTooLong(opts.origin_path.len()));
         }
         let l = load(dev)?;
+        if let Some(d) = &l.damage {
+            return Err(Error::JournalDamaged { seq: d.seq, block: d.block, why: d.describe() });
+        }
         if l.sb.origin != opts.origin {
             return Err(Error::OriginMismatch { expected: opts.origin, found: l.sb.origin });
         }

@@ -3,8 +3,9 @@
 //! A table block: a 32-byte header (magic `BWTB`, CRC-32C, checkpoint sequence, block index, entry count)
 //! and up to [`ENTRIES_PER_BLOCK`] entries. A journal block: a 32-byte header (magic `BWJN`, CRC-32C, commit
 //! sequence, mount count, part, parts, record count) and up to [`ENTRIES_PER_BLOCK`] records. Entries and
-//! records share one 24-byte layout: origin block (or [`Entry::FREE_BLOCK`]) u64, flags u32 (bit 0 dirty),
-//! data CRC u32, hint u32, slot u32 (a table entry's own index, checked when read).
+//! records share one 24-byte layout: origin block (or [`Entry::FREE_BLOCK`]) u64, flags u32 (bit 0 dirty, bit 1
+//! the dirty entry's data CRC is set), data CRC u32, hint u32, slot u32 (a table entry's own index, checked when
+//! read).
 
 use crate::{block_crc, get_u16, get_u32, get_u64, put_u16, put_u32, put_u64, META_BLOCK};
 
@@ -17,6 +18,9 @@ const TABLE_MAGIC: u32 = u32::from_le_bytes(*b"BWTB");
 const JOURNAL_MAGIC: u32 = u32::from_le_bytes(*b"BWJN");
 const CRC_AT: usize = 4;
 const FLAG_DIRTY: u32 = 1;
+/// A dirty entry whose `crc` is its data's checksum (devices of the data-checksum feature; before it, a dirty
+/// entry's CRC was 0 and unknown).
+const FLAG_DATA_CRC: u32 = 2;
 
 /// What one slot holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,23 +31,36 @@ pub struct Entry {
     pub dirty: bool,
     /// A policy hint (larger: used more recently); kept at checkpoints, 0 from the journal.
     pub hint: u32,
-    /// CRC-32C of the slot's data when the entry is clean (0 when dirty or unknown): recovery keeps a clean
-    /// block only while its data still has this checksum.
+    /// CRC-32C of the slot's data (see [`Entry::data_crc`]): recovery keeps a clean block only while its data
+    /// still has this checksum, and a dirty block whose data fails it is reported, never served.
     pub crc: u32,
+    /// `crc` is the data's checksum. Always for a clean entry; for a dirty one, when it was written with its
+    /// checksum (a dirty entry of an older device, or of a block whose checksum could not be computed, has none).
+    pub has_crc: bool,
 }
 
 impl Entry {
     pub const FREE_BLOCK: u64 = u64::MAX;
-    pub const FREE: Entry = Entry { block: Self::FREE_BLOCK, dirty: false, hint: 0, crc: 0 };
+    pub const FREE: Entry = Entry { block: Self::FREE_BLOCK, dirty: false, hint: 0, crc: 0, has_crc: false };
 
-    /// A dirty entry.
+    /// A dirty entry whose data's checksum is not known.
     pub fn dirty(block: u64) -> Entry {
-        Entry { block, dirty: true, hint: 0, crc: 0 }
+        Entry { block, dirty: true, hint: 0, crc: 0, has_crc: false }
+    }
+
+    /// A dirty entry whose data has checksum `crc`.
+    pub fn dirty_crc(block: u64, crc: u32) -> Entry {
+        Entry { block, dirty: true, hint: 0, crc, has_crc: true }
     }
 
     /// A clean entry whose data has checksum `crc`.
     pub fn clean(block: u64, crc: u32) -> Entry {
-        Entry { block, dirty: false, hint: 0, crc }
+        Entry { block, dirty: false, hint: 0, crc, has_crc: true }
+    }
+
+    /// The checksum the slot's data must have, when the entry records one.
+    pub fn data_crc(&self) -> Option<u32> {
+        (!self.is_free() && self.has_crc).then_some(self.crc)
     }
 
     #[inline]
@@ -53,7 +70,12 @@ impl Entry {
 
     fn encode(&self, b: &mut [u8], slot: u64) {
         put_u64(b, 0, self.block);
-        put_u32(b, 8, if self.dirty { FLAG_DIRTY } else { 0 });
+        let flags = match (self.dirty, self.has_crc) {
+            (true, true) => FLAG_DIRTY | FLAG_DATA_CRC,
+            (true, false) => FLAG_DIRTY,
+            (false, _) => 0,
+        };
+        put_u32(b, 8, flags);
         put_u32(b, 12, self.crc);
         put_u32(b, 16, self.hint);
         put_u32(b, 20, slot as u32);
@@ -63,13 +85,18 @@ impl Entry {
     fn decode(b: &[u8]) -> Result<(Entry, u64), String> {
         let block = get_u64(b, 0);
         let flags = get_u32(b, 8);
-        if flags & !FLAG_DIRTY != 0 {
+        if flags & !(FLAG_DIRTY | FLAG_DATA_CRC) != 0 {
             return Err(format!("unknown entry flags {flags:#x}"));
         }
         if block == Self::FREE_BLOCK && flags != 0 {
             return Err("a free slot marked dirty".to_string());
         }
-        let e = Entry { block, dirty: flags & FLAG_DIRTY != 0, crc: get_u32(b, 12), hint: get_u32(b, 16) };
+        if flags == FLAG_DATA_CRC {
+            return Err("a clean entry with the dirty-checksum flag".to_string());
+        }
+        let dirty = flags & FLAG_DIRTY != 0;
+        let has_crc = block != Self::FREE_BLOCK && (!dirty || flags & FLAG_DATA_CRC != 0);
+        let e = Entry { block, dirty, crc: get_u32(b, 12), hint: get_u32(b, 16), has_crc };
         Ok((e, u64::from(get_u32(b, 20))))
     }
 }
@@ -181,6 +208,19 @@ pub(crate) fn decode_journal_block(uuid: &[u8; 16], b: &[u8]) -> Option<(Journal
     Some((h, out))
 }
 
+/// What a journal block that fails its checks still appears to say: its sequence number and the records that
+/// decode (nothing here is trusted; `blockwell cache repair` names these slots as hints).
+pub(crate) fn decode_journal_block_unchecked(b: &[u8]) -> (u64, Vec<Record>) {
+    let n = (get_u16(b, 28) as usize).min(ENTRIES_PER_BLOCK);
+    let recs = (0..n)
+        .filter_map(|k| {
+            let at = HEADER + ENTRY * k;
+            Entry::decode(&b[at..at + ENTRY]).ok().map(|(entry, slot)| Record { slot, entry })
+        })
+        .collect();
+    (get_u64(b, 8), recs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,6 +236,8 @@ mod tests {
                 _ => Entry::clean(i * 7, i as u32 * 31),
             })
             .collect();
+        let mut entries = entries;
+        entries[1] = Entry::dirty_crc(7, 0xfeed);
         let b = encode_table_block(&U, 5, 2, &entries);
         let mut out = Vec::new();
         decode_table_block(&U, &b, 5, 2, entries.len(), &mut out).unwrap();
@@ -204,6 +246,7 @@ mod tests {
         assert!(decode_table_block(&[8; 16], &b, 5, 2, entries.len(), &mut Vec::new()).is_err());
         assert!(decode_table_block(&U, &b, 6, 2, entries.len(), &mut Vec::new()).is_err());
         assert!(decode_table_block(&U, &b, 5, 3, entries.len(), &mut Vec::new()).is_err());
+        assert_eq!((out[1].data_crc(), out[4].data_crc(), out[0].data_crc()), (Some(0xfeed), None, None));
         for bit in [0usize, 100, 4095 * 8] {
             let mut c = b.clone();
             c[bit / 8] ^= 1 << (bit % 8);

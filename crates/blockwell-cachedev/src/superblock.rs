@@ -9,8 +9,11 @@ use std::fmt;
 pub const MAGIC: [u8; 8] = *b"BLKWLCD\0";
 /// The format this code writes and the newest it reads.
 pub const FORMAT_VERSION: u32 = 1;
-/// Incompatible-feature bits this code understands (none yet).
-const KNOWN_INCOMPAT: u32 = 0;
+/// Incompatible feature: dirty entries may carry their data's checksum (entry flag bit 1). Written by every
+/// superblock write of this code, so that an older Blockwell refuses the device instead of its entries.
+pub const INCOMPAT_DATA_CRC: u32 = 1;
+/// Incompatible-feature bits this code understands.
+const KNOWN_INCOMPAT: u32 = INCOMPAT_DATA_CRC;
 /// Longest origin path recorded.
 pub const MAX_PATH: usize = 1024;
 
@@ -122,7 +125,7 @@ impl Superblock {
         let mut b = vec![0u8; META_BLOCK as usize];
         b[0..8].copy_from_slice(&MAGIC);
         put_u32(&mut b, 8, self.version);
-        put_u32(&mut b, 12, 0);
+        put_u32(&mut b, 12, INCOMPAT_DATA_CRC);
         let flags = if self.clean { FLAG_CLEAN } else { 0 } | if self.detached { FLAG_DETACHED } else { 0 };
         put_u32(&mut b, 20, flags);
         put_u64(&mut b, 24, self.generation);

@@ -278,7 +278,7 @@ fn cache_commands_format_check_flush_detach_and_refusals() {
     let e = util::fails(&["cache", "format", v, "--origin", o]);
     assert!(e.contains("already holds a Blockwell cache device") && e.contains("--force"), "{e}");
     let check = cli(&["cache", "check", v, "--origin", o]);
-    assert!(check.starts_with("result           clean"), "{check}");
+    assert!(check.starts_with("result           no problems found"), "{check}");
     assert!(check.contains("shut down cleanly"), "{check}");
     // Another origin of the same size: refused by check (exit 1) and by serve, nothing written.
     let before = std::fs::read(&dev).unwrap();
@@ -618,4 +618,143 @@ fn ext4_on_a_write_back_cache_device_survives_sigkill_and_detach() {
 fn xfs_on_a_write_back_cache_device_survives_sigkill_and_detach() {
     // (mkfs.xfs refuses filesystems under 300 MB.)
     filesystem_survives_sigkill(&["mkfs.xfs", "-q", "-f"], &["xfs_repair", "-n"], 4, 512);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Media damage after a crash
+
+/// Five writes of one block each, every one followed by a FLUSH, through libnbd; then the server is killed.
+fn five_flushed_writes_then_kill9(d: &Path) {
+    let srv = Server::start(d, &["--cleaner", "none", "--commit-ms", "600000", "--cache", "0"]);
+    let code = format!(
+        "import nbd\nh = nbd.NBD()\nh.connect_uri({:?})\nfor i in range(5):\n    h.pwrite(bytes([0x11 * (i + 1)]) * \
+         4096, i * 4096)\n    h.flush()\nh.shutdown()\n",
+        srv.uri
+    );
+    let o = Command::new("/usr/bin/python3").args(["-c", &code]).output().unwrap();
+    assert!(o.status.success(), "nbd write: {}", String::from_utf8_lossy(&o.stderr));
+    srv.kill9();
+}
+
+/// The valid journal blocks of a device image, as (byte offset, commit sequence), in sequence order.
+fn journal_blocks(img: &[u8]) -> Vec<(usize, u64)> {
+    let u64_at = |at: usize| u64::from_le_bytes(img[at..at + 8].try_into().unwrap());
+    // The superblock copy of the higher generation names the journal.
+    let sb = if u64_at(4096 + 24) > u64_at(24) { 4096 } else { 0 };
+    let (journal, blocks) = (u64_at(sb + 96) as usize, u64_at(sb + 72) as usize);
+    let mut out: Vec<(usize, u64)> = (0..blocks)
+        .map(|i| journal + i * 4096)
+        .filter(|&at| &img[at..at + 4] == b"BWJN")
+        .map(|at| (at, u64_at(at + 8)))
+        .collect();
+    out.sort_by_key(|&(_, seq)| seq);
+    out
+}
+
+#[test]
+fn a_damaged_journal_block_is_refused_checked_and_repaired() {
+    if !python_nbd() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let origin = d.join("origin.img");
+    std::fs::File::create(&origin).unwrap().set_len(ORIGIN).unwrap();
+    let dev = d.join("cache.dev");
+    std::fs::File::create(&dev).unwrap().set_len(4 << 20).unwrap();
+    let (o, v) = (origin.to_str().unwrap(), dev.to_str().unwrap());
+    cli(&["cache", "format", v, "--origin", o]);
+    five_flushed_writes_then_kill9(d);
+    // One flipped byte in the third commit's journal block.
+    let mut img = std::fs::read(&dev).unwrap();
+    let commits = journal_blocks(&img);
+    assert!(commits.len() >= 5, "{commits:?}");
+    let (third, seq) = commits[commits.len() - 3];
+    img[third + 20] ^= 0x04; // the header's mount count: the records still read, unverified
+    std::fs::write(&dev, &img).unwrap();
+    // The server refuses the device, naming the commit; nothing is written.
+    let e =
+        util::fails(&["serve", "--backend", o, "--cache-dev", v, "--mode", "write-back", "--unix", "/nonexistent/s"]);
+    assert!(e.contains(&format!("commit {seq} (journal block")) && e.contains("damaged before its end"), "{e}");
+    assert!(e.contains("blockwell cache repair"), "{e}");
+    assert_eq!(std::fs::read(&dev).unwrap(), img, "a refused device is untouched");
+    // check: exit 1, the damage named, never "no problems found".
+    let c = util::run(&["cache", "check", v, "--origin", o]);
+    let out = String::from_utf8_lossy(&c.stdout);
+    assert_eq!(c.status.code(), Some(1), "{out}");
+    assert!(out.starts_with("result           1 problem(s) found"), "{out}");
+    assert!(out.contains(&format!("commit {seq} (journal block")), "{out}");
+    // repair without --write: says what it would do, writes nothing.
+    let dry = cli(&["cache", "repair", v]);
+    assert!(dry.contains(&format!("journal commit(s) {seq}")), "{dry}");
+    assert!(dry.contains("nothing written"), "{dry}");
+    // The two blocks of the commits after the damage are proven; the two before it and the one of the damaged
+    // commit itself are named (dirty, with where their data lies).
+    assert!(dry.contains("2 mapping(s) proven and verified against their data (2 dirty)"), "{dry}");
+    for b in 0..3 {
+        assert!(dry.contains(&format!("origin block {b} (dirty)")), "block {b}: {dry}");
+    }
+    assert_eq!(std::fs::read(&dev).unwrap(), img, "repair without --write writes nothing");
+    // repair --write, then the device opens: the proven blocks are served, the others come from the origin.
+    let wet = cli(&["cache", "repair", v, "--write"]);
+    assert!(wet.contains("written"), "{wet}");
+    let check = cli(&["cache", "check", v, "--origin", o]);
+    assert!(check.starts_with("result           no problems found"), "{check}");
+    let srv = Server::start(d, &["--cleaner", "none"]);
+    let data = dump(&srv.uri);
+    srv.stop();
+    for (b, byte) in [(0usize, 0u8), (1, 0), (2, 0), (3, 0x44), (4, 0x55)] {
+        assert!(data[b * 4096..(b + 1) * 4096].iter().all(|&x| x == byte), "block {b} is not {byte:#x}");
+    }
+}
+
+#[test]
+fn a_flipped_byte_in_a_dirty_block_is_an_error_never_data() {
+    if !python_nbd() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let origin = d.join("origin.img");
+    std::fs::File::create(&origin).unwrap().set_len(ORIGIN).unwrap();
+    let ctl = d.join("ctl.sock");
+    let v = d.join("cache.dev");
+    let srv = Server::start(d, &["--cache-dev-size", "4MiB", "--cleaner", "none", "--cache", "0"]);
+    nbd_fill(&srv.uri, 0xa1, 16, true);
+    srv.stop();
+    // The device was shut down cleanly with 16 dirty blocks: check says so without calling it "clean".
+    let st = cli(&["cache", "status", v.to_str().unwrap()]);
+    assert!(st.starts_with("result           no problems found") && st.contains(" 16 dirty,"), "{st}");
+    let check = cli(&["cache", "check", v.to_str().unwrap()]);
+    assert!(check.contains("16 mapped slot(s) verified against their checksums, 0 mismatch(es)"), "{check}");
+    // One flipped byte in the data of a dirty block.
+    let mut img = std::fs::read(&v).unwrap();
+    let u64_at = |at: usize| u64::from_le_bytes(img[at..at + 8].try_into().unwrap());
+    let (data, slots) = (u64_at(104) as usize, u64_at(56) as usize);
+    let slot = (0..slots).find(|s| img[data + s * 4096] == 0xa1).expect("a slot holds the data");
+    img[data + slot * 4096 + 1000] ^= 0x01;
+    std::fs::write(&v, &img).unwrap();
+    let c = util::run(&["cache", "check", v.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&c.stdout);
+    assert_eq!(c.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains(&format!("slot {slot} (origin block")) && out.contains("dirty): data checksum mismatch"),
+        "{out}"
+    );
+    // Served: the read of that block fails (EIO) and the export says it is degraded; the others read.
+    let srv = Server::start(d, &["--cleaner", "none", "--cache", "0"]);
+    let code = format!(
+        "import nbd\nh = nbd.NBD()\nh.connect_uri({:?})\nbad = []\nfor b in range(16):\n    try:\n        \
+         assert h.pread(4096, b * 4096) == bytes([0xa1]) * 4096\n    except nbd.Error:\n        bad.append(b)\n\
+         print(bad)\n",
+        srv.uri
+    );
+    let o = Command::new("/usr/bin/python3").args(["-c", &code]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bad = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    assert!(bad.starts_with('[') && bad.len() > 2 && !bad.contains(','), "exactly one block fails: {bad}");
+    let st = dev_status(&ctl);
+    assert!(st["degraded"].as_str().is_some_and(|s| s.contains("cannot be read")), "{st}");
+    assert!(st["checksum_failures"].as_u64() >= Some(1), "{st}");
+    drop(srv);
 }

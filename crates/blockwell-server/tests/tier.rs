@@ -3,7 +3,7 @@
 
 mod tier_common;
 
-use blockwell_cachedev::crash::CrashDev;
+use blockwell_cachedev::crash::{Clock, CrashDev};
 use blockwell_cachedev::{CacheMode, Dev, MemDev};
 use blockwell_core::cleaner::CleanerSpec;
 use blockwell_server::backend::Backend;
@@ -443,4 +443,40 @@ fn a_flush_waits_for_an_origin_flush_in_progress_that_took_its_writes() {
     rx.recv_timeout(std::time::Duration::from_secs(10)).expect("the FLUSH returns once the origin flush is done");
     a.join().unwrap();
     b.join().unwrap();
+}
+
+#[test]
+fn a_dirty_block_changed_by_a_write_the_crash_interrupted_survives_a_clean_restart() {
+    // A dirty block's checksum is committed, then a write changes the block in place and the power fails
+    // before the next commit: the device holds the new data and the old checksum. Recovery adopts the data as
+    // found; a clean stop that never read the block must not leave that old checksum as the truth.
+    let (_, cache, origin) = devices(CACHE, ORIGIN, CacheMode::WriteBack);
+    let t = open(cache.clone(), origin.clone(), config(ORIGIN as u64, CacheMode::WriteBack));
+    t.write_at(&pattern(1, 0, 4096), 0, false).unwrap();
+    t.flush().unwrap();
+    t.write_at(&pattern(2, 0, 4096), 0, false).unwrap();
+    let crashed: Arc<dyn Dev> = Arc::new(MemDev::from_bytes(cache.current()));
+    let origin2 = Arc::new(CrashDev::with_contents(origin.current(), Clock::new()));
+    drop(t);
+    let t = open(crashed.clone(), origin2.clone(), config(ORIGIN as u64, CacheMode::WriteBack));
+    assert!(!t.recovery().clean_shutdown);
+    t.close().unwrap();
+    let t = open(crashed.clone(), origin2.clone(), config(ORIGIN as u64, CacheMode::WriteBack));
+    assert!(t.recovery().clean_shutdown);
+    assert_eq!(read(&t, 0, 4096), pattern(2, 0, 4096), "the write the crash interrupted, adopted");
+    assert!(t.snapshot().degraded.is_none());
+    t.close().unwrap();
+    // Damage after that clean stop is not adopted: the read fails and the export is degraded.
+    let g = blockwell_cachedev::check::check_metadata(&*crashed, None).unwrap();
+    let mut img = vec![0u8; crashed.size() as usize];
+    crashed.read_at(&mut img, 0).unwrap();
+    let slot = (0..g.slots as usize)
+        .find(|s| img[g.data_offset as usize + s * 4096..][..4096] == pattern(2, 0, 4096)[..])
+        .expect("a slot holds the block");
+    let at = g.data_offset + slot as u64 * 4096 + 100;
+    crashed.write_at(&[img[at as usize] ^ 0x20], at).unwrap();
+    let t = open(crashed, origin2, config(ORIGIN as u64, CacheMode::WriteBack));
+    let e = t.read_at(&mut [0u8; 4096], 0).unwrap_err();
+    assert!(e.to_string().contains("dirty block 0 cannot be read"), "{e}");
+    assert!(t.snapshot().degraded.is_some() && t.snapshot().checksum_failures == 1);
 }

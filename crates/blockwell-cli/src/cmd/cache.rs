@@ -4,7 +4,7 @@
 use super::options::{parse_arg, BlockSize};
 use super::tier::{format, origin_identity};
 use anyhow::{anyhow, bail, Context};
-use blockwell_cachedev::check::check;
+use blockwell_cachedev::check::{check, check_metadata};
 use blockwell_cachedev::{CacheMode, FileDev};
 use blockwell_server::claim::Claim;
 use blockwell_server::control::{self, Request};
@@ -36,12 +36,26 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// Verify a cache device offline: superblocks, slot table, journal, mapping. Exit 1 when it finds a problem.
+    /// Verify a cache device offline: superblocks, slot table, journal, mapping, and the data of every mapped
+    /// slot against its checksum. Exit 1 when it finds a problem.
     Check {
         path: PathBuf,
         /// Also check that the device belongs to this origin.
         #[arg(long, value_name = "PATH")]
         origin: Option<PathBuf>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Salvage a cache device whose metadata is damaged (dm-cache's cache_repair): keep only the mappings it
+    /// can prove and verify, name every slot and origin block it cannot vouch for. Writes nothing without
+    /// --write.
+    Repair {
+        /// The cache device (not in use).
+        path: PathBuf,
+        /// Write the salvaged mappings as a new checkpoint (the slots named are dropped from the cache).
+        #[arg(long)]
+        write: bool,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -120,9 +134,26 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
             }
             Ok(if r.ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
+        Command::Repair { path, write, json } => {
+            let r = if write {
+                let f = FileBackend::open(&path, FileOptions::writable())
+                    .with_context(|| format!("opening {}", path.display()))?;
+                let dev = FileDev::from_file(f.into_file()).with_context(|| format!("opening {}", path.display()))?;
+                blockwell_cachedev::repair::repair(&dev, true)
+            } else {
+                blockwell_cachedev::repair::repair(&open_dev(&path)?, false)
+            }
+            .with_context(|| path.display().to_string())?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                print!("{}", r.text(&path.display().to_string()));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Status { path, json } => {
             let dev = open_dev(&path)?;
-            let r = check(&dev, None).with_context(|| path.display().to_string())?;
+            let r = check_metadata(&dev, None).with_context(|| path.display().to_string())?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&r)?);
             } else {
@@ -170,7 +201,7 @@ fn open_dev(path: &Path) -> anyhow::Result<FileDev> {
 /// Opens the cache device `path` over its origin (given, or as recorded), in the mode it records, with no
 /// background cleaning.
 fn open_offline(path: &Path, origin: Option<&Path>) -> anyhow::Result<TierBackend<FileBackend>> {
-    let r = check(&open_dev(path)?, None).with_context(|| path.display().to_string())?;
+    let r = check_metadata(&open_dev(path)?, None).with_context(|| path.display().to_string())?;
     if let Some(p) = r.problems.first() {
         bail!("{}: {p} (`blockwell cache check` lists every problem)", path.display());
     }

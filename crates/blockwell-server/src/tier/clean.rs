@@ -25,6 +25,8 @@ struct Pick {
     slot: u32,
     gen: u32,
     crc: Option<u32>,
+    /// Recovered after a crash and not read since: a mismatch is a write the crash interrupted.
+    adopt: bool,
 }
 
 impl<O: Backend> Inner<O> {
@@ -85,7 +87,7 @@ impl<O: Backend> Inner<O> {
                 }
                 slot.readers += 1;
                 slot.cleaning = true;
-                picks.push(Pick { block: b, slot: s, gen: slot.gen, crc: slot.crc });
+                picks.push(Pick { block: b, slot: s, gen: slot.gen, crc: slot.crc, adopt: slot.adopt });
                 st.writing_back.insert(b);
             }
             if quota > 0 {
@@ -100,7 +102,7 @@ impl<O: Backend> Inner<O> {
                         let slot = &mut st.slots[s as usize];
                         slot.readers += 1;
                         slot.cleaning = true;
-                        picks.push(Pick { block: b, slot: s, gen: slot.gen, crc: slot.crc });
+                        picks.push(Pick { block: b, slot: s, gen: slot.gen, crc: slot.crc, adopt: slot.adopt });
                         st.writing_back.insert(b);
                     }
                 }
@@ -130,7 +132,7 @@ impl<O: Backend> Inner<O> {
         for (k, p) in picks.iter().enumerate() {
             let mut d = vec![0u8; self.block_len(p.block)];
             match self.dev.read_at(&mut d, self.geometry.slot_offset(u64::from(p.slot))) {
-                Ok(()) if p.crc.map_or(true, |c| crc32c::crc32c(&d) == c) => data.push(Some(d)),
+                Ok(()) if p.adopt || p.crc.map_or(true, |c| crc32c::crc32c(&d) == c) => data.push(Some(d)),
                 r => {
                     if r.is_err() {
                         add(&self.counters.dev_read_errors, 1);
@@ -200,6 +202,7 @@ impl<O: Backend> Inner<O> {
                     let slot = &mut st.slots[s as usize];
                     slot.dirty = false;
                     slot.crc = Some(crc);
+                    slot.adopt = false;
                     st.record(s, Entry::clean(b, crc));
                     st.unpin_reader(s);
                     done += 1;

@@ -51,7 +51,9 @@ impl<O: Backend> Inner<O> {
             st.in_commit += r.len();
             (r, self.epoch.load(Ordering::SeqCst))
         };
-        let res = c.meta.commit(&*self.dev, &records);
+        // Only the last record of a slot matters within a commit (it is applied whole or not at all): a block
+        // written many times between two commits costs one record.
+        let res = c.meta.commit(&*self.dev, &last_per_slot(&records));
         let mut st = self.lock();
         st.in_commit -= records.len();
         match res {
@@ -90,4 +92,13 @@ impl<O: Backend> Inner<O> {
             }
         }
     }
+}
+
+/// The last record of each slot, in the order of those last records.
+fn last_per_slot(records: &[blockwell_cachedev::Record]) -> Vec<blockwell_cachedev::Record> {
+    let mut seen = std::collections::HashSet::with_capacity(records.len());
+    let mut out: Vec<blockwell_cachedev::Record> =
+        records.iter().rev().filter(|r| seen.insert(r.slot)).copied().collect();
+    out.reverse();
+    out
 }

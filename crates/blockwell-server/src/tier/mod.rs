@@ -466,8 +466,9 @@ impl<O: Backend> Inner<O> {
             let slot = &mut st.slots[s];
             slot.used = state::Use::Valid(e.block);
             slot.dirty = e.dirty;
-            slot.crc = (!e.dirty).then_some(e.crc);
+            slot.crc = e.data_crc();
             slot.verified = false;
+            slot.adopt = e.dirty && !recovery.clean_shutdown;
             slot.stamp = e.hint;
             st.map.insert(e.block, s as u32);
             plan.victims.clear();
@@ -656,6 +657,7 @@ impl<O: Backend> Inner<O> {
     }
 
     fn shutdown(&self) -> io::Result<()> {
+        self.adopt_unread();
         self.commit()?;
         let hints: Vec<u32> = {
             let st = self.lock();

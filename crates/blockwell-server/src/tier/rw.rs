@@ -81,7 +81,7 @@ impl<O: Backend> Inner<O> {
         let first = req.first.block();
         // (block, slot, crc to check, generation) read from the device; blocks read from the origin; misses
         // to promote.
-        let mut hits: Vec<(u64, u32, Option<u32>, u32)> = Vec::new();
+        let mut hits: Vec<(u64, u32, Option<u32>, u32, bool)> = Vec::new();
         let mut misses: Vec<u64> = Vec::new();
         let mut fetch: Vec<u64> = Vec::new();
         let (token, bypass) = {
@@ -107,7 +107,7 @@ impl<O: Backend> Inner<O> {
                         slot.stamp = stamp;
                         // While a write is changing the slot, its checksum is not the data's.
                         let crc = if slot.writers == 0 { slot.crc } else { None };
-                        hits.push((b, s, crc, slot.gen));
+                        hits.push((b, s, crc, slot.gen, slot.adopt));
                     }
                     None => {
                         misses.push(b);
@@ -132,14 +132,25 @@ impl<O: Backend> Inner<O> {
         let bs = self.block_size as usize;
         let mut block = vec![0u8; bs];
         let mut bad: Vec<(u64, u32, u32)> = Vec::new();
+        // Dirty blocks recovered after a crash, read now: (block, slot, generation, the data's checksum).
+        let mut adopted: Vec<(u64, u32, u32, u32)> = Vec::new();
         let mut fatal: Option<io::Error> = None;
-        for &(b, s, crc, gen) in &hits {
+        for &(b, s, crc, gen, adopt) in &hits {
             let blen = self.block_len(b);
             let data = &mut block[..blen];
             match self.dev.read_at(data, self.geometry.slot_offset(u64::from(s))) {
                 Ok(()) if crc.map_or(true, |c| crc32c::crc32c(data) == c) => {
                     add(&self.counters.dev_read_blocks, 1);
                     copy_range(b * self.block_size, data, buf, offset);
+                    if adopt {
+                        adopted.push((b, s, gen, crc32c::crc32c(data)));
+                    }
+                }
+                Ok(()) if adopt => {
+                    // A write the crash interrupted changed the data after its checksum was committed.
+                    add(&self.counters.dev_read_blocks, 1);
+                    copy_range(b * self.block_size, data, buf, offset);
+                    adopted.push((b, s, gen, crc32c::crc32c(data)));
                 }
                 r => {
                     if r.is_err() {
@@ -157,7 +168,18 @@ impl<O: Backend> Inner<O> {
         let mut lost: Vec<u64> = Vec::new();
         {
             let mut st = self.lock();
-            for &(_, s, _, _) in &hits {
+            for &(b, s, gen, crc) in &adopted {
+                let slot = &st.slots[s as usize];
+                if slot.used == Use::Valid(b) && slot.gen == gen && slot.writers == 0 && slot.adopt {
+                    if slot.crc != Some(crc) {
+                        st.dirty_written(s, Some(crc));
+                    }
+                    let slot = &mut st.slots[s as usize];
+                    slot.adopt = false;
+                    slot.verified = true;
+                }
+            }
+            for &(_, s, _, _, _) in &hits {
                 st.unpin_reader(s);
             }
             for &(b, s, gen) in &bad {
@@ -176,7 +198,7 @@ impl<O: Backend> Inner<O> {
                 }
             }
         }
-        if !bad.is_empty() {
+        if !bad.is_empty() || !adopted.is_empty() {
             self.bump();
         }
         if let Some(&b) = lost.first() {
@@ -346,6 +368,8 @@ impl<O: Backend> Inner<O> {
         self.ensure_free(n)?;
         let req = self.request(Op::Write, offset, buf.len() as u64);
         let mut steps: Vec<Step> = Vec::with_capacity(n as usize);
+        // Blocks written in place in part: (block, the checksum their data has now, adoptable after a crash).
+        let mut partial: Vec<(u64, Option<u32>, bool)> = Vec::new();
         let mut need_commit = false;
         let bypass;
         {
@@ -413,6 +437,9 @@ impl<O: Backend> Inner<O> {
                     let slot = &mut st.slots[s as usize];
                     slot.writers += 1;
                     slot.readers += 1;
+                    if !whole {
+                        partial.push((b, slot.crc, slot.adopt));
+                    }
                 }
                 steps.push(step);
             }
@@ -427,15 +454,40 @@ impl<O: Backend> Inner<O> {
             add(&self.counters.forced_commits, 1);
             self.commit()?;
         }
-        // Data into slots.
+        // Data into slots. A block written in part is read first: its data is checked against its checksum (a
+        // damaged block is not written over) and the checksum of the result computed.
         let len = buf.len() as u64;
         let mut results: Vec<io::Result<()>> = Vec::with_capacity(steps.len());
+        let mut partial_crc: Vec<Option<u32>> = Vec::with_capacity(partial.len());
+        let mut damaged: Vec<u64> = Vec::new();
         for (i, step) in steps.iter().enumerate() {
             let b = first + i as u64;
-            let (lo, hi, _) = self.piece(b, offset, len);
+            let (lo, hi, whole) = self.piece(b, offset, len);
             let src = &buf[(b * self.block_size + lo as u64 - offset) as usize
                 ..(b * self.block_size + hi as u64 - offset) as usize];
             let r = match step {
+                Step::InPlace(s) if !whole => {
+                    let (_, want, adopt) = partial[partial_crc.len()];
+                    let at = self.geometry.slot_offset(u64::from(*s));
+                    let mut data = vec![0u8; self.block_len(b)];
+                    match self.dev.read_at(&mut data, at) {
+                        Ok(()) if want.is_some_and(|c| c != crc32c::crc32c(&data)) && !adopt => {
+                            add(&self.counters.checksum_failures, 1);
+                            damaged.push(b);
+                            partial_crc.push(want);
+                            Err(eio(format!("block {b} failed its checksum on the cache device")))
+                        }
+                        pre => {
+                            if pre.is_err() {
+                                add(&self.counters.dev_read_errors, 1);
+                            }
+                            data[lo..hi].copy_from_slice(src);
+                            partial_crc.push(pre.is_ok().then(|| crc32c::crc32c(&data)));
+                            add(&self.counters.dev_write_blocks, 1);
+                            self.dev.write_at(src, at + lo as u64)
+                        }
+                    }
+                }
                 Step::InPlace(s) | Step::Fill(s) => {
                     add(&self.counters.dev_write_blocks, 1);
                     self.dev.write_at(src, self.geometry.slot_offset(u64::from(*s)) + lo as u64)
@@ -463,6 +515,7 @@ impl<O: Backend> Inner<O> {
         let mut dev_err = None;
         {
             let mut st = self.lock();
+            let mut partial_crc = partial_crc.into_iter();
             for (i, (step, r)) in steps.iter().zip(results).enumerate() {
                 let b = first + i as u64;
                 let (lo, hi, whole) = self.piece(b, offset, len);
@@ -473,10 +526,21 @@ impl<O: Backend> Inner<O> {
                 match (*step, r) {
                     (Step::InPlace(s), r) => {
                         st.level.set_pinned(key(b), false);
+                        let new_crc = if whole { Some(crc()) } else { partial_crc.next().flatten() };
+                        if damaged.contains(&b) {
+                            // Nothing was written: the block keeps the checksum its damaged data fails.
+                            let slot = &mut st.slots[s as usize];
+                            slot.writers -= 1;
+                            st.unpin_reader(s);
+                            let why = format!("dirty block {b} failed its checksum on the cache device");
+                            st.degraded.get_or_insert_with(|| why.clone());
+                            dev_err.get_or_insert(eio(why));
+                            continue;
+                        }
                         let slot = &mut st.slots[s as usize];
                         slot.writers -= 1;
                         slot.gen = slot.gen.wrapping_add(1);
-                        slot.crc = if whole && r.is_ok() { Some(crc()) } else { None };
+                        slot.crc = if r.is_ok() { new_crc } else { None };
                         slot.verified = true;
                         let dirty = slot.dirty;
                         st.unpin_reader(s);
@@ -485,11 +549,13 @@ impl<O: Backend> Inner<O> {
                                 // Write-through into a clean copy: the metadata gets its new checksum.
                                 st.record(s, blockwell_cachedev::Entry::clean(b, crc()));
                             }
-                            Ok(()) => {}
+                            Ok(()) => st.dirty_written(s, new_crc),
                             Err(e) => {
                                 add(&self.counters.dev_write_errors, 1);
                                 if !dirty && st.slots[s as usize].used == Use::Valid(b) {
                                     st.drop_block(b);
+                                } else if dirty {
+                                    st.dirty_written(s, None);
                                 }
                                 st.degraded.get_or_insert_with(|| format!("cache device write failed: {e}"));
                                 dev_err.get_or_insert(e);
@@ -534,6 +600,36 @@ impl<O: Backend> Inner<O> {
             self.commit()?;
         }
         Ok(())
+    }
+
+    /// Before a clean stop: every dirty block recovered after a crash and not read since gets the checksum of
+    /// its data as found (or none, if it cannot be read), since after a clean stop a mismatch means damage.
+    pub(crate) fn adopt_unread(&self) {
+        let unread: Vec<(u64, u32)> = {
+            let st = self.lock();
+            (st.slots.iter().enumerate())
+                .filter_map(|(s, slot)| match slot.used {
+                    Use::Valid(b) if slot.adopt => Some((b, s as u32)),
+                    _ => None,
+                })
+                .collect()
+        };
+        for (b, s) in unread {
+            let mut data = vec![0u8; self.block_len(b)];
+            let crc = self
+                .dev
+                .read_at(&mut data, self.geometry.slot_offset(u64::from(s)))
+                .ok()
+                .map(|()| crc32c::crc32c(&data));
+            let mut st = self.lock();
+            let slot = &mut st.slots[s as usize];
+            if slot.adopt && slot.used == Use::Valid(b) && slot.writers == 0 {
+                slot.adopt = false;
+                if crc.is_none() || slot.crc != crc {
+                    st.dirty_written(s, crc);
+                }
+            }
+        }
     }
 
     /// FLUSH: the origin (writes that went there), then a commit.
@@ -606,7 +702,10 @@ impl<O: Backend> Inner<O> {
             let slot = &mut st.slots[s as usize];
             slot.writers -= 1;
             slot.gen = slot.gen.wrapping_add(1);
-            slot.crc = None;
+            // Zeroed whole, the block's checksum is known; zeroed in part, it is not (the rest was not read).
+            let whole = lo == 0 && hi == self.block_len(b);
+            let crc = (whole && r.is_ok()).then(|| crc32c::crc32c(&vec![0u8; hi]));
+            st.dirty_written(s, crc);
             st.unpin_reader(s);
             if let Err(e) = r {
                 add(&self.counters.dev_write_errors, 1);

@@ -51,6 +51,9 @@ pub(crate) struct Slot {
     pub crc: Option<u32>,
     /// The data was checked against `crc` (or written) since the device was opened.
     pub verified: bool,
+    /// A dirty block recovered after a crash and not read since: a write the crash interrupted may have changed
+    /// its data after the checksum was committed, so a mismatch is adopted as found, not reported as damage.
+    pub adopt: bool,
     /// Reads and writes of the slot's data in progress.
     pub readers: u32,
     pub writers: u32,
@@ -75,6 +78,7 @@ impl Slot {
             dirty: false,
             crc: None,
             verified: false,
+            adopt: false,
             readers: 0,
             writers: 0,
             gen: 0,
@@ -150,6 +154,7 @@ impl State {
         slot.dirty = false;
         slot.crc = None;
         slot.verified = true;
+        slot.adopt = false;
         Some(s)
     }
 
@@ -163,7 +168,7 @@ impl State {
         slot.verified = true;
         self.clock = self.clock.wrapping_add(1);
         slot.stamp = self.clock;
-        let entry = if dirty { Entry::dirty(b) } else { Entry::clean(b, crc) };
+        let entry = if dirty { Entry::dirty_crc(b, crc) } else { Entry::clean(b, crc) };
         self.record(s, entry);
         let old = self.map.insert(b, s);
         debug_assert!(old.is_none(), "block {b} had a slot");
@@ -189,6 +194,17 @@ impl State {
         self.record(s, Entry::dirty(b));
     }
 
+    /// A dirty slot's data was written: the metadata gets its new checksum (or learns that it is unknown), so
+    /// that the entry never names a checksum the data no longer has once a commit covers the write.
+    pub fn dirty_written(&mut self, s: u32, crc: Option<u32>) {
+        let slot = &mut self.slots[s as usize];
+        slot.crc = crc;
+        slot.adopt = false;
+        if let (Use::Valid(b), true) = (slot.used, slot.dirty) {
+            self.record(s, crc.map_or(Entry::dirty(b), |c| Entry::dirty_crc(b, c)));
+        }
+    }
+
     /// Frees a slot (its block leaves the cache): a FREE record when the metadata may map it, and the pool
     /// once that is durable and no reader holds it.
     pub fn release(&mut self, s: u32) {
@@ -206,6 +222,7 @@ impl State {
         slot.used = Use::Free;
         slot.dirty = false;
         slot.crc = None;
+        slot.adopt = false;
         if slot.durable.is_free() && slot.unsettled == 0 {
             self.pool(s);
             return;
