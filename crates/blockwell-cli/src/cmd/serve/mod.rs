@@ -98,6 +98,13 @@ pub struct StackArgs {
     #[arg(long)]
     pub read_only: bool,
 
+    /// Serve the backend although a cache device holds dirty blocks of it (the backend's data there is stale,
+    /// and writing it makes those blocks stale in turn); with --cache-dev, also keep that device's dirty blocks
+    /// although the backend was written without it since (they are served and written back over the newer
+    /// data; --discard-stale drops them instead).
+    #[arg(long)]
+    pub force: bool,
+
     /// With --read-only: share the backend with other readers (a shared lock) instead of claiming it alone.
     /// Without it, a backend is claimed exclusively: a second server, mount or export on the same file or
     /// device is refused, naming the holder.
@@ -383,6 +390,13 @@ impl StackArgs {
                 self.key("read_only")
             );
         }
+        if self.force && self.tier.discard_stale {
+            bail!(
+                "{} and {} contradict each other (keep a cache device's stale dirty blocks, or drop them)",
+                self.key("force"),
+                self.key("discard_stale")
+            );
+        }
         if self.tier.cache_dev.is_none() {
             if self.write_mode() == CacheMode::WriteBack {
                 bail!(
@@ -396,6 +410,9 @@ impl StackArgs {
             }
             if self.tier.cache_dev_associativity.is_some() {
                 bail!("{} needs {}", self.key("cache_dev_associativity"), self.key("cache_dev"));
+            }
+            if self.tier.discard_stale {
+                bail!("{} needs {}", self.key("discard_stale"), self.key("cache_dev"));
             }
         }
         if !self.content
@@ -452,6 +469,9 @@ impl StackArgs {
         let claim = if self.shared { Claim::Shared } else { Claim::Exclusive };
         let file = FileBackend::open(path, FileOptions { read_only, direct: self.direct, claim })
             .with_context(|| self.key("backend"))?;
+        if self.tier.cache_dev.is_none() {
+            super::tier::guard_alone(path, !read_only, self.force).with_context(|| self.key("backend"))?;
+        }
         let (lower, delay): (Box<dyn Backend>, _) = match self.delay.config() {
             None => (Box::new(file), None),
             Some(cfg) => {
@@ -462,9 +482,15 @@ impl StackArgs {
         let (lower, tier): (Box<dyn Backend>, _) = match &self.tier.cache_dev {
             None => (lower, None),
             Some(_) => {
-                let t = self
-                    .tier
-                    .build(lower, path, self.cache.block_size.get(), mode, self.cache.preset, |k| self.key(k))?;
+                let t = self.tier.build(
+                    lower,
+                    path,
+                    self.cache.block_size.get(),
+                    mode,
+                    self.cache.preset,
+                    self.force,
+                    |k| self.key(k),
+                )?;
                 (Box::new(t.clone()), Some(t))
             }
         };
