@@ -371,3 +371,65 @@ fn a_failed_start_removes_the_cache_device_it_created_and_nothing_else() {
     stop(srv);
     assert_eq!(std::fs::metadata(&dev).unwrap().len(), 4 << 20);
 }
+
+/// `blockwell ARGS` with the state directory `state`; asserts exit 2 and returns stderr.
+fn fails_in(state: &Path, args: &[&str]) -> String {
+    let o = util::bin().env("BLOCKWELL_STATE_DIR", state).args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(2), "blockwell {args:?}: {err}");
+    err
+}
+
+fn serve_in(state: &Path, args: &[&str]) -> Served {
+    let mut c = util::bin();
+    c.env("BLOCKWELL_STATE_DIR", state).args(["serve", "--listen", "127.0.0.1:0"]).args(args);
+    c.stderr(std::process::Stdio::piped());
+    Served::spawn(c)
+}
+
+#[test]
+fn a_block_device_origin_keeps_its_record_in_the_state_directory() {
+    if !util::root("a loop device") || !have("losetup") || !have("qemu-io") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let img = d.join("origin.img");
+    std::fs::File::create(&img).unwrap().set_len(ORIGIN).unwrap();
+    let out = std::process::Command::new("losetup").args(["--find", "--show"]).arg(&img).output().unwrap();
+    assert!(out.status.success(), "losetup: {}", String::from_utf8_lossy(&out.stderr));
+    struct Loop(String);
+    impl Drop for Loop {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("losetup").args(["-d", &self.0]).status();
+        }
+    }
+    let lo = Loop(String::from_utf8(out.stdout).unwrap().trim().to_string());
+    let o = lo.0.as_str();
+    let state = d.join("state");
+    let dev = d.join("cache.dev");
+    std::fs::File::create(&dev).unwrap().set_len(4 << 20).unwrap();
+    let v = dev.to_str().unwrap();
+    let ok = util::bin().env("BLOCKWELL_STATE_DIR", &state).args(["cache", "format", v, "--origin", o]).status();
+    assert!(ok.unwrap().success());
+    let cached = ["--backend", o, "--cache-dev", v, "--mode", "write-back", "--cleaner", "none", "--cache", "0"];
+    let srv = serve_in(&state, &cached);
+    qemu_io(&srv.uri, &["write -P 0xab 0 64k", "flush"]);
+    stop(srv);
+    let records: Vec<_> = std::fs::read_dir(state.join("origins")).unwrap().flatten().collect();
+    assert_eq!(records.len(), 1, "one record, for the block device");
+    let text = std::fs::read_to_string(records[0].path()).unwrap();
+    assert!(text.contains(" dirty 16 path ") && text.contains("cache.dev"), "{text}");
+    let e = fails_in(&state, &["serve", "--backend", o, "--listen", "127.0.0.1:0"]);
+    assert!(e.contains("holds 16 dirty block(s) of it"), "{e}");
+    // Forced alone and written: the cache device notices through the record's nonce.
+    let srv = serve_in(&state, &["--backend", o, "--force"]);
+    qemu_io(&srv.uri, &["write -P 0xcd 0 4k", "flush"]);
+    stop(srv);
+    let mut a = cached.to_vec();
+    a.insert(0, "serve");
+    a.extend(["--listen", "127.0.0.1:0"]);
+    let e = fails_in(&state, &a);
+    assert!(e.contains("written without this cache device"), "{e}");
+    drop(lo);
+}
