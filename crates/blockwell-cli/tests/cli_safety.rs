@@ -360,6 +360,12 @@ fn a_failed_start_removes_the_cache_device_it_created_and_nothing_else() {
     let e = serve(&["--cache-dev-size", "4MiB", "--cache-dev-policy", "opt"]);
     assert!(e.contains("opt"), "{e}");
     assert!(!dev.exists(), "the formatted file is gone");
+    // Created, formatted and opened, then the start fails (its address is taken): removed too.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let e = util::fails(&["serve", "--backend", o, "--cache-dev", v, "--cache-dev-size", "4MiB", "--listen", &addr]);
+    assert!(e.contains(&format!("--listen {addr}")), "{e}");
+    assert!(!dev.exists(), "a start that failed late removes the file too");
     // A file that was there before is never removed, whatever fails.
     std::fs::write(&dev, b"mine").unwrap();
     let e = serve(&["--cache-dev-size", "4MiB"]);

@@ -140,6 +140,38 @@ impl Drop for Created {
     }
 }
 
+/// Cache-device files this process created for a start that is not finished: removed if it fails.
+static STARTING: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+impl Created {
+    /// The file stays while the start goes on; [`removing_created`] removes it if the start fails.
+    pub fn until_started(mut self) {
+        if let Some(p) = self.0.take() {
+            STARTING.lock().unwrap_or_else(|e| e.into_inner()).push(p);
+        }
+    }
+}
+
+/// The start succeeded (serving, mounted): the files it created stay.
+pub fn started() {
+    STARTING.lock().unwrap_or_else(|e| e.into_inner()).clear();
+}
+
+/// Runs a start (`serve`, `mount`); when it fails before [`started`], removes the cache-device files it
+/// created (after everything it opened is closed), and only those.
+pub fn removing_created(
+    f: impl FnOnce() -> anyhow::Result<std::process::ExitCode>,
+) -> anyhow::Result<std::process::ExitCode> {
+    let r = f();
+    let created = std::mem::take(&mut *STARTING.lock().unwrap_or_else(|e| e.into_inner()));
+    if r.is_err() {
+        for p in created {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+    r
+}
+
 /// Creates the cache-device file `path` of `size` (`flag`: the option that gave it, for errors) when it does
 /// not exist; checks that an existing one has that size (it is never resized). Without a size, `path` must
 /// exist.
@@ -347,7 +379,7 @@ impl TierArgs {
             anyhow!("{e}{hint}")
         });
         let tier = Arc::new(tier.with_context(ctx)?);
-        created.keep();
+        created.until_started();
         Ok(tier)
     }
 }

@@ -1671,6 +1671,10 @@ fn metrics_text(live: &[Arc<Live>], conns: Option<&ConnStats>) -> String {
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    super::tier::removing_created(|| run_started(a))
+}
+
+fn run_started(a: Args) -> anyhow::Result<ExitCode> {
     let cfg = a.config()?;
     let _log = log::init(a.log_format, a.log_level);
     let mut live = Vec::new();
@@ -1770,6 +1774,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let mut signals =
         signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
     let handle = server.spawn().context("starting the server")?;
+    super::tier::started();
     for l in first.iter() {
         println!("blockwell: serving {} ({} bytes) at {}", l.backend.display(), l.size, uri(&l.name));
     }
