@@ -280,9 +280,10 @@ pub fn hold_refusal(hold: &CacheHold) -> Option<String> {
         ),
     };
     Some(format!(
-        "{what}: without it the origin's data there is stale, and writing the origin makes those blocks stale \
-         in turn (serve it with its cache device, or write them back first with `blockwell cache flush` or \
-         `blockwell cache detach`; --force goes ahead without it)"
+        "{what}: without it the origin's data there is stale, and a write to the origin would make those \
+         blocks stale in turn (the cache device then refuses them, or, forced, writes them back over the newer \
+         data); serve it with its cache device, or write them back first with `blockwell cache flush` or \
+         `blockwell cache detach`; --force goes ahead without it"
     ))
 }
 
