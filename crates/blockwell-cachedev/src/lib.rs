@@ -38,13 +38,14 @@ pub mod crash;
 pub mod dev;
 pub mod layout;
 mod meta;
+pub mod probe;
 mod record;
 pub mod repair;
 pub mod superblock;
 
 pub use dev::{Dev, FileDev, MemDev};
 pub use layout::Geometry;
-pub use meta::{FormatOptions, MetaStats, Metadata, OpenOptions, Recovery};
+pub use meta::{FormatOptions, MetaStats, Metadata, OpenOptions, OriginCheck, Recovery, StaleDirty};
 pub use record::{Entry, Record, ENTRIES_PER_BLOCK};
 pub use superblock::{CacheMode, OriginId, Superblock, FORMAT_VERSION, MAGIC};
 
@@ -85,6 +86,12 @@ pub enum Error {
     Formatted(String),
     #[error("the cache device's metadata could not be written earlier; it accepts no more writes")]
     Failed,
+    #[error(
+        "the origin was written without this cache device since it last had it: the device's {dirty} dirty \
+         block(s) are older than what the origin may hold there now (--force keeps them, so they are served and \
+         written back over the origin's newer data; --discard-stale drops them and keeps the origin's)"
+    )]
+    StaleDirty { dirty: u64 },
     #[error("cannot detach while dirty blocks remain: {0}")]
     Dirty(String),
     #[error("{what}: {source}")]

@@ -38,6 +38,29 @@ pub struct OpenOptions {
     pub mode: CacheMode,
 }
 
+/// What to do, when the origin was written without the device since it last had it, with its dirty blocks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StaleDirty {
+    /// Refuse to open ([`Error::StaleDirty`]), writing nothing.
+    #[default]
+    Refuse,
+    /// Keep them: they are served and written back over the origin's newer data.
+    Keep,
+    /// Drop them: the origin's data wins.
+    Discard,
+}
+
+/// The origin's write nonce, checked by [`Metadata::open_checked`] against the one the device recorded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OriginCheck {
+    /// The origin's nonce now (0: it records none).
+    pub nonce: u64,
+    /// The nonce to record, and for the caller to give the origin, when the device cannot keep the origin's:
+    /// a fresh random value, not 0.
+    pub new_nonce: u64,
+    pub stale: StaleDirty,
+}
+
 /// What opening found.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Recovery {
@@ -55,6 +78,12 @@ pub struct Recovery {
     /// Slots mapped and dirty after recovery.
     pub mapped: u64,
     pub dirty: u64,
+    /// The origin was written without the device since it last had it (its write nonce differs).
+    pub origin_written_without_device: bool,
+    /// Blocks dropped for that reason (clean copies, and dirty ones with [`StaleDirty::Discard`]).
+    pub stale_dropped: u64,
+    /// Dirty blocks kept although the origin was written since ([`StaleDirty::Keep`]).
+    pub stale_dirty_kept: u64,
 }
 
 /// Metadata I/O counters.
@@ -359,6 +388,7 @@ impl Metadata {
             journal_seq: 1,
             mounts: 0,
             created: now(),
+            origin_nonce: 0,
         };
         let mut m = Metadata {
             table: vec![Entry::FREE; geometry.slots as usize],
@@ -382,6 +412,19 @@ impl Metadata {
     /// checkpoint, replays the journal, checks the mapping, then records the open (not clean, mounted once
     /// more) in the superblock before returning. A detached device comes back empty.
     pub fn open(dev: &dyn Dev, opts: &OpenOptions) -> Result<(Metadata, Recovery), Error> {
+        Self::open_checked(dev, opts, None)
+    }
+
+    /// [`Metadata::open`], also checking the origin's write nonce (`origin`): when the device recorded one and the
+    /// origin now has another, the origin was written without the device, so its clean copies are dropped and
+    /// its dirty blocks refused, kept or dropped as `origin.stale` says, before anything is written. The device
+    /// then records the origin's nonce, or `origin.new_nonce` when it did not hold the origin's (the caller gives
+    /// the origin that value next: [`Superblock::origin_nonce`] of [`Metadata::superblock`]).
+    pub fn open_checked(
+        dev: &dyn Dev,
+        opts: &OpenOptions,
+        origin: Option<OriginCheck>,
+    ) -> Result<(Metadata, Recovery), Error> {
         if opts.origin_path.len() > MAX_PATH {
             return Err(Error::PathTooLong(opts.origin_path.len()));
         }
@@ -398,6 +441,14 @@ impl Metadata {
             }
         }
         check_mapping(&l.entries, origin_blocks(&l.sb)).map_err(Error::Corrupt)?;
+        let recorded = l.sb.origin_nonce;
+        let stale = origin.filter(|o| recorded != 0 && recorded != o.nonce && !l.sb.detached);
+        if let Some(o) = stale {
+            let dirty = l.entries.iter().filter(|e| e.dirty).count() as u64;
+            if dirty > 0 && o.stale == StaleDirty::Refuse {
+                return Err(Error::StaleDirty { dirty });
+            }
+        }
         let mut recovery = Recovery {
             clean_shutdown: l.sb.clean,
             was_detached: l.sb.detached,
@@ -421,7 +472,26 @@ impl Metadata {
         m.sb.mounts += 1;
         m.sb.mode = opts.mode;
         m.sb.origin_path = opts.origin_path.clone();
-        if m.sb.detached {
+        if let Some(o) = origin {
+            m.sb.origin_nonce = if recorded != 0 && recorded == o.nonce { o.nonce } else { o.new_nonce };
+        }
+        let mut forget = false;
+        if let Some(o) = stale {
+            // Clean copies may be older than the origin; dirty ones are older than what was written there.
+            recovery.origin_written_without_device = true;
+            for e in m.table.iter_mut().filter(|e| !e.is_free()) {
+                if e.dirty && o.stale == StaleDirty::Keep {
+                    recovery.stale_dirty_kept += 1;
+                } else {
+                    *e = Entry::FREE;
+                    recovery.stale_dropped += 1;
+                }
+            }
+            forget = recovery.stale_dropped > 0;
+        }
+        if forget {
+            m.checkpoint(dev)?;
+        } else if m.sb.detached {
             // The origin alone is current: forget every mapping, durably, before anything is cached again.
             m.table.fill(Entry::FREE);
             m.sb.detached = false;

@@ -17,6 +17,9 @@ const KNOWN_INCOMPAT: u32 = INCOMPAT_DATA_CRC;
 /// Longest origin path recorded.
 pub const MAX_PATH: usize = 1024;
 
+/// Where the origin write nonce lies (after the longest origin path).
+const NONCE_AT: usize = 1216;
+
 const FLAG_CLEAN: u32 = 1;
 const FLAG_DETACHED: u32 = 2;
 const CRC_AT: usize = 16;
@@ -113,6 +116,10 @@ pub struct Superblock {
     pub mounts: u64,
     /// When it was formatted (seconds since the epoch).
     pub created: u64,
+    /// The origin's write nonce when this device last had it: the origin keeps the same value until something
+    /// other than this device opens it for writing (see `blockwell_server::tier::origin`). 0: none recorded (a
+    /// device never attached, or written by a Blockwell that kept none).
+    pub origin_nonce: u64,
 }
 
 impl Superblock {
@@ -152,6 +159,7 @@ impl Superblock {
         let n = path.len().min(MAX_PATH);
         put_u16(&mut b, 184, n as u16);
         b[186..186 + n].copy_from_slice(&path[..n]);
+        put_u64(&mut b, NONCE_AT, self.origin_nonce);
         let crc = crc(&b);
         put_u32(&mut b, CRC_AT, crc);
         b
@@ -219,6 +227,7 @@ impl Superblock {
             journal_seq: get_u64(b, 160),
             mounts: get_u64(b, 168),
             created: get_u64(b, 176),
+            origin_nonce: get_u64(b, NONCE_AT),
         })
     }
 }
@@ -233,6 +242,16 @@ fn crc(b: &[u8]) -> u32 {
 pub(crate) struct Copies {
     pub chosen: Option<(usize, Superblock)>,
     pub status: [Result<Superblock, Option<Error>>; 2],
+}
+
+/// The superblock `dev` uses now (the valid copy with the higher generation), if it has one; nothing else is
+/// checked.
+pub fn current(dev: &dyn crate::Dev) -> Option<Superblock> {
+    let mut head = vec![0u8; 2 * META_BLOCK as usize];
+    if dev.size() < 2 * META_BLOCK || dev.read_at(&mut head, 0).is_err() {
+        return None;
+    }
+    read_copies(&head).chosen.map(|(_, sb)| sb)
 }
 
 /// Reads and decodes both copies from the first 8 KiB.
@@ -267,6 +286,7 @@ mod tests {
             journal_seq: 11,
             mounts: 2,
             created: 1_700_000_000,
+            origin_nonce: 0x0123_4567_89ab_cdef,
         }
     }
 

@@ -2,7 +2,7 @@
 //! running server's control socket, flush and mode switch.
 
 use super::options::{parse_arg, BlockSize};
-use super::tier::{format, origin_identity};
+use super::tier::{create_if_missing, format, origin_identity, DevSize};
 use anyhow::{anyhow, bail, Context};
 use blockwell_cachedev::check::{check, check_metadata};
 use blockwell_cachedev::{CacheMode, FileDev};
@@ -17,11 +17,16 @@ use std::time::Duration;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
-    /// Format a file or block device as a cache device for the origin ORIGIN (refused over an existing cache
-    /// device unless --force).
+    /// Format a file or block device as a cache device for the origin ORIGIN. Refused, unless --force, over
+    /// anything but zeroes: a cache device, a file system, a partition table, a volume or other data; always
+    /// refused over the origin itself.
     Format {
-        /// The cache device.
+        /// The cache device: an existing file or block device, or a file to create with --size.
         path: PathBuf,
+        /// Create PATH with this size when it does not exist (an existing file must have this size; it is not
+        /// resized). A format that fails removes the file it created.
+        #[arg(long, value_name = "SIZE", value_parser = parse_arg::<DevSize>)]
+        size: Option<DevSize>,
         /// The origin (backend) it will cache; a regular file gets an identity attribute
         /// (user.blockwell.origin).
         #[arg(long, value_name = "PATH")]
@@ -32,7 +37,8 @@ pub enum Command {
         /// The mode recorded (serve's --mode decides at each start).
         #[arg(long, value_name = "MODE", default_value = "write-back", value_parser = parse_arg::<CacheMode>)]
         mode: CacheMode,
-        /// Overwrite a device that holds a Blockwell cache (its dirty blocks are lost).
+        /// Overwrite whatever PATH holds: a Blockwell cache device (its dirty blocks are lost), a file system,
+        /// partition table, volume or data.
         #[arg(long)]
         force: bool,
     },
@@ -81,6 +87,8 @@ pub enum Command {
         /// With --control: only this export's.
         #[arg(long, requires = "control")]
         export: Option<String>,
+        #[command(flatten)]
+        stale: StaleArgs,
     },
     /// Write every dirty block back, then mark the device detached: the origin alone is current and can be
     /// used without the cache (lvmcache's --splitcache). The next start over it finds it empty.
@@ -88,6 +96,8 @@ pub enum Command {
         path: PathBuf,
         #[arg(long, value_name = "PATH")]
         origin: Option<PathBuf>,
+        #[command(flatten)]
+        stale: StaleArgs,
     },
     /// Switch the write mode of a running server's cache devices (leaving write-back writes every dirty block
     /// back first).
@@ -102,13 +112,39 @@ pub enum Command {
     },
 }
 
+/// What `flush` and `detach` do with dirty blocks that the origin's newer writes made stale.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct StaleArgs {
+    /// Go ahead although the origin was written without this cache device since it last had it: its dirty
+    /// blocks are written back over the origin's newer data. Also when another cache device holds dirty
+    /// blocks of the origin.
+    #[arg(long)]
+    force: bool,
+    /// When the origin was written without this cache device since it last had it, drop its dirty blocks
+    /// (the origin's data wins) instead of refusing.
+    #[arg(long, conflicts_with = "force")]
+    discard_stale: bool,
+}
+
 pub fn run(c: Command) -> anyhow::Result<ExitCode> {
     match c {
-        Command::Format { path, origin, block_size, mode, force } => {
+        Command::Format { path, size: dev_size, origin, block_size, mode, force } => {
             let size = FileBackend::open(&origin, FileOptions::read_only(Claim::Unclaimed))
                 .with_context(|| format!("--origin {}", origin.display()))?;
             let size = blockwell_server::backend::Backend::size(&size);
-            let sb = format(&path, &origin, size, block_size.get(), mode, force)?;
+            let created = create_if_missing(&path, dev_size.as_ref(), "--size")?;
+            let sb = format(&path, &origin, size, block_size.get(), mode, force).map_err(|e| {
+                match (e.downcast_ref::<blockwell_cachedev::Error>(), &dev_size) {
+                    (Some(blockwell_cachedev::Error::TooSmall { needed, .. }), Some(s)) => anyhow!(
+                        "{}: --size {} is too small for a cache device of {} B blocks: it needs at least {needed} B",
+                        path.display(),
+                        s.text,
+                        block_size.get()
+                    ),
+                    _ => e,
+                }
+            })?;
+            created.keep();
             println!(
                 "blockwell: formatted {} for {} ({} B): {} slots of {} B, uuid {}",
                 path.display(),
@@ -161,17 +197,20 @@ pub fn run(c: Command) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Flush { path: Some(path), origin, control: None, .. } => {
-            let tier = open_offline(&path, origin.as_deref())?;
+        Command::Flush { path: Some(path), origin, control: None, stale, .. } => {
+            let tier = open_offline(&path, origin.as_deref(), stale)?;
             let n = tier.clean_all().with_context(|| path.display().to_string())?;
             tier.close().with_context(|| path.display().to_string())?;
             println!("blockwell: {}: {n} dirty block(s) written back", path.display());
             Ok(ExitCode::SUCCESS)
         }
+        Command::Flush { control: Some(_), stale, .. } if stale.force || stale.discard_stale => {
+            bail!("--force and --discard-stale apply to a cache device PATH offline, not to --control")
+        }
         Command::Flush { control: Some(c), export, .. } => remote(&c, Request::CacheFlush(export)),
         Command::Flush { .. } => bail!("give the cache device PATH, or --control"),
-        Command::Detach { path, origin } => {
-            let tier = open_offline(&path, origin.as_deref())?;
+        Command::Detach { path, origin, stale } => {
+            let tier = open_offline(&path, origin.as_deref(), stale)?;
             let before = tier.snapshot().dirty_blocks;
             tier.detach().with_context(|| path.display().to_string())?;
             println!(
@@ -200,7 +239,7 @@ fn open_dev(path: &Path) -> anyhow::Result<FileDev> {
 
 /// Opens the cache device `path` over its origin (given, or as recorded), in the mode it records, with no
 /// background cleaning.
-fn open_offline(path: &Path, origin: Option<&Path>) -> anyhow::Result<TierBackend<FileBackend>> {
+fn open_offline(path: &Path, origin: Option<&Path>, stale: StaleArgs) -> anyhow::Result<TierBackend<FileBackend>> {
     let r = check_metadata(&open_dev(path)?, None).with_context(|| path.display().to_string())?;
     if let Some(p) = r.problems.first() {
         bail!("{}: {p} (`blockwell cache check` lists every problem)", path.display());
@@ -218,6 +257,7 @@ fn open_offline(path: &Path, origin: Option<&Path>) -> anyhow::Result<TierBacken
     let mut cfg = TierConfig::new(id, origin.display().to_string());
     cfg.mode = mode;
     cfg.cleaner = blockwell_core::cleaner::CleanerSpec::None;
+    cfg.origin_guard = Some(super::tier::origin_guard(&origin, path, stale.force, stale.discard_stale)?);
     let file =
         FileBackend::open(path, FileOptions::writable()).with_context(|| format!("opening {}", path.display()))?;
     let dev: Arc<dyn blockwell_cachedev::Dev> = Arc::new(BackendDev(file));

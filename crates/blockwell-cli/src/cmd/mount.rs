@@ -41,6 +41,10 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    super::tier::removing_created(|| run_started(a))
+}
+
+fn run_started(a: Args) -> anyhow::Result<ExitCode> {
     if !a.mountpoint.is_dir() {
         anyhow::bail!("--mountpoint: {} is not a directory", a.mountpoint.display());
     }
@@ -58,6 +62,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     let opts = blockwell_fuse::Options { name: a.name.clone(), threads: a.threads, read_only, ..Default::default() };
     let mut mounted = blockwell_fuse::mount(backend.clone(), &a.mountpoint, &opts)?;
+    super::tier::started();
     say!("blockwell: mounted {} at {}", source.display(), mounted.file().display());
     if let Some(p) = &control {
         say!("blockwell: control socket at {}", p.display());

@@ -5,6 +5,7 @@
 use super::options::{de, parse_arg, ways, Associativity, Bytes};
 use super::serve::Delay;
 use anyhow::{anyhow, bail, Context};
+use blockwell_cachedev::probe::{probe, Contents};
 use blockwell_cachedev::{CacheMode, FormatOptions, Metadata};
 use blockwell_core::admission::AdmissionSpec;
 use blockwell_core::cleaner::CleanerSpec;
@@ -12,7 +13,8 @@ use blockwell_core::policy::{PolicySpec, Preset};
 use blockwell_server::backend::Backend;
 use blockwell_server::delay::DelayBackend;
 use blockwell_server::file::{FileBackend, FileOptions};
-use blockwell_server::tier::origin::{identity, IdentitySource};
+use blockwell_server::tier::origin::{hold_refusal, identity, new_nonce, IdentitySource, OriginGuard, Record};
+use blockwell_server::tier::target::{data_regions, same_file};
 use blockwell_server::tier::{BackendDev, TierBackend, TierConfig, TierSnapshot};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -39,9 +41,15 @@ pub struct TierArgs {
     #[arg(long, value_name = "PATH")]
     pub cache_dev: Option<PathBuf>,
 
-    /// The size of the cache-device file to create when it does not exist.
-    #[arg(long, value_name = "SIZE", value_parser = parse_arg::<Bytes>)]
-    pub cache_dev_size: Option<Bytes>,
+    /// The size of the cache-device file to create when it does not exist (an existing file must have this
+    /// size; it is not resized). A start that fails removes the file it created.
+    #[arg(long, value_name = "SIZE", value_parser = parse_arg::<DevSize>)]
+    pub cache_dev_size: Option<DevSize>,
+
+    /// When the backend was written without the cache device since it last had it, drop the device's dirty
+    /// blocks (older than the backend's data) instead of refusing to start; --force keeps them instead.
+    #[arg(long)]
+    pub discard_stale: bool,
 
     /// The cache device's replacement policy (any engine policy, with parameters: `lru`, `fifo`, `arc`,
     /// `s3fifo`...).
@@ -87,25 +95,109 @@ impl Default for TierArgs {
     }
 }
 
-/// Creates (when `size` is given and `path` does not exist) or checks the cache-device file.
-fn create_if_missing(path: &Path, size: Option<u64>) -> anyhow::Result<bool> {
-    match (std::fs::metadata(path), size) {
-        (Ok(m), Some(s)) if m.is_file() && m.len() != s => {
-            bail!("{} exists with {} B; --cache-dev-size {s} differs", path.display(), m.len())
+/// The size of a cache device to create (`--cache-dev-size`, `cache format --size`): the bytes, and the text as
+/// typed, which errors show.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DevSize {
+    pub bytes: u64,
+    pub text: String,
+}
+
+impl std::str::FromStr for DevSize {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> anyhow::Result<Self> {
+        Ok(DevSize { bytes: super::common::parse_bytes(s)?, text: s.trim().to_string() })
+    }
+}
+
+super::options::deserialize_from_str!(DevSize);
+
+/// A cache-device file created by this run: removed when dropped, unless [`Created::keep`] was called (a failed
+/// start removes exactly what it created, never a file that was there before).
+pub struct Created(Option<PathBuf>);
+
+impl Created {
+    /// Nothing created.
+    pub fn none() -> Created {
+        Created(None)
+    }
+
+    pub fn is_new(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// The file stays.
+    pub fn keep(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Created {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = std::fs::remove_file(p);
         }
-        (Ok(_), _) => Ok(false),
+    }
+}
+
+/// Cache-device files this process created for a start that is not finished: removed if it fails.
+static STARTING: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+impl Created {
+    /// The file stays while the start goes on; [`removing_created`] removes it if the start fails.
+    pub fn until_started(mut self) {
+        if let Some(p) = self.0.take() {
+            STARTING.lock().unwrap_or_else(|e| e.into_inner()).push(p);
+        }
+    }
+}
+
+/// The start succeeded (serving, mounted): the files it created stay.
+pub fn started() {
+    STARTING.lock().unwrap_or_else(|e| e.into_inner()).clear();
+}
+
+/// Runs a start (`serve`, `mount`); when it fails before [`started`], removes the cache-device files it
+/// created (after everything it opened is closed), and only those.
+pub fn removing_created(
+    f: impl FnOnce() -> anyhow::Result<std::process::ExitCode>,
+) -> anyhow::Result<std::process::ExitCode> {
+    let r = f();
+    let created = std::mem::take(&mut *STARTING.lock().unwrap_or_else(|e| e.into_inner()));
+    if r.is_err() {
+        for p in created {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+    r
+}
+
+/// Creates the cache-device file `path` of `size` (`flag`: the option that gave it, for errors) when it does
+/// not exist; checks that an existing one has that size (it is never resized). Without a size, `path` must
+/// exist.
+pub fn create_if_missing(path: &Path, size: Option<&DevSize>, flag: &str) -> anyhow::Result<Created> {
+    match (std::fs::metadata(path), size) {
+        (Ok(m), Some(s)) if m.is_file() && m.len() != s.bytes => bail!(
+            "{} exists with {} B, and {flag} {} is {} B: an existing file is not resized (give its size, or \
+             another path)",
+            path.display(),
+            m.len(),
+            s.text,
+            s.bytes
+        ),
+        (Ok(_), _) => Ok(Created::none()),
         (Err(e), Some(s)) if e.kind() == std::io::ErrorKind::NotFound => {
             let f = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .open(path)
                 .with_context(|| format!("creating {}", path.display()))?;
-            f.set_len(s).with_context(|| format!("sizing {}", path.display()))?;
-            Ok(true)
+            let created = Created(Some(path.to_path_buf()));
+            f.set_len(s.bytes).with_context(|| format!("sizing {} to {flag} {}", path.display(), s.text))?;
+            Ok(created)
         }
         (Err(e), None) if e.kind() == std::io::ErrorKind::NotFound => bail!(
-            "{} does not exist (give --cache-dev-size to create it, or format a device with `blockwell cache \
-             format`)",
+            "{} does not exist (give {flag} to create it, or format a device with `blockwell cache format`)",
             path.display()
         ),
         (Err(e), _) => Err(anyhow!(e).context(path.display().to_string())),
@@ -122,6 +214,34 @@ pub fn origin_identity(
     identity(path, &f, size, stamp).with_context(|| format!("the identity of the origin {}", path.display()))
 }
 
+/// Before the origin at `path` is opened without a cache device: refuses (unless `force`) while a cache device
+/// holds dirty blocks of it, and, when it is opened for writing, replaces its write nonce (durably, before any
+/// write) so that its cache devices notice. An origin that never had a cache device attached is left alone.
+pub fn guard_alone(path: &Path, writable: bool, force: bool) -> anyhow::Result<()> {
+    let f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let record = Record::locate(path, &f).with_context(|| path.display().to_string())?;
+    let Some(mut st) = record.read()? else { return Ok(()) };
+    if let Some(why) = st.cache.as_ref().and_then(hold_refusal) {
+        if !force {
+            bail!("{}: {why}", path.display());
+        }
+        eprintln!("blockwell: warning: --force: {}: {why}", path.display());
+    }
+    if writable {
+        st.nonce = new_nonce();
+        record.write(&st)?;
+    }
+    Ok(())
+}
+
+/// The state record of the origin at `path`, checked and kept by a cache device at `dev`.
+pub fn origin_guard(path: &Path, dev: &Path, force: bool, discard_stale: bool) -> anyhow::Result<OriginGuard> {
+    let f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let record = Record::locate(path, &f).with_context(|| path.display().to_string())?;
+    let cache_path = std::fs::canonicalize(dev).unwrap_or_else(|_| dev.to_path_buf()).display().to_string();
+    Ok(OriginGuard { record, cache_path, force, discard_stale })
+}
+
 /// Formats `dev` (a path) as a cache for the origin at `origin` of `origin_size` bytes.
 pub fn format(
     dev: &Path,
@@ -131,10 +251,47 @@ pub fn format(
     mode: CacheMode,
     force: bool,
 ) -> anyhow::Result<blockwell_cachedev::Superblock> {
-    let (id, _) = origin_identity(origin, origin_size, true)?;
+    let (dm, om) = (std::fs::metadata(dev), std::fs::metadata(origin));
+    if let (Ok(dm), Ok(om)) = (&dm, &om) {
+        if same_file(dm, om) {
+            bail!(
+                "{} is the origin {} itself: a cache device must be another file or device (formatting it would \
+                 destroy the origin's data)",
+                dev.display(),
+                origin.display()
+            );
+        }
+    }
     let f = FileBackend::open(dev, FileOptions::writable())?;
-    let d =
-        blockwell_cachedev::FileDev::from_file(f.into_file()).with_context(|| format!("opening {}", dev.display()))?;
+    let file = f.into_file();
+    let d = blockwell_cachedev::FileDev::from_file(file.try_clone().with_context(|| dev.display().to_string())?)
+        .with_context(|| format!("opening {}", dev.display()))?;
+    if !force && blockwell_cachedev::superblock::current(&d).is_none() {
+        let head = {
+            let mut b = [0u8; 8];
+            let _ = blockwell_cachedev::Dev::read_at(&d, &mut b, 0);
+            b
+        };
+        // A Blockwell cache device (even a damaged one) is named by `Metadata::format`.
+        if head != blockwell_cachedev::MAGIC {
+            let regions = data_regions(&file, blockwell_cachedev::Dev::size(&d))
+                .with_context(|| format!("reading {}", dev.display()))?;
+            let found = probe(&d, &regions).with_context(|| format!("reading {}", dev.display()))?;
+            let what = match found {
+                Contents::Empty => None,
+                Contents::Signature(s) => Some(s),
+                Contents::Data(at) => Some(format!("data (non-zero bytes at offset {at}) that is not a cache device")),
+            };
+            if let Some(what) = what {
+                bail!(
+                    "{} holds {what}; formatting it as a cache device destroys that (`blockwell cache format \
+                     --force` overwrites it)",
+                    dev.display()
+                );
+            }
+        }
+    }
+    let (id, _) = origin_identity(origin, origin_size, true)?;
     let path = std::fs::canonicalize(origin).unwrap_or_else(|_| origin.to_path_buf());
     let opts = FormatOptions {
         block_size,
@@ -170,6 +327,7 @@ impl TierArgs {
 
     /// Opens the cache device over `origin` (the backend stack under it; `origin_path` the backend's file),
     /// creating and formatting a missing file when `--cache-dev-size` is given. `key` names options in errors.
+    #[allow(clippy::too_many_arguments)] // the export's settings the device does not keep, one by one
     pub fn build(
         &self,
         origin: Box<dyn Backend>,
@@ -177,14 +335,26 @@ impl TierArgs {
         block_size: u64,
         mode: CacheMode,
         preset: Preset,
+        force: bool,
         key: impl Fn(&str) -> String,
     ) -> anyhow::Result<Arc<Tier>> {
         let path = self.cache_dev.as_ref().expect("build is called with a cache device");
         let ctx = || format!("{} {}", key("cache_dev"), path.display());
-        let created = create_if_missing(path, self.cache_dev_size.map(|b| b.0)).with_context(ctx)?;
+        let created =
+            create_if_missing(path, self.cache_dev_size.as_ref(), &key("cache_dev_size")).with_context(ctx)?;
         let size = origin.size();
-        if created {
-            format(path, origin_path, size, block_size, mode, false).with_context(ctx)?;
+        if created.is_new() {
+            let small = |e: anyhow::Error| match (e.downcast_ref::<blockwell_cachedev::Error>(), &self.cache_dev_size) {
+                (Some(blockwell_cachedev::Error::TooSmall { needed, .. }), Some(s)) => anyhow!(
+                    "{} {} is too small for a cache device of {block_size} B blocks: it needs at least {needed} B \
+                     ({} KiB)",
+                    key("cache_dev_size"),
+                    s.text,
+                    needed.div_ceil(1024)
+                ),
+                _ => e,
+            };
+            format(path, origin_path, size, block_size, mode, false).map_err(small).with_context(ctx)?;
         }
         let (id, source) = origin_identity(origin_path, size, false).with_context(ctx)?;
         let file = FileBackend::open(path, FileOptions::writable()).with_context(ctx)?;
@@ -193,7 +363,9 @@ impl TierArgs {
             Some(cfg) => Arc::new(BackendDev(DelayBackend::new(file, cfg))),
         };
         let canon = std::fs::canonicalize(origin_path).unwrap_or_else(|_| origin_path.to_path_buf());
-        let tier = TierBackend::open(origin, dev, self.config(id, &canon, mode, preset)).map_err(|e| {
+        let mut cfg = self.config(id, &canon, mode, preset);
+        cfg.origin_guard = Some(origin_guard(origin_path, path, force, self.discard_stale).with_context(ctx)?);
+        let tier = TierBackend::open(origin, dev, cfg).map_err(|e| {
             let hint = match (&e, source) {
                 (
                     blockwell_server::tier::TierError::Device(blockwell_cachedev::Error::OriginMismatch { .. }),
@@ -206,7 +378,9 @@ impl TierArgs {
             };
             anyhow!("{e}{hint}")
         });
-        Ok(Arc::new(tier.with_context(ctx)?))
+        let tier = Arc::new(tier.with_context(ctx)?);
+        created.until_started();
+        Ok(tier)
     }
 }
 

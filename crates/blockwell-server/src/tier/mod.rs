@@ -36,6 +36,7 @@ mod commit;
 pub mod origin;
 mod rw;
 mod state;
+pub mod target;
 
 use crate::backend::{refuse_writes, Backend, WriteStripes};
 use blockwell_cachedev::{CacheMode, Dev, Entry, Geometry, Metadata, OpenOptions, OriginId, Recovery};
@@ -110,6 +111,10 @@ pub struct TierConfig {
     /// Identity and path of the origin, checked against the device.
     pub origin: OriginId,
     pub origin_path: String,
+    /// The origin's state record ([`origin`]): checked before the device is opened (another device's dirty
+    /// blocks, the origin's write nonce), then marked in use; at a clean stop it records the dirty blocks left.
+    /// `None`: no record is kept (tests, in-memory origins).
+    pub origin_guard: Option<origin::OriginGuard>,
 }
 
 impl TierConfig {
@@ -128,6 +133,7 @@ impl TierConfig {
             reserve: None,
             origin,
             origin_path,
+            origin_guard: None,
         }
     }
 }
@@ -150,6 +156,10 @@ pub enum TierError {
     TooSmall { slots: u64, reserve: u64 },
     #[error("origin of {size} B has more blocks of {block_size} B than a block key holds")]
     OriginTooLarge { size: u64, block_size: u64 },
+    #[error(transparent)]
+    OriginState(#[from] origin::StateError),
+    #[error("{0}")]
+    HeldElsewhere(String),
     #[error("cannot start the tier's {what} thread: {source}")]
     Thread { what: &'static str, source: io::Error },
 }
@@ -420,7 +430,30 @@ impl<O: Backend> Inner<O> {
             block_size: None,
             mode: config.mode,
         };
-        let (mut meta, recovery) = Metadata::open(&*dev, &opts)?;
+        let (mut meta, recovery) = match &config.origin_guard {
+            None => Metadata::open(&*dev, &opts)?,
+            Some(g) => {
+                let st = g.record.read()?.unwrap_or_default();
+                if let Some(hold) = &st.cache {
+                    let mine = blockwell_cachedev::superblock::current(&*dev).map(|sb| sb.uuid);
+                    if mine != Some(hold.uuid) && !g.force {
+                        if let Some(why) = origin::hold_refusal(hold) {
+                            return Err(TierError::HeldElsewhere(why));
+                        }
+                    }
+                }
+                let check = blockwell_cachedev::OriginCheck {
+                    nonce: st.nonce,
+                    new_nonce: origin::new_nonce(),
+                    stale: g.stale(),
+                };
+                let (meta, recovery) = Metadata::open_checked(&*dev, &opts, Some(check))?;
+                let sb = meta.superblock();
+                let hold = origin::CacheHold { uuid: sb.uuid, path: g.cache_path.clone(), dirty: None };
+                g.record.write(&origin::OriginState { nonce: sb.origin_nonce, cache: Some(hold) })?;
+                (meta, recovery)
+            }
+        };
         let geometry = *meta.geometry();
         let block_size = u64::from(geometry.block_size);
         let blocks = size.div_ceil(block_size);
@@ -664,13 +697,26 @@ impl<O: Backend> Inner<O> {
             st.slots.iter().map(|s| s.stamp).collect()
         };
         let mut c = self.commit.lock().unwrap_or_else(|e| e.into_inner());
-        c.meta.shutdown(&*self.dev, |slot| hints[slot as usize]).map_err(|e| eio(e.to_string()))
+        c.meta.shutdown(&*self.dev, |slot| hints[slot as usize]).map_err(|e| eio(e.to_string()))?;
+        self.release_origin(&c.meta)
     }
 
     fn detach(&self) -> io::Result<()> {
         self.commit()?;
         let mut c = self.commit.lock().unwrap_or_else(|e| e.into_inner());
-        c.meta.detach(&*self.dev).map_err(|e| eio(e.to_string()))
+        c.meta.detach(&*self.dev).map_err(|e| eio(e.to_string()))?;
+        self.release_origin(&c.meta)
+    }
+
+    /// After a clean stop: the origin records the dirty blocks the device keeps, or no device at all when it
+    /// keeps none (the origin alone is current).
+    fn release_origin(&self, meta: &Metadata) -> io::Result<()> {
+        let Some(g) = &self.config.origin_guard else { return Ok(()) };
+        let sb = meta.superblock();
+        let dirty = meta.entries().iter().filter(|e| e.dirty).count() as u64;
+        let cache =
+            (dirty > 0).then(|| origin::CacheHold { uuid: sb.uuid, path: g.cache_path.clone(), dirty: Some(dirty) });
+        g.record.write(&origin::OriginState { nonce: sb.origin_nonce, cache }).map_err(|e| eio(e.to_string()))
     }
 }
 

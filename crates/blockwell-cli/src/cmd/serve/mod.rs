@@ -98,6 +98,13 @@ pub struct StackArgs {
     #[arg(long)]
     pub read_only: bool,
 
+    /// Serve the backend although a cache device holds dirty blocks of it (the backend's data there is stale,
+    /// and writing it makes those blocks stale in turn); with --cache-dev, also keep that device's dirty blocks
+    /// although the backend was written without it since (they are served and written back over the newer
+    /// data; --discard-stale drops them instead).
+    #[arg(long)]
+    pub force: bool,
+
     /// With --read-only: share the backend with other readers (a shared lock) instead of claiming it alone.
     /// Without it, a backend is claimed exclusively: a second server, mount or export on the same file or
     /// device is refused, naming the holder.
@@ -390,6 +397,13 @@ impl StackArgs {
                 self.key("read_only")
             );
         }
+        if self.force && self.tier.discard_stale {
+            bail!(
+                "{} and {} contradict each other (keep a cache device's stale dirty blocks, or drop them)",
+                self.key("force"),
+                self.key("discard_stale")
+            );
+        }
         if self.tier.cache_dev.is_none() {
             if self.write_mode() == CacheMode::WriteBack {
                 bail!(
@@ -403,6 +417,9 @@ impl StackArgs {
             }
             if self.tier.cache_dev_associativity.is_some() {
                 bail!("{} needs {}", self.key("cache_dev_associativity"), self.key("cache_dev"));
+            }
+            if self.tier.discard_stale {
+                bail!("{} needs {}", self.key("discard_stale"), self.key("cache_dev"));
             }
         }
         if !self.content
@@ -459,6 +476,9 @@ impl StackArgs {
         let claim = if self.shared { Claim::Shared } else { Claim::Exclusive };
         let file = FileBackend::open(path, FileOptions { read_only, direct: self.direct, claim })
             .with_context(|| self.key("backend"))?;
+        if self.tier.cache_dev.is_none() {
+            super::tier::guard_alone(path, !read_only, self.force).with_context(|| self.key("backend"))?;
+        }
         let (lower, delay): (Box<dyn Backend>, _) = match self.delay.config() {
             None => (Box::new(file), None),
             Some(cfg) => {
@@ -469,9 +489,15 @@ impl StackArgs {
         let (lower, tier): (Box<dyn Backend>, _) = match &self.tier.cache_dev {
             None => (lower, None),
             Some(_) => {
-                let t = self
-                    .tier
-                    .build(lower, path, self.cache.block_size.get(), mode, self.cache.preset, |k| self.key(k))?;
+                let t = self.tier.build(
+                    lower,
+                    path,
+                    self.cache.block_size.get(),
+                    mode,
+                    self.cache.preset,
+                    self.force,
+                    |k| self.key(k),
+                )?;
                 (Box::new(t.clone()), Some(t))
             }
         };
@@ -1759,6 +1785,10 @@ fn metrics_text(live: &[Arc<Live>], conns: Option<&ConnStats>) -> String {
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    super::tier::removing_created(|| run_started(a))
+}
+
+fn run_started(a: Args) -> anyhow::Result<ExitCode> {
     let cfg = a.config()?;
     let _log = log::init(a.log_format, a.log_level);
     let mut live = Vec::new();
@@ -1858,6 +1888,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let mut signals =
         signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
     let handle = server.spawn().context("starting the server")?;
+    super::tier::started();
     for l in first.iter() {
         say!("{}", l.start_line(&uri(&l.name)));
     }
