@@ -89,7 +89,8 @@ fn a_stale_device_refuses_without_writing_then_keeps_or_discards() {
 fn a_stale_device_with_only_clean_blocks_opens_cold() {
     let dev = device();
     let (mut m, _) = Metadata::open_checked(&dev, &opts(), check(0, 40, StaleDirty::Refuse)).unwrap();
-    m.commit(&dev, &[Record { slot: 4, entry: Entry { block: 9, dirty: false, hint: 0, crc: 0, has_crc: false } }]).unwrap();
+    m.commit(&dev, &[Record { slot: 4, entry: Entry { block: 9, dirty: false, hint: 0, crc: 0, has_crc: false } }])
+        .unwrap();
     m.shutdown(&dev, |_| 1).unwrap();
     drop(m);
     let (_, r) = Metadata::open_checked(&dev, &opts(), check(41, 42, StaleDirty::Refuse)).unwrap();
