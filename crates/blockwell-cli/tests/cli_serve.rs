@@ -187,7 +187,7 @@ fn bad_config_files_are_one_error_line_naming_file_and_key() {
     let e = fails("[[export]]\nname = \"a\"\nbackend = \"disk.img\"\n[[export]]\nname = \"b\"\nbackend = \"disk.img\"\npreset = \"x\"\n");
     assert!(
         e.ends_with(
-            "exports.toml:7:10: export \"b\": preset: unknown preset 'x' (known: default, libcachesim, seed001)"
+            "exports.toml:7:10: export \"b\": preset: unknown preset 'x' (known: default, libcachesim, butt05)"
         ),
         "{e}"
     );

@@ -178,8 +178,8 @@ pub struct PolicyArgs {
     #[arg(long, visible_alias = "policies", value_name = "POLICY,...", value_parser = parse_arg::<PolicyList>)]
     pub policy: Option<PolicyList>,
 
-    /// Policy parameter preset (as `sim --preset`; here the paper's, seed001, by default).
-    #[arg(long, value_name = "PRESET", default_value = "seed001", value_parser = parse_arg::<Preset>)]
+    /// Policy parameter preset (as `sim --preset`; here the paper's, butt05, by default).
+    #[arg(long, value_name = "PRESET", default_value = "butt05", value_parser = parse_arg::<Preset>)]
     pub preset: Preset,
 
     /// Prefetchers to compare.

@@ -318,8 +318,9 @@ pub struct CacheArgs<A: Arity = One> {
     pub block_size: BlockSize,
 
     /// Policy parameter preset: default (each policy's documented defaults), libcachesim (the defaults of
-    /// libcachesim 0.3.5, for exact comparisons), seed001 (Table 4 of Butt et al., SIGMETRICS'05). A live cache
-    /// refuses a preset that lets the policy hold more than its capacity (libcachesim_quirks).
+    /// libcachesim 0.3.5, for exact comparisons), butt05 (Table 4 of Butt et al., SIGMETRICS'05, on kernel
+    /// prefetching and buffer-cache replacement). `serve` and `mount` refuse a preset
+    /// that lets the policy hold more than its capacity (libcachesim_quirks).
     #[arg(long, value_name = "PRESET", default_value = "default", value_parser = parse_arg::<Preset>)]
     #[serde(deserialize_with = "de::from_str")]
     pub preset: Preset,
@@ -464,7 +465,7 @@ mod tests {
         let one = Serve::parse_from(["x", "--policy", "arc", "--cache", "16blocks", "--preset", "seed001"]);
         assert_eq!(one.cache.policy.label(), "arc");
         assert_eq!(one.cache.cache.bytes(4096), 65536);
-        assert_eq!(one.cache.preset, Preset::Seed001);
+        assert_eq!(one.cache.preset, Preset::Butt05);
         let d = CacheArgs::<One>::default();
         assert_eq!((d.cache, d.block_size.get(), d.preset), (FixedSize::Bytes(64 << 20), 4096, Preset::Default));
         assert_eq!(CacheArgs::<Many>::default().cache.len(), 3);
@@ -482,7 +483,7 @@ mod tests {
         assert_eq!((c.cache, c.block_size.get()), (FixedSize::Bytes(1 << 20), 8192));
         assert_eq!(c.preset, Preset::Default, "unset keys take the flags' defaults");
         let e = toml::from_str::<CacheArgs<One>>("preset = \"x\"\n").unwrap_err();
-        assert_eq!(e.message(), "unknown preset 'x' (known: default, libcachesim, seed001)");
+        assert_eq!(e.message(), "unknown preset 'x' (known: default, libcachesim, butt05)");
         let e = toml::from_str::<CacheArgs<One>>("polcy = \"lru\"\n").unwrap_err();
         assert!(e.message().contains("unknown field `polcy`"), "{}", e.message());
     }

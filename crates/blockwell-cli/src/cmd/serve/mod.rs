@@ -2006,7 +2006,7 @@ mod tests {
         let x = e(&format!("{ex}preset = \"x\"\n"));
         assert_eq!(
             x,
-            "exports.toml:4:10: export \"a\": preset: unknown preset 'x' (known: default, libcachesim, seed001)"
+            "exports.toml:4:10: export \"a\": preset: unknown preset 'x' (known: default, libcachesim, butt05)"
         );
         let x = e(&format!("{ex}read_only = \"yes\"\n"));
         assert_eq!(x, "exports.toml:4:13: export \"a\": read_only: invalid type: string \"yes\", expected a boolean");
