@@ -14,7 +14,7 @@ pub struct Args {
     pub requests: u64,
 
     /// Worker threads (default: one per core).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value = "0", value_parser = super::options::parse_threads)]
     pub threads: usize,
 }
 

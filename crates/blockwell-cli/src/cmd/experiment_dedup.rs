@@ -23,7 +23,7 @@ use std::process::ExitCode;
 #[derive(clap::Args, Debug, Clone)]
 #[command(after_help = "\
 Every block access is replayed through an offset cache (the policy over addresses) and a content cache (one \
-copy per content, shared by addresses; seed 003) of the same byte budget; the content cache's hash table is \
+copy per content, shared by addresses, as Morrey & Grunwald's) of the same byte budget; the content cache's hash table is \
 charged against the budget (\"content\") or not (\"ideal\"). Without --trace the workload is generated: a Zipf \
 address stream with content (--dup-ratio, --zero-fraction, --cross-volume, --rewrite-ratio); for the \
 multi-volume table, one such trace per volume (own address seed, one shared disk image) merged by time.")]

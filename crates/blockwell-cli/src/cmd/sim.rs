@@ -68,7 +68,7 @@ pub struct Args {
 
     /// Worker threads (default: one per core). With several traces, in all: min(traces, N) traces replay at
     /// once, sharing the N threads evenly.
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value = "0", value_parser = super::options::parse_threads)]
     pub threads: usize,
 
     #[command(flatten)]
