@@ -86,8 +86,7 @@ pub enum Command {
         /// write-back, write-through, write-around or read-only.
         #[arg(value_parser = parse_arg::<CacheMode>)]
         mode: CacheMode,
-        /// The control socket of the running `blockwell serve --control` (or `mount`) [default: the default
-        /// control socket, $XDG_RUNTIME_DIR/blockwell.sock].
+        /// The running server's control socket (default: that of `blockwell serve --control` without a path).
         #[arg(long, value_name = "PATH")]
         control: Option<PathBuf>,
         /// Only this export's cache device (default: every export's).
