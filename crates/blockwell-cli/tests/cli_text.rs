@@ -370,3 +370,29 @@ fn readme_counts_are_the_softwares() {
         assert!(!lower.contains(p), "README says '{p}'");
     }
 }
+
+#[test]
+fn the_dedup_policy_table_stays_aligned_for_long_specs() {
+    let long = "2q(a_in_ratio=0.3,a_out_ratio=0.75)";
+    let out = ok(&[
+        "experiment",
+        "dedup",
+        "--requests",
+        "5000",
+        "--blocks",
+        "2000",
+        "--sizes",
+        "1MiB",
+        "--volumes",
+        "2",
+        "--policies",
+        &format!("lru,{long}"),
+        "--policy-size",
+        "1MiB",
+    ]);
+    let rows = table(&out, "policy ");
+    assert_eq!(rows.len(), 3, "{out}");
+    assert!(rows[2].starts_with(long), "{out}");
+    let widths: Vec<usize> = rows.iter().map(|r| r.chars().count()).collect();
+    assert!(widths.iter().all(|&w| w == widths[0]), "every line as long as the header:\n{out}");
+}
