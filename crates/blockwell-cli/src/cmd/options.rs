@@ -335,9 +335,9 @@ impl Arity for One {
     const CACHE: &'static str = "SIZE";
     const DEFAULT_CACHE: &'static str = "64MiB";
     const POLICY_HELP: &'static str = "Replacement policy, with optional parameters: `lru`, `arc`, \
-        `2q(a_in_ratio=0.3)`, `lru-k(k=3,crp=20)` (see `blockwell list`).";
+        `2q(a_in_ratio=0.3)`, `lru-k(k=3,crp=20)` (see `blockwell list`)";
     const CACHE_HELP: &'static str = "Cache size: bytes with a unit (`64MiB`) or blocks (`16384blocks`); `0` for \
-        no RAM cache.";
+        no RAM cache";
 }
 
 /// Every combination of comma-separated policies (or `all`) and comma-separated sizes, which may be
@@ -353,10 +353,10 @@ impl Arity for Many {
     const DEFAULT_CACHE: &'static str = "1%,5%,10%";
     const POLICY_HELP: &'static str = "Replacement policies, comma separated, each with optional parameters: \
         `lru,arc`, `2q(a_in_ratio=0.3)`, `lru-k(k=3,crp=20)` (see `blockwell list`); `all` for every policy \
-        (`all,lru-k(k=3)` adds a variant). Every policy runs at every --cache size.";
+        (`all,lru-k(k=3)` adds a variant). Every policy runs at every --cache size";
     const CACHE_HELP: &'static str = "Cache sizes, comma separated: bytes with a unit (`64MiB`), blocks \
         (`16384blocks`) or percentages of the trace's footprint (`1%`, measured in a first pass). With \
-        --cache-dev-size, the RAM cache above the device, `0` for none.";
+        --cache-dev-size, the RAM cache above the device, `0` for none";
 }
 
 /// The cache options: the policy, the size, the block size, the policy's parameter preset and the prefetcher,
