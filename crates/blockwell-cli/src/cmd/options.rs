@@ -370,9 +370,8 @@ pub struct CacheArgs<A: Arity = One> {
     #[serde(deserialize_with = "de::from_str")]
     pub policy: A::Policy,
 
-    // The cache size or sizes (help: `Arity::CACHE_HELP`). A value may start with `-` (`--cache -5`), so that
-    // its parser, not clap, says what is wrong with it.
-    #[arg(long, short = 'c', value_name = A::CACHE, default_value = A::DEFAULT_CACHE, value_parser = parse_arg::<A::Cache>, help = A::CACHE_HELP, allow_hyphen_values = true)]
+    // The cache size or sizes (help: `Arity::CACHE_HELP`).
+    #[arg(long, short = 'c', value_name = A::CACHE, default_value = A::DEFAULT_CACHE, value_parser = parse_arg::<A::Cache>, help = A::CACHE_HELP)]
     #[serde(deserialize_with = "de::from_str")]
     pub cache: A::Cache,
 
