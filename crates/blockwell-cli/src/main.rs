@@ -60,8 +60,9 @@ enum Command {
     /// Workload tools: gen (save a generated workload as a file-level trace).
     #[command(subcommand)]
     Workload(cmd::tsim::WorkloadCommand),
-    /// The seed papers' experiment grids: redcap (seed 000 Fig. 1), prefetch-policies (seed 001 Figs. 3-6),
-    /// dedup (seed 003), es-equivalence (seed 002 Table II).
+    /// Papers' experiments: redcap (REDCAP, Fig. 1), prefetch-policies (Butt et al., SIGMETRICS'05, Figs. 3-6),
+    /// dedup (Morrey & Grunwald, content-based caching), es-equivalence (extended storage, Table II),
+    /// device-caches (Koutoupis, SSD and RAM caches, live).
     #[command(subcommand)]
     Experiment(cmd::experiment::Command),
     /// List the policies, presets and trace formats.
@@ -71,7 +72,8 @@ enum Command {
 /// Parses the command line. A value that its type refuses is one error line, like every other error of a run;
 /// other usage errors (an unknown flag, a missing one) keep clap's report with its usage and tips.
 fn parse() -> Cli {
-    match Cli::try_parse() {
+    use clap::FromArgMatches;
+    match command().try_get_matches().and_then(|mut m| Cli::from_arg_matches_mut(&mut m)) {
         Ok(cli) => cli,
         Err(e)
             if matches!(e.kind(), clap::error::ErrorKind::ValueValidation | clap::error::ErrorKind::InvalidValue) =>
@@ -84,6 +86,17 @@ fn parse() -> Cli {
         }
         Err(e) => e.exit(),
     }
+}
+
+/// The command line: the derived definition, where every option that takes a value also takes a negative
+/// number (`--threads -1`, `--cache -5`), so that the option's own parser says what is wrong with it instead of
+/// clap calling it an unexpected argument.
+fn command() -> clap::Command {
+    fn negative_numbers(c: clap::Command) -> clap::Command {
+        c.mut_args(|a| if a.get_action().takes_values() { a.allow_negative_numbers(true) } else { a })
+            .mut_subcommands(negative_numbers)
+    }
+    negative_numbers(<Cli as clap::CommandFactory>::command())
 }
 
 fn run() -> anyhow::Result<ExitCode> {
@@ -139,6 +152,50 @@ fn message(e: &anyhow::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::message;
+
+    /// Phrases that name the project's internals instead of papers and features.
+    const INTERNAL: &[&str] = &["seed 0", "seed `0", "seed00", "seed's", "the seed ", "issue 1", "issue 2", "issue #"];
+
+    /// Every problem with the help of `c` and its subcommands: an argument without a description, text that
+    /// speaks of seeds or issue numbers.
+    fn help_problems(c: &clap::Command, path: &str, out: &mut Vec<String>) {
+        let mut texts: Vec<(String, String)> = Vec::new();
+        for (what, t) in
+            [("about", c.get_about()), ("long about", c.get_long_about()), ("after help", c.get_after_help())]
+        {
+            texts.push((format!("{path}: {what}"), t.map(|t| t.to_string()).unwrap_or_default()));
+        }
+        for a in c.get_arguments().filter(|a| !a.is_hide_set() && !["help", "version"].contains(&a.get_id().as_str())) {
+            let name = match a.get_long() {
+                Some(l) => format!("{path} --{l}"),
+                None => format!("{path} {}", a.get_value_names().and_then(|v| v.first()).map_or("?", |v| v.as_str())),
+            };
+            let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+            if help.trim().is_empty() {
+                out.push(format!("{name}: no description"));
+            }
+            texts.push((name.clone(), help));
+            texts.push((name, a.get_long_help().map(|h| h.to_string()).unwrap_or_default()));
+        }
+        for (name, text) in texts {
+            let lower = text.to_lowercase();
+            for phrase in INTERNAL.iter().filter(|p| lower.contains(*p)) {
+                out.push(format!("{name}: says '{phrase}': {text}"));
+            }
+        }
+        for s in c.get_subcommands().filter(|s| !s.is_hide_set()) {
+            help_problems(s, &format!("{path} {}", s.get_name()), out);
+        }
+    }
+
+    #[test]
+    fn every_argument_has_a_description_that_names_features_not_seeds_or_issues() {
+        let mut c = super::command();
+        c.build();
+        let mut problems = Vec::new();
+        help_problems(&c, "blockwell", &mut problems);
+        assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
+    }
 
     #[test]
     fn causes_already_in_the_message_are_not_repeated() {

@@ -44,7 +44,7 @@ fn csv_json_and_table_agree_and_repeat() {
     assert_eq!(s["read"]["request_hits"], 2);
     let csv = util::ok(&[&args[..], &["--csv"]].concat());
     let lines: Vec<&str> = csv.lines().collect();
-    assert_eq!(lines.len(), 5, "header + 4 caches");
+    assert_eq!(lines.len(), 3, "header + 2 caches: lru given twice runs once");
     assert!(lines[0].starts_with("policy,cache_blocks,cache_bytes"));
     let table = util::ok(&args);
     assert!(table.contains("footprint 3 blocks"), "{table}");
@@ -244,8 +244,8 @@ fn list_names_every_policy_format_and_preset_parameters() {
     for f in blockwell_trace::Format::ALL {
         assert!(out.contains(&format!("  {:<10} ", f.name())), "format {} missing", f.name());
     }
-    // Presets differ where the papers say so: 2Q's ghost is the cache size under seed001.
-    assert!(out.contains(r#"seed001      {"a_in_ratio":0.25,"a_out_ratio":1.0,"libcachesim_quirks":false}"#), "{out}");
+    // Presets differ where the papers say so: 2Q's ghost is the cache size under butt05.
+    assert!(out.contains(r#"butt05       {"a_in_ratio":0.25,"a_out_ratio":1.0,"libcachesim_quirks":false}"#), "{out}");
 }
 
 /// A sequential scan in requests of one block: `obl` (one-block lookahead) turns most misses into prefetch hits.
@@ -317,7 +317,7 @@ fn every_cache_command_takes_the_same_options_with_the_same_errors() {
     let list = util::ok(&["list"]);
     let presets = list.lines().find_map(|l| l.strip_prefix("presets: ")).expect("list names the presets");
     let presets: Vec<&str> = presets.split(", ").collect();
-    assert_eq!(presets, ["default", "libcachesim", "seed001"]);
+    assert_eq!(presets, ["default", "libcachesim", "butt05"]);
     for cmd in commands {
         for p in &presets {
             let e = util::fails(&[cmd, &["--preset", p]].concat());
@@ -334,7 +334,7 @@ fn every_cache_command_takes_the_same_options_with_the_same_errors() {
         "--preset",
         "libcachesim2",
         "blockwell: error: invalid value 'libcachesim2' for '--preset <PRESET>': unknown preset 'libcachesim2' \
-         (known: default, libcachesim, seed001)",
+         (known: default, libcachesim, butt05)",
     );
     // The single-cache commands (sim takes lists: `<POLICY,...>`).
     let known = blockwell_core::PolicyKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ");

@@ -21,7 +21,7 @@ impl FromStr for PrefetcherSpec {
 
 /// An unknown preset name.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("unknown preset '{0}' (known: default, libcachesim, seed001)")]
+#[error("unknown preset '{0}' (known: default, libcachesim, butt05)")]
 pub struct PresetError(pub String);
 
 impl FromStr for Preset {
@@ -43,7 +43,7 @@ mod tests {
         assert_eq!("libcachesim".parse::<Preset>(), Ok(Preset::Libcachesim));
         assert_eq!(
             "x".parse::<Preset>().unwrap_err().to_string(),
-            "unknown preset 'x' (known: default, libcachesim, seed001)"
+            "unknown preset 'x' (known: default, libcachesim, butt05)"
         );
     }
 }

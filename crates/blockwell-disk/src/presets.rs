@@ -27,10 +27,10 @@ use crate::hdd::{HddParams, Overheads, SeekCurve, Zone};
 /// Every HDD preset name, with a one-line description.
 pub const HDD_PRESETS: &[(&str, &str)] = &[
     ("barracuda", "Seagate Barracuda ST32171W, 7200 rpm, 2.1 GB, 3x281-sector buffer (DiskSim validated disk)"),
-    ("cheetah9lp", "Seagate Cheetah 9LP ST39102LW, 10045 rpm, 9.1 GB, 3x561-sector buffer (seed 001's disk)"),
-    ("wd1200bb", "WD Caviar WD1200BB, 7200 rpm, 120 GB, 2 MB buffer (seed 000's disk; geometry assumed)"),
+    ("cheetah9lp", "Seagate Cheetah 9LP ST39102LW, 10045 rpm, 9.1 GB, 3x561-sector buffer (Butt et al.'s disk)"),
+    ("wd1200bb", "WD Caviar WD1200BB, 7200 rpm, 120 GB, 2 MB buffer (the REDCAP paper's disk; geometry assumed)"),
     ("hp97560", "HP 97560, 4002 rpm, 1.3 GB, 128 KB buffer (Ruemmler & Wilkes 1994)"),
-    ("hdd-004", "seed 004's SATA HDD: 7200 rpm, 500 GB, NCQ 32; calibrated to 115/72 MB/s sequential, ~2 MB/s random"),
+    ("hdd-004", "Koutoupis' SATA HDD (Linux Journal): 7200 rpm, 500 GB, NCQ 32; calibrated to 115/72 MB/s sequential, ~2 MB/s random"),
 ];
 
 /// The preset named `name` (case-insensitive), if any.
@@ -291,7 +291,7 @@ pub fn hdd004() -> HddParams {
     let w = HDD004_WRITE_OVERHEAD_MS;
     HddParams {
         name: "hdd-004".into(),
-        drive: "seed 004's SATA HDD (7200 rpm, 500 GB class; calibrated)".into(),
+        drive: "Koutoupis' SATA HDD (Linux Journal, 7200 rpm, 500 GB class; calibrated)".into(),
         rpm,
         heads,
         cylinders,

@@ -48,10 +48,10 @@ pub fn list() -> Vec<(&'static str, &'static str)> {
         ("nvme-ssd", "NVMe SSD: 70 us read, 20 us write per 4 KiB page, 3400 MB/s, 64 parallel units"),
         (
             "ssd-004",
-            "seed 004's SATA SSD: 35.46 us read, 110.7 us write per 4 KiB page, 2 units (231/74 MB/s; calibrated)",
+            "Koutoupis' SATA SSD (Linux Journal): 35.46 us read, 110.7 us write per 4 KiB page, 2 units (231/74 MB/s; calibrated)",
         ),
         ("memory", "DRAM tier: 1950 ns per 4 KiB block x slowdown (default 1) (also: dram)"),
-        ("ecs", "seed 002's extended storage: file memory 3x slower than DRAM (memory(slowdown=3))"),
+        ("ecs", "the extended-storage paper's file memory 3x slower than DRAM (memory(slowdown=3))"),
     ]);
     v
 }

@@ -272,10 +272,27 @@ def test_plot_over_time_draws_a_line_per_cache(tmp_path):
     assert [ln.get_label() for ln in lines] == [f"{p} / {b} blocks" for p, b in
                                                 df[["policy", "cache_blocks"]].drop_duplicates().values]
     lru = df[df["policy"] == "lru"]
-    assert list(lines[0].get_xdata()) == lru["end_request"].tolist()
-    assert list(lines[0].get_ydata()) == lru["block_miss_ratio"].tolist()
+    # Each interval's ratio held over the interval, the first from where counting starts, as the command line.
+    start = int(lru["end_request"].iloc[0] - lru["requests"].iloc[0])
+    assert list(lines[0].get_xdata()) == [start] + lru["end_request"].tolist()
+    assert list(lines[0].get_ydata()) == [lru["block_miss_ratio"].iloc[0]] + lru["block_miss_ratio"].tolist()
+    assert lines[0].get_drawstyle() == "steps-pre"
     ax.figure.savefig(tmp_path / "t.png")
     assert (tmp_path / "t.png").stat().st_size > 5_000
+    # The legend beside the axes, covering no data.
+    assert ax.get_legend().get_window_extent().x0 > ax.get_window_extent().x1
+
+
+def test_plot_mrc_marks_the_tables_points_with_the_legend_outside(tmp_path):
+    pytest.importorskip("matplotlib", reason="SKIPPED LOUDLY: matplotlib is not installed")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    ax = blockwell.plot.mrc(blockwell.mrc(shared_trace(), ["1%", "5%", "10%"]))
+    (line,) = ax.get_lines()
+    assert line.get_marker() == "o" and line.get_linestyle() == "-", "a line with circles, as `mrc --plot`"
+    ax.figure.savefig(tmp_path / "m.png")
+    assert ax.get_legend().get_window_extent().x0 > ax.get_window_extent().x1
 
 
 def test_mrc_of_policies_equals_the_command_line():

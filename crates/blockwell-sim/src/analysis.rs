@@ -390,14 +390,23 @@ impl fmt::Display for TraceStats {
             human_bytes(self.footprint_bytes)
         )?;
         writeln!(f, "volumes           {}", self.volumes)?;
-        writeln!(
-            f,
-            "time span         {} (first {} ns, last {} ns), {:.1} requests/s",
-            human_ns(self.time.span_ns),
-            self.time.first_ns,
-            self.time.last_ns,
-            self.time.requests_per_sec
-        )?;
+        if self.time.span_ns == 0 {
+            // No time passes (a format without time stamps reads every request at 0): no rate to give.
+            writeln!(
+                f,
+                "time span         none: every request has time stamp {} ns, so no request rate",
+                self.time.first_ns
+            )?;
+        } else {
+            writeln!(
+                f,
+                "time span         {} (first {} ns, last {} ns), {:.1} requests/s",
+                human_ns(self.time.span_ns),
+                self.time.first_ns,
+                self.time.last_ns,
+                self.time.requests_per_sec
+            )?;
+        }
         let s = &self.sizes;
         writeln!(
             f,

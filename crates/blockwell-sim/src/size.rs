@@ -12,6 +12,8 @@ pub enum SizeError {
     Number(String),
     #[error("'{0}': out of range")]
     Range(String),
+    #[error("'{0}': a size cannot be negative")]
+    Negative(String),
     #[error("'{0}': expected a percentage like 5%")]
     Percent(String),
     #[error("'{0}': a percentage must be above 0")]
@@ -25,6 +27,9 @@ pub enum SizeError {
 /// Parses a byte count: `4096`, `4KiB`, `64MiB`, `1.5GiB`, `10MB` (SI), `512B`.
 pub fn parse_bytes(s: &str) -> Result<u64, SizeError> {
     let t = s.trim();
+    if t.starts_with('-') {
+        return Err(SizeError::Negative(s.into()));
+    }
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
@@ -60,6 +65,9 @@ impl SizeSpec {
     /// `64MiB`, `4096` (bytes), `1000blocks`, `1%`.
     pub fn parse(s: &str) -> Result<Self, SizeError> {
         let t = s.trim();
+        if t.starts_with('-') {
+            return Err(SizeError::Negative(s.into()));
+        }
         if let Some(p) = t.strip_suffix('%') {
             let v: f64 = p.trim().parse().map_err(|_| SizeError::Percent(s.into()))?;
             if !(v > 0.0 && v <= 100_000.0) {

@@ -45,6 +45,7 @@ pub enum Command {
     /// Verify a cache device offline: superblocks, slot table, journal, mapping, and the data of every mapped
     /// slot against its checksum. Exit 1 when it finds a problem.
     Check {
+        /// The cache device (a file or block device not in use).
         path: PathBuf,
         /// Also check that the device belongs to this origin.
         #[arg(long, value_name = "PATH")]
@@ -68,7 +69,9 @@ pub enum Command {
     },
     /// Describe a cache device: its origin, mode, state, and how many blocks it holds and how many are dirty.
     Status {
+        /// The cache device (a file or block device not in use).
         path: PathBuf,
+        /// Print the description as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -93,7 +96,9 @@ pub enum Command {
     /// Write every dirty block back, then mark the device detached: the origin alone is current and can be
     /// used without the cache (lvmcache's --splitcache). The next start over it finds it empty.
     Detach {
+        /// The cache device (a file or block device not in use).
         path: PathBuf,
+        /// The origin to write the dirty blocks to (default: the one the device records).
         #[arg(long, value_name = "PATH")]
         origin: Option<PathBuf>,
         #[command(flatten)]
@@ -105,8 +110,10 @@ pub enum Command {
         /// write-back, write-through, write-around or read-only.
         #[arg(value_parser = parse_arg::<CacheMode>)]
         mode: CacheMode,
+        /// The running server's control socket (default: that of `blockwell serve --control` without a path).
         #[arg(long, value_name = "PATH")]
         control: Option<PathBuf>,
+        /// Only this export's cache device (default: every export's).
         #[arg(long)]
         export: Option<String>,
     },

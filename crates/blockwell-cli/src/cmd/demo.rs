@@ -5,6 +5,7 @@ use blockwell_core::policy::{PolicyKind, PolicySpec, Preset};
 use blockwell_sim::analysis::human_bytes;
 use blockwell_sim::gen::{GenConfig, Generator, Workload};
 use blockwell_sim::replay::{replay, CacheSize, CacheSpec, ReplayConfig};
+use std::io::Write;
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
@@ -14,7 +15,7 @@ pub struct Args {
     pub requests: u64,
 
     /// Worker threads (default: one per core).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value = "0", value_parser = super::options::parse_threads)]
     pub threads: usize,
 }
 
@@ -46,10 +47,35 @@ fn workloads(requests: u64) -> Vec<(&'static str, GenConfig)> {
     ]
 }
 
+/// The ranking: a column of policy names as wide as the longest, then a column per cache size, each as wide as
+/// its heading (`1% = 1000 blocks`), so that every line is aligned whatever the names.
+fn table(head: &[String], rows: &[(&str, Vec<f64>)]) -> String {
+    let name_w = rows.iter().map(|r| r.0.chars().count()).chain(["policy".len()]).max().unwrap_or(6);
+    let widths: Vec<usize> = head.iter().map(|h| h.chars().count().max(8)).collect();
+    let mut s = format!("  {:<name_w$}", "policy");
+    for (h, w) in head.iter().zip(&widths) {
+        s.push_str(&format!("  {h:>w$}"));
+    }
+    s.push('\n');
+    for (name, ratios) in rows {
+        s.push_str(&format!("  {name:<name_w$}"));
+        for (r, w) in ratios.iter().zip(&widths) {
+            s.push_str(&format!("  {r:>w$.4}"));
+        }
+        s.push('\n');
+    }
+    s
+}
+
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let sizes = [1.0, 5.0, 10.0];
-    println!("Blockwell demo: all {} policies on two workloads built into the binary.", PolicyKind::ALL.len());
-    println!("Block-level miss ratios (lower is better), 4 KiB blocks, each workload replayed once for all caches.\n");
+    // Written, not printed: a closed pipe (`blockwell demo | head`) ends the command quietly.
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "Blockwell demo: all {} policies on two workloads built into the binary.", PolicyKind::ALL.len())?;
+    writeln!(
+        out,
+        "Block-level miss ratios (lower is better), 4 KiB blocks, each workload replayed once for all caches.\n"
+    )?;
     for (i, (title, cfg)) in workloads(a.requests).into_iter().enumerate() {
         cfg.validate()?;
         let caches: Vec<CacheSpec> = PolicyKind::ALL
@@ -69,8 +95,13 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             Default::default(),
         )?;
         let footprint = report.footprint_blocks.unwrap_or(0);
-        println!("workload {}: {title}", i + 1);
-        println!("  {} requests, footprint {footprint} blocks ({})", report.requests, human_bytes(footprint * 4096));
+        writeln!(out, "workload {}: {title}", i + 1)?;
+        writeln!(
+            out,
+            "  {} requests, footprint {footprint} blocks ({})",
+            report.requests,
+            human_bytes(footprint * 4096)
+        )?;
         let n = sizes.len();
         let mut rows: Vec<(&str, Vec<f64>)> = report
             .results
@@ -80,18 +111,16 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         rows.sort_by(|x, y| x.1[n - 1].total_cmp(&y.1[n - 1]).then(x.0.cmp(y.0)));
         let head: Vec<String> =
             report.results[..n].iter().zip(sizes).map(|(r, p)| format!("{p}% = {} blocks", r.cache_blocks)).collect();
-        println!("  {:<8} {}", "policy", head.iter().map(|h| format!("{h:>20}")).collect::<String>());
-        for (name, ratios) in &rows {
-            println!("  {:<8} {}", name, ratios.iter().map(|r| format!("{r:>20.4}")).collect::<String>());
-        }
+        write!(out, "{}", table(&head, &rows))?;
         let best = rows.iter().find(|r| r.0 != "opt").map(|r| r.0).unwrap_or("-");
         let lru = rows.iter().find(|r| r.0 == "lru").map(|r| r.1[n - 1]).unwrap_or(f64::NAN);
         let best_ratio = rows.iter().find(|r| r.0 == best).map(|r| r.1[n - 1]).unwrap_or(f64::NAN);
-        println!(
+        writeln!(
+            out,
             "  best online policy at {}%: {best} ({best_ratio:.4} vs LRU {lru:.4}); OPT is the offline bound\n",
             sizes[n - 1]
-        );
+        )?;
     }
-    println!("Try it on a real trace: blockwell sim --trace FILE --policy all --cache 1%,5%,10%");
+    writeln!(out, "Try it on a real trace: blockwell sim --trace FILE --policy all --cache 1%,5%,10%")?;
     Ok(ExitCode::SUCCESS)
 }

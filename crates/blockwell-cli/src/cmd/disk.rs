@@ -2,12 +2,14 @@
 //! DiskSim validation trace (measured service times of a real disk), optionally plotting both CDFs.
 
 use crate::cmd::options::{parse_arg, Bytes};
-use crate::cmd::plot::{chart, drawing_error, labelled_line, legend, save, Figure, PlotKind};
+use crate::cmd::plot::{
+    chart, draw_legend, drawing_error, line, save, split_for_legend, Figure, LegendEntry, PlotKind,
+};
 use anyhow::{bail, Context};
 use blockwell_disk::validate::{self, Validation};
 use blockwell_disk::{DiskOp, DiskRequest, DiskSpec};
 use plotters::coord::Shift;
-use plotters::prelude::{DrawingArea, DrawingBackend, RGBColor, SeriesLabelPosition};
+use plotters::prelude::{DrawingArea, DrawingBackend, RGBColor};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -307,7 +309,26 @@ impl Figure for Cdfs<'_> {
             s.get(((s.len() as f64) * 0.995) as usize).copied().unwrap_or(0.0) / 1000.0
         };
         let x_max = ((p995(&v.measured_us).max(p995(&v.simulated_us)) / 5.0).ceil() * 5.0).max(5.0);
-        let mut chart = chart(&root, self.title, 0f64..x_max, 0f64..1f64)?;
+        let entries = [
+            LegendEntry {
+                label: format!("measured (mean {:.2} ms)", v.mean_measured_us / 1000.0),
+                color: RGBColor(31, 119, 180),
+                marked: false,
+            },
+            LegendEntry {
+                label: format!(
+                    "simulated (mean {:.2} ms, {:+.1} %; demerit {:.2} ms = {:.1} %)",
+                    v.mean_simulated_us / 1000.0,
+                    100.0 * v.relative_error,
+                    v.demerit_us / 1000.0,
+                    v.demerit_pct
+                ),
+                color: RGBColor(255, 127, 14),
+                marked: false,
+            },
+        ];
+        let (area, legend) = split_for_legend(&root, &entries)?;
+        let mut chart = chart(&area, self.title, 0f64..x_max, 0f64..1f64)?;
         chart
             .configure_mesh()
             .x_desc("service time (ms)")
@@ -317,17 +338,9 @@ impl Figure for Cdfs<'_> {
             .axis_desc_style(("sans-serif", 17))
             .draw()
             .map_err(drawing_error)?;
-        let label = format!("measured (mean {:.2} ms)", v.mean_measured_us / 1000.0);
-        labelled_line(&mut chart, measured, RGBColor(31, 119, 180), label)?;
-        let label = format!(
-            "simulated (mean {:.2} ms, {:+.1} %; demerit {:.2} ms = {:.1} %)",
-            v.mean_simulated_us / 1000.0,
-            100.0 * v.relative_error,
-            v.demerit_us / 1000.0,
-            v.demerit_pct
-        );
-        labelled_line(&mut chart, simulated, RGBColor(255, 127, 14), label)?;
-        legend(&mut chart, SeriesLabelPosition::LowerRight)?;
+        line(&mut chart, measured, entries[0].color)?;
+        line(&mut chart, simulated, entries[1].color)?;
+        draw_legend(&legend, &entries)?;
         root.present().map_err(drawing_error)
     }
 }

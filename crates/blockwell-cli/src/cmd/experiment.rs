@@ -4,7 +4,7 @@
 //! es-equivalence, device-caches).
 
 use crate::cmd::common::{ReadArgs, SizeSpec, TraceArgs};
-use crate::cmd::options::{parse_arg, BlockSize, Format, List, OutputArgs, PolicyList};
+use crate::cmd::options::{parse_arg, parse_threads, BlockSize, Format, List, OutputArgs, PolicyList};
 use crate::cmd::plot::{drawing_error, save, Figure, PlotKind, PALETTE};
 use anyhow::Context;
 use blockwell_core::policy::Preset;
@@ -17,18 +17,19 @@ use std::process::ExitCode;
 /// `blockwell experiment ...`
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
-    /// Seed 000 Figure 1: improvement in application time with REDCAP vs without, per benchmark × processes ×
+    /// The REDCAP paper's Figure 1: improvement in application time with REDCAP vs without, per benchmark × processes ×
     /// layout × REDCAP configuration.
     #[command(after_help = "\
-The seed's file systems map to layouts: ext3 → block-groups, ext2 → block-groups(rsv_min=0), XFS/JFS → single-extent, ReiserFS → \
+The paper's file systems map to layouts: ext3 → block-groups, ext2 → block-groups(rsv_min=0), XFS/JFS → single-extent, ReiserFS → \
 reiserfs (its tree order; `scattered`, 1-16 block runs at random places, is an older stand-in); contiguous is the \
 ideal baseline. Each (benchmark, processes) workload runs once without REDCAP and \
 once per configuration on each layout, cold caches; improvement = 1 - time with / time without. Runs are \
 independent and use all cores (--threads); the output is the same whatever the thread count. Results and their \
 comparison with the paper: docs/experiments/redcap.md.")]
     Redcap(RedcapArgs),
-    /// Seed 001 Figures 3-6 and Table 5: hit ratio, disk requests and execution time against cache size for
-    /// replacement policies, with and without read-ahead.
+    /// Butt et al. (SIGMETRICS'05, kernel prefetching and buffer-cache replacement), Figures 3-6 and Table 5:
+    /// hit ratio, disk requests and execution time against cache size for replacement policies, with and without
+    /// read-ahead.
     #[command(after_help = "\
 A generated workload (--workload: the paper's applications cscope, glimpse, gcc, viewperf, tpc-h, tpc-r, \
 multi1-multi3, at the paper's cache sizes mapped onto the generated data unless --cache is given; or the classes \
@@ -36,13 +37,13 @@ loop, random, mix-seq, mix-random) runs through a page cache with the policy and
 by --layout; a block trace (--trace) runs through a block-level cache instead. Results and their comparison with the paper: \
 docs/experiments/prefetch-policies.md.")]
     PrefetchPolicies(PolicyArgs),
-    /// Seed 003 Tables 1 and 3, Figures 4-5: offset- vs content-based caching across cache sizes, the hash-table
+    /// Morrey & Grunwald (content-based block caching), Tables 1 and 3, Figures 4-5: offset- vs content-based caching across cache sizes, the hash-table
     /// fraction sweep, silent writes, unified vs private caches over several volumes.
     Dedup(super::experiment_dedup::DedupArgs),
-    /// Seed 002 Table II: the extended-storage tier capacity equivalent to DRAM, per slowdown factor, and the
+    /// The extended-storage paper's Table II: the extended-storage tier capacity equivalent to DRAM, per slowdown factor, and the
     /// break-even price ratio.
     EsEquivalence(super::experiment_es::EsArgs),
-    /// Seed 004: SSD and RAM caches in front of an HDD, live: fio (4 KiB, queue depth 32) over NBD against the
+    /// Koutoupis, "Advanced Hard Drive Caching Techniques" (Linux Journal): SSD and RAM caches in front of an HDD, live: fio (4 KiB, queue depth 32) over NBD against the
     /// emulated HDD and SSD alone, Blockwell's write-back SSD tier, its write-through RAM cache and nbdkit's
     /// write-back cache filter, beside the article's numbers; then a kill -9 durability check.
     DeviceCaches(super::experiment_devcache::DevCacheArgs),
@@ -64,7 +65,7 @@ pub struct RunArgs {
     pub plot_format: String,
 
     /// Threads (default: all cores).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
     pub threads: Option<usize>,
 }
 
@@ -108,11 +109,11 @@ pub struct RedcapArgs {
     #[arg(long, value_name = "POLICY", default_value = "lru")]
     pub page_policy: String,
 
-    /// Page-cache read-ahead (default: Linux 2.6.14's, the seed's kernel).
+    /// Page-cache read-ahead (default: Linux 2.6.14's, the paper's kernel).
     #[arg(long, value_name = "PREFETCHER", default_value = "linux26")]
     pub page_prefetch: String,
 
-    /// Device queue order: fifo, c-look or cfq (Linux 2.6.14's CFQ, the seed's scheduler).
+    /// Device queue order: fifo, c-look or cfq (Linux 2.6.14's CFQ, the paper's scheduler).
     #[arg(long, value_name = "SCHEDULER", default_value = "cfq")]
     pub scheduler: String,
 
@@ -160,7 +161,7 @@ pub struct PolicyArgs {
     #[arg(long)]
     pub quick: bool,
 
-    /// A generated workload: seed 001's applications cscope, glimpse, gcc, viewperf, tpc-h, tpc-r, multi1-3, or
+    /// A generated workload: the paper's applications cscope, glimpse, gcc, viewperf, tpc-h, tpc-r, multi1-3, or
     /// loop, random, mix-seq, mix-random (with parameters, e.g. `cscope(scale=0.3)`) [default: loop].
     #[arg(long, value_name = "SPEC", conflicts_with = "trace")]
     pub workload: Option<String>,
@@ -178,8 +179,8 @@ pub struct PolicyArgs {
     #[arg(long, visible_alias = "policies", value_name = "POLICY,...", value_parser = parse_arg::<PolicyList>)]
     pub policy: Option<PolicyList>,
 
-    /// Policy parameter preset (as `sim --preset`; here the paper's, seed001, by default).
-    #[arg(long, value_name = "PRESET", default_value = "seed001", value_parser = parse_arg::<Preset>)]
+    /// Policy parameter preset (as `sim --preset`; here the paper's, butt05, by default).
+    #[arg(long, value_name = "PRESET", default_value = "butt05", value_parser = parse_arg::<Preset>)]
     pub preset: Preset,
 
     /// Prefetchers to compare.
@@ -187,7 +188,7 @@ pub struct PolicyArgs {
     pub prefetch: String,
 
     /// Cache sizes, comma separated: `25%` (of the footprint), `64MiB`, `16384blocks` [default:
-    /// 10%,25%,50%,75%,100%; for seed 001's applications the paper's sizes, mapped onto the generated data].
+    /// 10%,25%,50%,75%,100%; for the paper's applications the paper's sizes, mapped onto the generated data].
     #[arg(long, visible_alias = "sizes", value_name = "SIZE,...", value_parser = parse_arg::<List<SizeSpec>>)]
     pub cache: Option<List<SizeSpec>>,
 

@@ -23,7 +23,7 @@ use std::process::ExitCode;
 #[derive(clap::Args, Debug, Clone)]
 #[command(after_help = "\
 Every block access is replayed through an offset cache (the policy over addresses) and a content cache (one \
-copy per content, shared by addresses; seed 003) of the same byte budget; the content cache's hash table is \
+copy per content, shared by addresses, as Morrey & Grunwald's) of the same byte budget; the content cache's hash table is \
 charged against the budget (\"content\") or not (\"ideal\"). Without --trace the workload is generated: a Zipf \
 address stream with content (--dup-ratio, --zero-fraction, --cross-volume, --rewrite-ratio); for the \
 multi-volume table, one such trace per volume (own address seed, one shared disk image) merged by time.")]
@@ -291,12 +291,14 @@ pub fn print_report(r: &DedupReport, out: &mut dyn Write) -> std::io::Result<()>
 
     if let Some(p) = r.policies.first() {
         writeln!(out, "Policies at {}", human_bytes(p.comparison.cache_bytes))?;
-        writeln!(out, "{:<14} {:>10} {:>10} {:>10} {:>14}", "policy", "offset", "content", "ideal", "refs dropped")?;
+        // The policy column as wide as the longest spec (`2q(a_in_ratio=0.3)`), so that the columns stay aligned.
+        let w = r.policies.iter().map(|p| p.policy.chars().count()).max().unwrap_or(0).max(14);
+        writeln!(out, "{:<w$} {:>10} {:>10} {:>10} {:>14}", "policy", "offset", "content", "ideal", "refs dropped")?;
         for p in &r.policies {
             let c = &p.comparison;
             writeln!(
                 out,
-                "{:<14} {:>10} {:>10} {:>10} {:>14}",
+                "{:<w$} {:>10} {:>10} {:>10} {:>14}",
                 p.policy,
                 pct(c.offset.read_hit_rate()),
                 pct(c.content.read_hit_rate()),

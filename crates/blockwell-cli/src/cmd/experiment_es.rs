@@ -22,7 +22,7 @@ use std::process::ExitCode;
 #[command(after_help = "\
 The reference is a tier of DRAM (slowdown 1) of each --cache capacity; for each --slowdowns factor the search \
 finds the smallest tier capacity whose total time (DRAM copies + tier transfers + disk) is at most the \
-reference's, to within --tolerance of the reference capacity. Table II of seed 002 is the mean ratio over the \
+reference's, to within --tolerance of the reference capacity. The paper's Table II is the mean ratio over the \
 sizes; the break-even price is 1/ratio (file memory must cost at most that fraction of DRAM per bit).")]
 pub struct EsArgs {
     /// Workloads, comma-separated: postmark, bonnie.
@@ -46,7 +46,7 @@ pub struct EsArgs {
     #[arg(long, value_name = "LIST", default_value = "1,2,3,4,5", value_parser = parse_arg::<List<f64>>)]
     pub slowdowns: List<f64>,
 
-    /// DRAM page cache above the tier (0 = none: seed 002's experimental model).
+    /// DRAM page cache above the tier (0 = none: the paper's experimental model).
     #[arg(long, value_name = "BYTES", default_value = "0", value_parser = parse_arg::<Bytes>)]
     pub page_cache: Bytes,
 
@@ -75,7 +75,7 @@ pub struct EsArgs {
     pub tolerance: f64,
 
     /// Worker threads (results do not depend on it).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, value_name = "N", default_value = "2", value_parser = super::options::parse_threads)]
     pub threads: usize,
 
     /// Also print, per workload and reference size, the per-level metrics of the reference (slowdown 1) and of

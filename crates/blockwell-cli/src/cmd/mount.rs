@@ -30,7 +30,7 @@ pub struct Args {
     pub name: String,
 
     /// Threads serving FUSE reads and writes.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, value_name = "N", default_value = "4", value_parser = super::options::parse_threads)]
     pub threads: usize,
 
     /// Answer `blockwell status` on a Unix socket at PATH; without PATH, the default socket of `blockwell serve

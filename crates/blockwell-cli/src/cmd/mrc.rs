@@ -3,13 +3,16 @@
 
 use crate::cmd::common::{check_writable, for_each_request, progress_bar, report_skipped, SizeSpec, TraceArgs};
 use crate::cmd::options::{parse_arg, BlockSize, Format, List, OutputArgs, PolicyList};
-use crate::cmd::plot::{chart, drawing_error, labelled_line, legend, miss_ratio_axes, save, Figure, PlotKind};
+use crate::cmd::plot::{
+    chart, draw_legend, drawing_error, line, marks, miss_ratio_axes, save_and_report, split_for_legend, Figure,
+    LegendEntry, PlotKind,
+};
 use anyhow::{bail, Context};
 use blockwell_core::policy::Preset;
 use blockwell_sim::analysis::human_bytes;
 use blockwell_sim::mrc::{Mrc, MrcBuilder, MrcConfig, MrcError, MrcPoint, Sampling};
 use plotters::coord::Shift;
-use plotters::prelude::{Circle, Color, DrawingArea, DrawingBackend, RGBColor, SeriesLabelPosition};
+use plotters::prelude::{DrawingArea, DrawingBackend, RGBColor};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -70,7 +73,7 @@ pub struct Args {
     pub preset: Preset,
 
     /// With --policy: worker threads (default: one per core).
-    #[arg(long, value_name = "N", default_value_t = 0, requires = "policy")]
+    #[arg(long, value_name = "N", default_value = "0", value_parser = super::options::parse_threads, requires = "policy")]
     pub threads: usize,
 }
 
@@ -154,7 +157,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             a.input.trace.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
             sampling_label(&curve)
         );
-        save(path, kind, (1000, 640), &Curve { title: &title, c: &curve, marks: &points })
+        save_and_report(path, kind, (1000, 640), &Curve { title: &title, c: &curve, marks: &points })
             .with_context(|| format!("--plot {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
@@ -274,15 +277,15 @@ struct Curve<'a> {
 
 impl Figure for Curve<'_> {
     fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> anyhow::Result<()> {
-        let (c, marks) = (self.c, self.marks);
-        let x_max = marks.iter().map(|p| p.cache_blocks).max().unwrap_or(1).max(c.footprint).max(1);
+        let c = self.c;
+        let x_max = self.marks.iter().map(|p| p.cache_blocks).max().unwrap_or(1).max(c.footprint).max(1);
         let steps = 500u64;
         let mut dense: Vec<(u64, f64)> = (0..=steps).map(|i| x_max * i / steps).map(|b| (b, c.miss_ratio(b))).collect();
         dense.dedup_by_key(|p| p.0);
         let (lo, hi) = dense
             .iter()
             .map(|p| p.1)
-            .chain(marks.iter().map(|p| p.miss_ratio))
+            .chain(self.marks.iter().map(|p| p.miss_ratio))
             .fold((1.0f64, 0.0f64), |(lo, hi), y| (lo.min(y), hi.max(y)));
         let mut y0 = ((lo * 20.0).floor() / 20.0).max(0.0);
         let y1 = ((hi * 20.0).ceil() / 20.0).clamp(y0 + 0.05, 1.0);
@@ -290,15 +293,22 @@ impl Figure for Curve<'_> {
             y0 = (y1 - 0.05).max(0.0);
         }
 
-        let mut chart = chart(&root, self.title, 0u64..x_max, y0..y1)?;
-        miss_ratio_axes(&mut chart, c.block_size)?;
         let blue = RGBColor(31, 119, 180);
         let label = if c.is_exact() { "LRU (exact)" } else { "LRU (SHARDS)" };
-        labelled_line(&mut chart, dense, blue, label.to_string())?;
-        chart
-            .draw_series(marks.iter().map(|p| Circle::new((p.cache_blocks, p.miss_ratio), 4, blue.filled())))
-            .map_err(drawing_error)?;
-        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+        let entries = [LegendEntry { label: label.to_string(), color: blue, marked: true }];
+        let (area, legend) = split_for_legend(&root, &entries)?;
+        let mut chart = chart(&area, self.title, 0u64..x_max, y0..y1)?;
+        miss_ratio_axes(&mut chart, c.block_size)?;
+        // The curve between the table's sizes too (exact at every size), the table's points marked.
+        line(&mut chart, dense, blue)?;
+        let points: Vec<(u64, f64)> = marks_of(self.marks);
+        marks(&mut chart, &points, blue)?;
+        draw_legend(&legend, &entries)?;
         root.present().map_err(drawing_error)
     }
+}
+
+/// The table's points, (cache blocks, miss ratio).
+fn marks_of(points: &[MrcPoint]) -> Vec<(u64, f64)> {
+    points.iter().map(|p| (p.cache_blocks, p.miss_ratio)).collect()
 }

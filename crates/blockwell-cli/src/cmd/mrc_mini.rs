@@ -3,13 +3,16 @@
 
 use super::mrc::Args;
 use super::options::{Format, OutputArgs};
-use super::plot::{chart, drawing_error, labelled_line, legend, miss_ratio_axes, save, Figure, PlotKind, PALETTE};
+use super::plot::{
+    chart, draw_legend, drawing_error, line, marks, miss_ratio_axes, save_and_report, split_for_legend, Figure,
+    LegendEntry, PlotKind, PALETTE,
+};
 use anyhow::Context;
 use blockwell_core::policy::PolicySpec;
 use blockwell_sim::mini::{curves, MiniError, Point, Sizes};
 use blockwell_sim::replay::ReplayConfig;
 use plotters::coord::Shift;
-use plotters::prelude::{DrawingArea, DrawingBackend, RGBColor, SeriesLabelPosition};
+use plotters::prelude::{DrawingArea, DrawingBackend, RGBColor};
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
@@ -65,11 +68,17 @@ pub fn run(a: &Args, policies: &[PolicySpec], plot: Option<PlotKind>) -> anyhow:
                 format!("full simulation ({} block accesses)", report.block_accesses)
             };
             let mut s = format!("trace {trace}: {how}, preset {}\n", report.preset);
-            let _ = writeln!(s, "{:<24} {:>12} {:>12} {:>10}", "policy", "cache blocks", "simulated", "miss ratio");
+            // The policy column as wide as the longest spec, so that long specs keep the columns aligned.
+            let w = pts.iter().map(|p| p.policy.chars().count()).chain(["policy".len()]).max().unwrap_or(6);
+            let _ = writeln!(
+                s,
+                "{:<w$}  {:>12}  {:>16}  {:>10}",
+                "policy", "cache blocks", "simulated blocks", "miss ratio"
+            );
             for p in &pts {
                 let _ = writeln!(
                     s,
-                    "{:<24} {:>12} {:>12} {:>10.6}",
+                    "{:<w$}  {:>12}  {:>16}  {:>10.6}",
                     p.policy, p.cache_blocks, p.sampled_cache_blocks, p.miss_ratio
                 );
             }
@@ -84,8 +93,13 @@ pub fn run(a: &Args, policies: &[PolicySpec], plot: Option<PlotKind>) -> anyhow:
         } else {
             format!("{file} — miss ratio")
         };
-        save(path, kind, (1000, 640), &Curves { title: &title, points: &pts, block_size: report.block_size })
-            .with_context(|| format!("--plot {}", path.display()))?;
+        save_and_report(
+            path,
+            kind,
+            (1000, 640),
+            &Curves { title: &title, points: &pts, block_size: report.block_size },
+        )
+        .with_context(|| format!("--plot {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -102,20 +116,31 @@ impl Figure for Curves<'_> {
         let x_max = self.points.iter().map(|p| p.cache_blocks).max().unwrap_or(1).max(1);
         let y_max = self.points.iter().map(|p| p.miss_ratio).fold(0.0f64, f64::max);
         let y1 = ((y_max * 20.0).ceil() / 20.0).clamp(0.05, 1.0);
-        let mut chart = chart(&root, self.title, 0u64..x_max, 0.0..y1)?;
-        miss_ratio_axes(&mut chart, self.block_size)?;
         let mut policies: Vec<&str> = Vec::new();
         for p in self.points {
             if !policies.contains(&p.policy.as_str()) {
                 policies.push(&p.policy);
             }
         }
-        for (n, name) in policies.iter().enumerate() {
-            let (r, g, b) = PALETTE[n % PALETTE.len()];
-            let line = self.points.iter().filter(|p| p.policy == *name).map(|p| (p.cache_blocks, p.miss_ratio));
-            labelled_line(&mut chart, line.collect(), RGBColor(r, g, b), name.to_string())?;
+        let entries: Vec<LegendEntry> = policies
+            .iter()
+            .enumerate()
+            .map(|(n, name)| {
+                let (r, g, b) = PALETTE[n % PALETTE.len()];
+                LegendEntry { label: name.to_string(), color: RGBColor(r, g, b), marked: true }
+            })
+            .collect();
+        let (area, legend) = split_for_legend(&root, &entries)?;
+        let mut chart = chart(&area, self.title, 0u64..x_max, 0.0..y1)?;
+        miss_ratio_axes(&mut chart, self.block_size)?;
+        // A line per policy through its simulated sizes, each size marked (as the Python package's plot).
+        for (name, e) in policies.iter().zip(&entries) {
+            let points: Vec<(u64, f64)> =
+                self.points.iter().filter(|p| p.policy == *name).map(|p| (p.cache_blocks, p.miss_ratio)).collect();
+            line(&mut chart, points.clone(), e.color)?;
+            marks(&mut chart, &points, e.color)?;
         }
-        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+        draw_legend(&legend, &entries)?;
         root.present().map_err(drawing_error)
     }
 }

@@ -22,6 +22,11 @@ where
     s.parse().map_err(|e: T::Err| e.to_string())
 }
 
+/// clap value parser of `--threads N`: a number of threads (what 0 means is each command's).
+pub fn parse_threads(s: &str) -> Result<usize, String> {
+    s.trim().parse::<usize>().map_err(|_| format!("'{s}' is not a number of threads (a whole number, 0 or more)"))
+}
+
 /// The values of `T`'s flags when none is given (their clap defaults).
 pub fn defaults<T: clap::Args>() -> T {
     let m = T::augment_args(clap::Command::new("blockwell")).get_matches_from(["blockwell"]);
@@ -150,25 +155,60 @@ pub fn ways(a: Option<Associativity>) -> Option<NonZeroUsize> {
     a.map(Associativity::get)
 }
 
-/// A comma-separated list; commas inside parentheses belong to an item (`lru,lru-k(k=3,crp=20)`).
+/// A comma-separated list; commas inside parentheses belong to an item (`lru,lru-k(k=3,crp=20)`). An empty
+/// item (`1%,,5%`, a trailing comma) is refused, naming it; an item given twice is kept once, where it first
+/// appears.
 #[derive(Clone, Debug, PartialEq)]
 pub struct List<T>(pub Vec<T>);
 
-impl<T: FromStr> FromStr for List<T>
+/// The items of a comma-separated list at the top level (outside parentheses), trimmed, empty ones included.
+fn items(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(s[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(s[start..].trim());
+    out
+}
+
+/// The items of `s`, each parsed by `parse` into one or more values (`all` is several policies); an empty
+/// item is an error naming its place, and a value already given is left out.
+fn parse_items<T: PartialEq>(s: &str, mut parse: impl FnMut(&str) -> Result<Vec<T>, String>) -> Result<Vec<T>, String> {
+    if s.trim().is_empty() {
+        return Err("no value given".into());
+    }
+    let all = items(s);
+    let mut out: Vec<T> = Vec::new();
+    for (i, item) in all.iter().enumerate() {
+        if item.is_empty() {
+            let place = if i + 1 == all.len() { " (a trailing comma?)".to_string() } else { String::new() };
+            return Err(format!("'{s}': item {} of {} is empty{place}", i + 1, all.len()));
+        }
+        for v in parse(item)? {
+            if !out.contains(&v) {
+                out.push(v);
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl<T: FromStr + PartialEq> FromStr for List<T>
 where
     T::Err: Display,
 {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let items: Vec<T> = blockwell_core::spec::split_list(s)
-            .into_iter()
-            .filter(|x| !x.is_empty())
-            .map(|x| x.parse().map_err(|e: T::Err| e.to_string()))
-            .collect::<Result<_, _>>()?;
-        if items.is_empty() {
-            return Err("no value given".into());
-        }
-        Ok(List(items))
+        parse_items(s, |x| x.parse().map(|v| vec![v]).map_err(|e: T::Err| e.to_string())).map(List)
     }
 }
 
@@ -179,17 +219,29 @@ impl<T> std::ops::Deref for List<T> {
     }
 }
 
-/// Policies for a command that runs several: a list of policy specs, or `all` for every policy.
+/// Policies for a command that runs several: a list of policy specs, where `all` stands for every policy
+/// (`all`, or `all,lru-k(k=3)` for every policy and one more variant); a policy given twice runs once.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PolicyList(pub Vec<PolicySpec>);
 
 impl FromStr for PolicyList {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        if s.trim().eq_ignore_ascii_case("all") {
-            return Ok(PolicyList(blockwell_core::PolicyKind::ALL.iter().map(|&k| PolicySpec::new(k)).collect()));
+        let parse = |x: &str| -> Result<Vec<PolicySpec>, String> {
+            if x.eq_ignore_ascii_case("all") {
+                return Ok(blockwell_core::PolicyKind::ALL.iter().map(|&k| PolicySpec::new(k)).collect());
+            }
+            x.parse::<PolicySpec>().map(|p| vec![p]).map_err(|e| e.to_string())
+        };
+        // The same policy with the same parameters, however spelled, is one cache.
+        let specs = parse_items(s, parse)?;
+        let mut out: Vec<PolicySpec> = Vec::new();
+        for p in specs {
+            if !out.iter().any(|q| q.kind == p.kind && q.overrides == p.overrides) {
+                out.push(p);
+            }
         }
-        s.parse::<List<PolicySpec>>().map(|l| PolicyList(l.0))
+        Ok(PolicyList(out))
     }
 }
 
@@ -267,6 +319,9 @@ pub trait Arity: Clone + Debug + PartialEq + Send + Sync + 'static {
     const CACHE: &'static str;
     /// `--cache` when not given.
     const DEFAULT_CACHE: &'static str;
+    /// The help of `--policy` and `--cache`: what the commands of this arity accept, and nothing else.
+    const POLICY_HELP: &'static str;
+    const CACHE_HELP: &'static str;
 }
 
 /// One cache: one policy, one size in bytes or blocks (64 MiB unless given).
@@ -279,6 +334,10 @@ impl Arity for One {
     const POLICY: &'static str = "POLICY";
     const CACHE: &'static str = "SIZE";
     const DEFAULT_CACHE: &'static str = "64MiB";
+    const POLICY_HELP: &'static str = "Replacement policy, with optional parameters: `lru`, `arc`, \
+        `2q(a_in_ratio=0.3)`, `lru-k(k=3,crp=20)` (see `blockwell list`)";
+    const CACHE_HELP: &'static str = "Cache size: bytes with a unit (`64MiB`) or blocks (`16384blocks`); `0` for \
+        no RAM cache";
 }
 
 /// Every combination of comma-separated policies (or `all`) and comma-separated sizes, which may be
@@ -292,6 +351,12 @@ impl Arity for Many {
     const POLICY: &'static str = "POLICY,...";
     const CACHE: &'static str = "SIZE,...";
     const DEFAULT_CACHE: &'static str = "1%,5%,10%";
+    const POLICY_HELP: &'static str = "Replacement policies, comma separated, each with optional parameters: \
+        `lru,arc`, `2q(a_in_ratio=0.3)`, `lru-k(k=3,crp=20)` (see `blockwell list`); `all` for every policy \
+        (`all,lru-k(k=3)` adds a variant). Every policy runs at every --cache size";
+    const CACHE_HELP: &'static str = "Cache sizes, comma separated: bytes with a unit (`64MiB`), blocks \
+        (`16384blocks`) or percentages of the trace's footprint (`1%`, measured in a first pass). With \
+        --cache-dev-size, the RAM cache above the device, `0` for none";
 }
 
 /// The cache options: the policy, the size, the block size, the policy's parameter preset and the prefetcher,
@@ -300,16 +365,13 @@ impl Arity for Many {
 #[derive(clap::Args, serde::Deserialize, Clone, Debug, PartialEq)]
 #[serde(default, deny_unknown_fields, bound = "CacheArgs<A>: Default")]
 pub struct CacheArgs<A: Arity = One> {
-    /// Replacement policy, with optional parameters: `lru`, `arc`, `2q(a_in_ratio=0.3)`, `lru-k(k=3,crp=20)`
-    /// (see `blockwell list`). `sim`: comma separated, or `all` for every policy.
-    #[arg(long, short = 'p', value_name = A::POLICY, default_value = "lru", value_parser = parse_arg::<A::Policy>)]
+    // The replacement policy or policies (help: `Arity::POLICY_HELP`).
+    #[arg(long, short = 'p', value_name = A::POLICY, default_value = "lru", value_parser = parse_arg::<A::Policy>, help = A::POLICY_HELP)]
     #[serde(deserialize_with = "de::from_str")]
     pub policy: A::Policy,
 
-    /// Cache size: bytes with a unit (`64MiB`), blocks (`16384blocks`), `0` for no cache where a command can
-    /// run without one. `sim`: comma separated, and also percentages of the trace's footprint (`1%`, measured
-    /// in a first pass).
-    #[arg(long, short = 'c', value_name = A::CACHE, default_value = A::DEFAULT_CACHE, value_parser = parse_arg::<A::Cache>)]
+    // The cache size or sizes (help: `Arity::CACHE_HELP`).
+    #[arg(long, short = 'c', value_name = A::CACHE, default_value = A::DEFAULT_CACHE, value_parser = parse_arg::<A::Cache>, help = A::CACHE_HELP)]
     #[serde(deserialize_with = "de::from_str")]
     pub cache: A::Cache,
 
@@ -318,8 +380,9 @@ pub struct CacheArgs<A: Arity = One> {
     pub block_size: BlockSize,
 
     /// Policy parameter preset: default (each policy's documented defaults), libcachesim (the defaults of
-    /// libcachesim 0.3.5, for exact comparisons), seed001 (Table 4 of Butt et al., SIGMETRICS'05). A live cache
-    /// refuses a preset that lets the policy hold more than its capacity (libcachesim_quirks).
+    /// libcachesim 0.3.5, for exact comparisons), butt05 (Table 4 of Butt et al., SIGMETRICS'05, on kernel
+    /// prefetching and buffer-cache replacement). `serve` and `mount` refuse a preset
+    /// that lets the policy hold more than its capacity (libcachesim_quirks).
     #[arg(long, value_name = "PRESET", default_value = "default", value_parser = parse_arg::<Preset>)]
     #[serde(deserialize_with = "de::from_str")]
     pub preset: Preset,
@@ -464,7 +527,7 @@ mod tests {
         let one = Serve::parse_from(["x", "--policy", "arc", "--cache", "16blocks", "--preset", "seed001"]);
         assert_eq!(one.cache.policy.label(), "arc");
         assert_eq!(one.cache.cache.bytes(4096), 65536);
-        assert_eq!(one.cache.preset, Preset::Seed001);
+        assert_eq!(one.cache.preset, Preset::Butt05);
         let d = CacheArgs::<One>::default();
         assert_eq!((d.cache, d.block_size.get(), d.preset), (FixedSize::Bytes(64 << 20), 4096, Preset::Default));
         assert_eq!(CacheArgs::<Many>::default().cache.len(), 3);
@@ -482,7 +545,7 @@ mod tests {
         assert_eq!((c.cache, c.block_size.get()), (FixedSize::Bytes(1 << 20), 8192));
         assert_eq!(c.preset, Preset::Default, "unset keys take the flags' defaults");
         let e = toml::from_str::<CacheArgs<One>>("preset = \"x\"\n").unwrap_err();
-        assert_eq!(e.message(), "unknown preset 'x' (known: default, libcachesim, seed001)");
+        assert_eq!(e.message(), "unknown preset 'x' (known: default, libcachesim, butt05)");
         let e = toml::from_str::<CacheArgs<One>>("polcy = \"lru\"\n").unwrap_err();
         assert!(e.message().contains("unknown field `polcy`"), "{}", e.message());
     }

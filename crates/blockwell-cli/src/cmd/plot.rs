@@ -5,7 +5,7 @@
 use anyhow::{anyhow, bail};
 use plotters::coord::ranged1d::AsRangedCoord;
 use plotters::coord::types::{RangedCoordf64, RangedCoordu64};
-use plotters::coord::{CoordTranslate, Shift};
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -72,6 +72,14 @@ pub fn save(path: &Path, kind: PlotKind, size: (u32, u32), figure: &impl Figure)
     }
 }
 
+/// Draws `figure` into `path` as [`save`] does, then says on stderr where the plot went (standard output may
+/// carry the table, CSV or JSON).
+pub fn save_and_report(path: &Path, kind: PlotKind, size: (u32, u32), figure: &impl Figure) -> anyhow::Result<()> {
+    save(path, kind, size, figure)?;
+    eprintln!("blockwell: wrote the plot to {}", path.display());
+    Ok(())
+}
+
 /// The error of a failed drawing call.
 pub fn drawing_error<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> anyhow::Error {
     anyhow!("drawing failed: {e}")
@@ -98,22 +106,108 @@ pub fn chart<'a, DB: DrawingBackend, X: AsRangedCoord, Y: AsRangedCoord>(
         .map_err(drawing_error)
 }
 
-/// Draws `points` as a 2-pixel line of `color`, labelled `label` in the legend.
-pub fn labelled_line<DB: DrawingBackend, X: Ranged, Y: Ranged>(
+/// Draws `points` as a 2-pixel line of `color` (its legend entry is drawn by [`draw_legend`]).
+pub fn line<DB: DrawingBackend, X: Ranged, Y: Ranged>(
     chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
     points: Vec<(X::ValueType, Y::ValueType)>,
     color: RGBColor,
-    label: String,
+) -> anyhow::Result<()>
+where
+    X::ValueType: Clone + 'static,
+    Y::ValueType: Clone + 'static,
+{
+    chart.draw_series(LineSeries::new(points, color.stroke_width(2))).map_err(drawing_error)?;
+    Ok(())
+}
+
+/// Marks `points` with filled circles of `color` (the points a table lists), as matplotlib's `marker="o"`.
+pub fn marks<DB: DrawingBackend, X: Ranged, Y: Ranged>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    points: &[(X::ValueType, Y::ValueType)],
+    color: RGBColor,
 ) -> anyhow::Result<()>
 where
     X::ValueType: Clone + 'static,
     Y::ValueType: Clone + 'static,
 {
     chart
-        .draw_series(LineSeries::new(points, color.stroke_width(2)))
-        .map_err(drawing_error)?
-        .label(label)
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        .draw_series(points.iter().map(|p| Circle::new(p.clone(), MARK_RADIUS, color.filled())))
+        .map_err(drawing_error)?;
+    Ok(())
+}
+
+/// The radius of a point's mark, in pixels.
+const MARK_RADIUS: u32 = 4;
+
+/// The vertices of a step line over intervals: the first from `start` to its x, each next from the previous x
+/// to its own, each y held over its interval (matplotlib's `step(where="pre")` through `start` and the points):
+/// a value that holds over an interval is drawn as the interval.
+pub fn steps<X: Copy, Y: Copy>(start: X, points: &[(X, Y)]) -> Vec<(X, Y)> {
+    let mut out = Vec::with_capacity(2 * points.len());
+    for (i, &(x, y)) in points.iter().enumerate() {
+        out.push((if i == 0 { start } else { points[i - 1].0 }, y));
+        out.push((x, y));
+    }
+    out
+}
+
+/// One series in a legend: its label, its colour, and whether its points are marked.
+pub struct LegendEntry {
+    pub label: String,
+    pub color: RGBColor,
+    pub marked: bool,
+}
+
+/// Where [`split_for_legend`] put the legend.
+pub struct LegendArea<DB: DrawingBackend> {
+    area: DrawingArea<DB, Shift>,
+    below: bool,
+}
+
+/// Height of a legend row and size of its text, in pixels.
+const LEGEND_ROW: i32 = 22;
+const LEGEND_FONT: u32 = 15;
+
+/// Fills `root` white and splits it into the chart's area and the legend's, so that the legend covers no data:
+/// a column at the right as wide as the longest label, or, when that would take more than a third of the
+/// width, rows below the chart.
+pub fn split_for_legend<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    entries: &[LegendEntry],
+) -> anyhow::Result<(DrawingArea<DB, Shift>, LegendArea<DB>)> {
+    root.fill(&WHITE).map_err(drawing_error)?;
+    let font: TextStyle = ("sans-serif", LEGEND_FONT).into();
+    let text = entries
+        .iter()
+        .map(|e| root.estimate_text_size(&e.label, &font).map_or(9 * e.label.len() as u32, |(w, _)| w))
+        .max()
+        .unwrap_or(0);
+    let (w, h) = root.dim_in_pixel();
+    let column = text + 60;
+    if column <= w / 3 {
+        let (chart, legend) = root.split_horizontally(w - column);
+        Ok((chart, LegendArea { area: legend, below: false }))
+    } else {
+        let rows = (entries.len() as u32 * LEGEND_ROW as u32 + 16).min(h / 2);
+        let (chart, legend) = root.split_vertically(h - rows);
+        Ok((chart, LegendArea { area: legend, below: true }))
+    }
+}
+
+/// Draws the legend's entries in its area: a line of each series' colour (with a mark if its points are
+/// marked) and its label.
+pub fn draw_legend<DB: DrawingBackend>(legend: &LegendArea<DB>, entries: &[LegendEntry]) -> anyhow::Result<()> {
+    // Beside the chart the rows start level with the plot's top (below the title); below it, at the top.
+    let (x0, y0) = if legend.below { (90, 8 + LEGEND_ROW / 2) } else { (4, 70) };
+    for (i, e) in entries.iter().enumerate() {
+        let y = y0 + LEGEND_ROW * i as i32;
+        let a = &legend.area;
+        a.draw(&PathElement::new(vec![(x0, y), (x0 + 30, y)], e.color.stroke_width(2))).map_err(drawing_error)?;
+        if e.marked {
+            a.draw(&Circle::new((x0 + 15, y), MARK_RADIUS, e.color.filled())).map_err(drawing_error)?;
+        }
+        a.draw(&Text::new(e.label.clone(), (x0 + 38, y - 8), ("sans-serif", LEGEND_FONT))).map_err(drawing_error)?;
+    }
     Ok(())
 }
 
@@ -151,21 +245,6 @@ pub fn short_count(x: u64) -> String {
     format!("{s}{suffix}")
 }
 
-/// Draws the series labels in a framed box at `position`.
-pub fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
-    chart: &mut ChartContext<'a, DB, CT>,
-    position: SeriesLabelPosition,
-) -> anyhow::Result<()> {
-    chart
-        .configure_series_labels()
-        .position(position)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 15))
-        .draw()
-        .map_err(drawing_error)
-}
-
 /// The font embedded for plot text (see `assets/FONTS.md`).
 static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
 
@@ -198,12 +277,24 @@ mod tests {
 
     impl Figure for Diagonal {
         fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> anyhow::Result<()> {
-            let mut c = chart(&root, "diagonal", 0f64..1f64, 0f64..1f64)?;
+            let entries = [LegendEntry { label: "x = y".into(), color: RGBColor(31, 119, 180), marked: true }];
+            let (area, legend) = split_for_legend(&root, &entries)?;
+            let mut c = chart(&area, "diagonal", 0f64..1f64, 0f64..1f64)?;
             c.configure_mesh().draw().map_err(drawing_error)?;
-            labelled_line(&mut c, vec![(0.0, 0.0), (1.0, 1.0)], RGBColor(31, 119, 180), "x = y".into())?;
-            legend(&mut c, SeriesLabelPosition::UpperLeft)?;
+            line(&mut c, vec![(0.0, 0.0), (1.0, 1.0)], entries[0].color)?;
+            marks(&mut c, &[(0.5, 0.5)], entries[0].color)?;
+            draw_legend(&legend, &entries)?;
             root.present().map_err(drawing_error)
         }
+    }
+
+    #[test]
+    fn steps_hold_each_value_over_the_interval_it_ends() {
+        assert_eq!(
+            steps(5, &[(10, 0.5), (20, 0.25), (30, 0.75)]),
+            [(5, 0.5), (10, 0.5), (10, 0.25), (20, 0.25), (20, 0.75), (30, 0.75)]
+        );
+        assert_eq!(steps::<u64, f64>(0, &[]), []);
     }
 
     #[test]

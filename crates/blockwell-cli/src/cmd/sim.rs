@@ -68,7 +68,7 @@ pub struct Args {
 
     /// Worker threads (default: one per core). With several traces, in all: min(traces, N) traces replay at
     /// once, sharing the N threads evenly.
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value = "0", value_parser = super::options::parse_threads)]
     pub threads: usize,
 
     #[command(flatten)]
@@ -112,7 +112,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             i => i.unwrap_or(0),
         },
     };
-    let plot_kind = a.plot.as_deref().map(super::plot::PlotKind::of).transpose().map_err(|e| e.context("--plot"))?;
+    // (The error names the option and the file: `--plot x.gif: the file name must end in .png or .svg`.)
+    let plot_kind = a.plot.as_deref().map(super::plot::PlotKind::of).transpose()?;
     let dev = a.dev.spec(bs)?;
     let list = a.trace.expand()?;
     if a.interval.is_some() && (list.many || dev.is_some()) {
@@ -183,7 +184,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         let file = trace.trace.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let title = format!("{file} — miss ratio per {} requests", a.interval.unwrap_or(0));
         let fig = super::sim_interval::OverTime { title: &title, report: &report };
-        super::plot::save(path, kind, (1000, 640), &fig)
+        super::plot::save_and_report(path, kind, (1000, 640), &fig)
             .map_err(|e| e.context(format!("--plot {}", path.display())))?;
     }
     Ok(ExitCode::SUCCESS)

@@ -2,11 +2,11 @@
 //! table, as CSV (one row per cache and interval) and as a plot of the block miss ratio over the trace. The
 //! counters come from the replay ([`blockwell_sim::replay::CacheResult::intervals`]).
 
-use super::plot::{chart, drawing_error, labelled_line, legend, Figure, PALETTE};
+use super::plot::{chart, draw_legend, drawing_error, line, split_for_legend, steps, Figure, LegendEntry, PALETTE};
 use super::sim::csv_field;
 use blockwell_sim::replay::ReplayReport;
 use plotters::coord::Shift;
-use plotters::prelude::{DrawingArea, DrawingBackend, RGBColor, SeriesLabelPosition};
+use plotters::prelude::{DrawingArea, DrawingBackend, RGBColor};
 use std::fmt::Write as _;
 
 /// The CSV: one row per cache and interval.
@@ -79,7 +79,18 @@ impl Figure for OverTime<'_> {
             .flat_map(|c| c.intervals.iter().map(|i| i.total().block_miss_ratio()))
             .fold(0.0f64, f64::max);
         let y1 = ((y_max * 20.0).ceil() / 20.0).clamp(0.05, 1.0);
-        let mut chart = chart(&root, self.title, 0u64..x_max, 0.0..y1)?;
+        let entries: Vec<LegendEntry> = r
+            .results
+            .iter()
+            .enumerate()
+            .map(|(n, c)| {
+                let (red, green, blue) = PALETTE[n % PALETTE.len()];
+                let label = format!("{} / {} blocks", c.policy, c.cache_blocks);
+                LegendEntry { label, color: RGBColor(red, green, blue), marked: false }
+            })
+            .collect();
+        let (area, legend) = split_for_legend(&root, &entries)?;
+        let mut chart = chart(&area, self.title, 0u64..x_max, 0.0..y1)?;
         chart
             .configure_mesh()
             .x_desc("requests replayed")
@@ -89,12 +100,15 @@ impl Figure for OverTime<'_> {
             .axis_desc_style(("sans-serif", 17))
             .draw()
             .map_err(drawing_error)?;
-        for (n, c) in r.results.iter().enumerate() {
-            let (red, green, blue) = PALETTE[n % PALETTE.len()];
-            let points = c.intervals.iter().map(|i| (i.end_request, i.total().block_miss_ratio())).collect();
-            labelled_line(&mut chart, points, RGBColor(red, green, blue), format!("{} {}", c.policy, c.cache_blocks))?;
+        // Each interval's ratio held over the interval (a step at its end), as the Python package's plot.
+        for (c, e) in r.results.iter().zip(&entries) {
+            let points: Vec<(u64, f64)> =
+                c.intervals.iter().map(|i| (i.end_request, i.total().block_miss_ratio())).collect();
+            // The first interval starts where counting starts (after warm-up): its end less its requests.
+            let start = c.intervals.first().map_or(0, |i| i.end_request.saturating_sub(i.total().requests));
+            line(&mut chart, steps(start, &points), e.color)?;
         }
-        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+        draw_legend(&legend, &entries)?;
         root.present().map_err(drawing_error)
     }
 }

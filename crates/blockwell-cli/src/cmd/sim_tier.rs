@@ -15,7 +15,7 @@ use blockwell_sim::replay::CacheSize;
 use blockwell_sim::tier::{DevMode, DevSpec, RamSpec, TierReport};
 use std::fmt::Write as _;
 
-/// The simulated cache device (seed 004's SSD caches): with `--cache-dev-size`, `sim` replays the trace
+/// The simulated cache device (an SSD cache): with `--cache-dev-size`, `sim` replays the trace
 /// through the RAM cache (`--cache`, `0` for none) over a cache device over the origin, and `tsim` puts a cache
 /// device between its block cache and its disk model. The flags and defaults are `serve --cache-dev`'s.
 #[derive(clap::Args, Debug, Clone)]

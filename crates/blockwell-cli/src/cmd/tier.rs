@@ -30,7 +30,7 @@ pub const DEFAULT_PROMOTE: &str = "always";
 pub const DEFAULT_CUTOFF: &str = "4MiB";
 pub const DEFAULT_CLEANER: &str = "pi";
 
-/// The persistent cache device (seed 004's SSD caches): a cache level on a fast device between the RAM cache
+/// The persistent cache device (an SSD cache): a cache level on a fast device between the RAM cache
 /// and the backend. In a config file, the same keys in the export's table.
 #[derive(clap::Args, serde::Deserialize, Clone, Debug, PartialEq)]
 #[serde(default, deny_unknown_fields)]

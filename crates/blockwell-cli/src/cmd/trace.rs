@@ -197,6 +197,9 @@ fn parse_count(s: &str) -> Result<u64, String> {
 }
 
 fn gen(a: GenArgs) -> anyhow::Result<ExitCode> {
+    if a.requests == 0 {
+        bail!("--requests 0: a trace needs at least 1 request (every command refuses an empty trace)");
+    }
     let format = Format::from_name(&a.format).context("--format")?;
     if a.write_ratio > 0.0 && !format.carries_writes() {
         bail!(

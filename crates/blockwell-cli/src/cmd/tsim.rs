@@ -28,7 +28,7 @@ cache (--page-cache, 0 for none), the file layout (--layout), then the block lev
 model (--disk). --block-size is the page size too, and --preset applies to both levels. The report gives the hit \
 ratios, the disk requests (synchronous and asynchronous, with mean sizes), blocks read, prefetch accuracy and \
 coverage, REDCAP's active fraction, and the application time (--csv: one row, a column per field of --json). \
-With --cache-dev-size, a cache device (seed 004's SSD cache, on its own model: --cache-dev-disk) sits between the \
+With --cache-dev-size, a cache device (an SSD cache, on its own model: --cache-dev-disk) sits between the \
 block level and --disk, which becomes its origin, with `sim --cache-dev-size`'s options (--mode, --cleaner, \
 --promote, ...): the report adds its hit ratios, origin reads and writes, cleaning traffic, throttling, dirty blocks \
 and device time. Model: docs/time-simulation.md.")]
@@ -86,7 +86,7 @@ pub struct Args {
     pub redcap: Option<String>,
 
     /// Device queue order: fifo, c-look, or cfq (Linux 2.6.14's CFQ: per-process time slices with
-    /// anticipation; seed 000's scheduler).
+    /// anticipation; the REDCAP paper's scheduler).
     #[arg(long, value_name = "SCHEDULER", default_value = "c-look")]
     pub scheduler: String,
 

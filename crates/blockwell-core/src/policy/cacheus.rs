@@ -51,7 +51,7 @@
 //!
 //! These are libcachesim 0.3.5's behaviour as compiled (the wheel's `SR_LRU_insert` carries the new mark from H
 //! to R, which the October 2024 source of `SR_LRU.c` does not; read from the binary and confirmed miss for miss).
-//! Without the flag (`Default`, `Seed001`) the defects are fixed: SR takes whatever R leaves (the cache fills to c,
+//! Without the flag (`Default`, `Butt05`) the defects are fixed: SR takes whatever R leaves (the cache fills to c,
 //! one eviction per miss); R is capped at r = c − s (at least 1), s starting at ⌊c/2⌋; the marks stay with the
 //! block, so a hit in SR on a demoted block also shrinks s by δ = max(1, ⌊N/D⌋ + ½), truncated, to no less than 1;
 //! N counts the new keys *in* H; the hit rate is a fraction; λ is drawn afresh after 10 stalled periods in a row.
@@ -570,7 +570,7 @@ impl Policy for Cacheus {
     fn preset(preset: Preset) -> CacheusConfig {
         match preset {
             Preset::Libcachesim => CacheusConfig { libcachesim_quirks: true, ..CacheusConfig::default() },
-            Preset::Default | Preset::Seed001 => CacheusConfig::default(),
+            Preset::Default | Preset::Butt05 => CacheusConfig::default(),
         }
     }
 

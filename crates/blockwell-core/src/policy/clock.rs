@@ -23,7 +23,7 @@
 //! chance"); `init_freq`, the counter of a newly inserted block, 0..=2^bits − 1, default 0. The defaults are
 //! libcachesim 0.3.5's `Clock()` defaults (`n_bit_counter=1`, `init_freq=0`), and the same under every preset
 //! ([`Preset::Default`](super::Preset::Default), [`Preset::Libcachesim`](super::Preset::Libcachesim),
-//! [`Preset::Seed001`](super::Preset::Seed001)). Matches libcachesim's `Clock` exactly, including that the hand
+//! [`Preset::Butt05`](super::Preset::Butt05)). Matches libcachesim's `Clock` exactly, including that the hand
 //! runs (evicting one block) *before* the missed block is inserted. libcachesim accepts an `init_freq` above
 //! the counter's maximum; Blockwell rejects it.
 //!

@@ -60,7 +60,7 @@
 //! |---|---|---|---|---|---|
 //! | `Default` | 0.01 | 0.01 | 0.99 | 1.0 | false |
 //! | `Libcachesim` | 0.5 | 0.01 | 0.99 | 1.0 | true |
-//! | `Seed001` | 0.01 | 0.01 | 0.99 | 1.0 | false (seed `001_*` has no CLOCK-Pro) |
+//! | `Butt05` | 0.01 | 0.01 | 0.99 | 1.0 | false (seed `001_*` has no CLOCK-Pro) |
 //!
 //! m_c starts at ⌊c·`cold_init_ratio`⌋ and stays within [⌊c·`cold_min_ratio`⌋, ⌊c·`cold_max_ratio`⌋], the bounds
 //! clamped to 1 ≤ min ≤ max ≤ c (a 1-block cache has no hot block and works as CLOCK with test periods). The paper
@@ -587,7 +587,7 @@ impl Policy for ClockPro {
             Preset::Libcachesim => {
                 ClockProConfig { cold_init_ratio: 0.5, libcachesim_quirks: true, ..ClockProConfig::default() }
             }
-            Preset::Default | Preset::Seed001 => ClockProConfig::default(),
+            Preset::Default | Preset::Butt05 => ClockProConfig::default(),
         }
     }
 

@@ -15,7 +15,7 @@
 //! it out of.
 //!
 //! **Parameters.** None; identical under every preset ([`Preset::Default`](super::Preset::Default),
-//! [`Preset::Libcachesim`](super::Preset::Libcachesim), [`Preset::Seed001`](super::Preset::Seed001)). Matches
+//! [`Preset::Libcachesim`](super::Preset::Libcachesim), [`Preset::Butt05`](super::Preset::Butt05)). Matches
 //! libcachesim 0.3.5's `FIFO` exactly: on a miss in a full cache the oldest block is evicted *before* the missed
 //! block is inserted.
 //!

@@ -38,7 +38,7 @@
 //!
 //! | preset | `samples` | `hashpower` | `seed` |
 //! |---|---|---|---|
-//! | `Default`, `Seed001` | 64 | 0 (auto: the smallest power ≥ 1 with `2^power` ≥ capacity) | `0xdeadbeef` |
+//! | `Default`, `Butt05` | 64 | 0 (auto: the smallest power ≥ 1 with `2^power` ≥ capacity) | `0xdeadbeef` |
 //! | `Libcachesim` | 64 | 16 | `0xdeadbeef` |
 //!
 //! libcachesim 0.3.5's `Hyperbolic` samples 64 and starts its table at `max(12, hashpower − 8)` = 16 bits for
@@ -583,7 +583,7 @@ impl Policy for Hyperbolic {
     fn preset(preset: Preset) -> HyperbolicConfig {
         match preset {
             Preset::Libcachesim => HyperbolicConfig { hashpower: 16, ..HyperbolicConfig::default() },
-            Preset::Default | Preset::Seed001 => HyperbolicConfig::default(),
+            Preset::Default | Preset::Butt05 => HyperbolicConfig::default(),
         }
     }
 

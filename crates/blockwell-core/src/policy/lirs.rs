@@ -31,11 +31,11 @@
 //! |---|---|---|---|
 //! | `Preset::Default` | 0.01 | 2 | false |
 //! | `Preset::Libcachesim` | 0.01 | 2 | true |
-//! | `Preset::Seed001` | 0.10 | 2 | false |
+//! | `Preset::Butt05` | 0.10 | 2 | false |
 //!
 //! `Preset::Default` takes libcachesim's parameters (HIR share 1 %, S bounded at twice the cache size) with the
 //! paper's operations. Seed `001_*` Table 4 gives "HIR = 10 % of cache, LRU stack = 2 × cache size"; its §4 text
-//! says the authors suggest 1 %. `Preset::Seed001` follows the table.
+//! says the authors suggest 1 %. `Preset::Butt05` follows the table.
 //!
 //! **libCacheSim 0.3.5 (`cache/eviction/LIRS.c`).** Same `Lhirs`/`Llirs` rounding, and S is bounded at 2 × the
 //! cache size by removing the oldest non-resident entries after every request (as above). Its operations differ
@@ -535,7 +535,7 @@ impl Policy for Lirs {
         match preset {
             Preset::Default => LirsConfig::default(),
             Preset::Libcachesim => LirsConfig { libcachesim_quirks: true, ..LirsConfig::default() },
-            Preset::Seed001 => LirsConfig { hir_ratio: 0.10, stack_bound: 2.0, libcachesim_quirks: false },
+            Preset::Butt05 => LirsConfig { hir_ratio: 0.10, stack_bound: 2.0, libcachesim_quirks: false },
         }
     }
 

@@ -26,7 +26,7 @@
 //! ([`Outcome::PrefetchHit`]). Evicted with the flag set, it is reported as an unused prefetch.
 //!
 //! **Parameters** ([`LrfuConfig`]): `lambda` ∈ [0, 1], 0.001 under every preset. That is Table 4 of seed `001_*`
-//! (`Preset::Seed001`); libcachesim 0.3.5 has no LRFU, so `Preset::Libcachesim` and `Preset::Default` use the
+//! (`Preset::Butt05`); libcachesim 0.3.5 has no LRFU, so `Preset::Libcachesim` and `Preset::Default` use the
 //! seed's value too.
 //!
 //! **Metadata.** 48 bytes per cached block in the arena (8-byte key, links with the prefetch flag, `C` and the

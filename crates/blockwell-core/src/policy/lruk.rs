@@ -34,7 +34,7 @@
 //! |---|---|---|---|---|
 //! | `Preset::Default` | 2 | 0 | 1 | `lru` |
 //! | `Preset::Libcachesim` | 2 | 0 | 0 | `fifo` |
-//! | `Preset::Seed001` (Table 4: "CRP = 20, history size = cache size") | 2 | 20 | 1 | `lru` |
+//! | `Preset::Butt05` (Table 4: "CRP = 20, history size = cache size") | 2 | 20 | 1 | `lru` |
 //!
 //! **libCacheSim 0.3.5 (`cache/eviction/cpp/LRU_K.cpp`, `lcs.LRUK(cache_size, k=2)`).** No correlated
 //! reference period and no retained history (a block's history is dropped when it is evicted). Blocks with
@@ -347,7 +347,7 @@ impl Policy for LruK {
         match preset {
             Preset::Default => LruKConfig::default(),
             Preset::Libcachesim => LruKConfig { k: 2, crp: 0, history: 0.0, subsidiary: Subsidiary::Fifo },
-            Preset::Seed001 => LruKConfig { k: 2, crp: 20, history: 1.0, subsidiary: Subsidiary::Lru },
+            Preset::Butt05 => LruKConfig { k: 2, crp: 20, history: 1.0, subsidiary: Subsidiary::Lru },
         }
     }
 
@@ -729,7 +729,7 @@ mod tests {
 
     #[test]
     fn prefetched_blocks_have_no_history_and_are_ineligible_within_the_crp() {
-        let mut p = LruK::new(5, &LruK::preset(Preset::Seed001)); // K = 2, CRP = 20
+        let mut p = LruK::new(5, &LruK::preset(Preset::Butt05)); // K = 2, CRP = 20
         acc(&mut p, 5);
         for _ in 0..25 {
             acc(&mut p, 1);

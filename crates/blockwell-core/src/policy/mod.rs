@@ -112,23 +112,33 @@ pub enum Preset {
     Default,
     /// The defaults of the libcachesim 0.3.5 classes, so results compare exactly.
     Libcachesim,
-    /// Table 4 of seed `001_*` (Butt et al.): ghost caches equal to the cache size, etc.
-    Seed001,
+    /// Table 4 of Butt, Gniady & Hu, "The performance impact of kernel prefetching on buffer cache replacement
+    /// algorithms" (SIGMETRICS'05): ghost caches equal to the cache size, etc. Named `butt05`; the former name
+    /// `seed001` is accepted too.
+    #[serde(rename = "butt05", alias = "seed001")]
+    Butt05,
 }
 
 impl Preset {
-    pub const ALL: &'static [Preset] = &[Preset::Default, Preset::Libcachesim, Preset::Seed001];
+    pub const ALL: &'static [Preset] = &[Preset::Default, Preset::Libcachesim, Preset::Butt05];
+
+    /// Former names still accepted: (alias, preset).
+    pub const ALIASES: &'static [(&'static str, Preset)] = &[("seed001", Preset::Butt05)];
 
     pub fn name(self) -> &'static str {
         match self {
             Preset::Default => "default",
             Preset::Libcachesim => "libcachesim",
-            Preset::Seed001 => "seed001",
+            Preset::Butt05 => "butt05",
         }
     }
 
     pub fn from_name(s: &str) -> Option<Self> {
-        Self::ALL.iter().copied().find(|p| p.name().eq_ignore_ascii_case(s))
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|p| p.name().eq_ignore_ascii_case(s))
+            .or_else(|| Self::ALIASES.iter().find(|(alias, _)| alias.eq_ignore_ascii_case(s)).map(|&(_, p)| p))
     }
 }
 

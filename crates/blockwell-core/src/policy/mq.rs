@@ -32,10 +32,10 @@
 //! | preset | `queues` | `life_time` | `qout_ratio` |
 //! |---|---|---|---|
 //! | `Default` = `Libcachesim` (`lcs.MQ` defaults) | 8 | 10 000 | 4.0 |
-//! | `Seed001` (Table 4: "4 queues, ghost cache = cache size") | 4 | 10 000 | 1.0 |
+//! | `Butt05` (Table 4: "4 queues, ghost cache = cache size") | 4 | 10 000 | 1.0 |
 //!
 //! Table 4 gives no life time; the MQ paper sets it to the workload's peak temporal distance, measured online.
-//! `Seed001` keeps libcachesim's 10 000 accesses so that the two presets differ only in what the seed states.
+//! `Butt05` keeps libcachesim's 10 000 accesses so that the two presets differ only in what the seed states.
 //!
 //! **Metadata.** 32 bytes per entry in the arena (8-byte key, links with the prefetch flag, 8-byte expiry,
 //! 4-byte frequency, 1-byte queue number, padding) plus the handle index (4 bytes + 1 tag byte per bucket,
@@ -224,7 +224,7 @@ impl Policy for Mq {
     fn preset(preset: Preset) -> MqConfig {
         match preset {
             Preset::Default | Preset::Libcachesim => MqConfig::default(),
-            Preset::Seed001 => MqConfig { queues: 4, life_time: 10_000, qout_ratio: 1.0 },
+            Preset::Butt05 => MqConfig { queues: 4, life_time: 10_000, qout_ratio: 1.0 },
         }
     }
 
@@ -542,8 +542,8 @@ mod tests {
     #[test]
     fn presets_and_bad_parameters() {
         assert_eq!(Mq::preset(Preset::Libcachesim), MqConfig { queues: 8, life_time: 10_000, qout_ratio: 4.0 });
-        assert_eq!(Mq::preset(Preset::Seed001).queues, 4);
-        assert_eq!(Mq::preset(Preset::Seed001).qout_ratio, 1.0);
+        assert_eq!(Mq::preset(Preset::Butt05).queues, 4);
+        assert_eq!(Mq::preset(Preset::Butt05).qout_ratio, 1.0);
         for bad in ["mq(queues=0)", "mq(queues=65)", "mq(life_time=0)", "mq(qout_ratio=-1)", "mq(lifetime=5)"] {
             assert!(PolicySpec::parse(bad).is_err(), "{bad}");
         }

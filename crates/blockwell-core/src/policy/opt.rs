@@ -27,7 +27,7 @@
 //! only when the whole group has been placed, so victims are chosen among the blocks resident before the call.
 //!
 //! **Parameters** ([`OptConfig`]): `bypass` (decline a missed block used farthest), `false` under every preset:
-//! `Preset::Libcachesim` and `Preset::Default` because that is libcachesim 0.3.5's `Belady`, `Preset::Seed001`
+//! `Preset::Libcachesim` and `Preset::Default` because that is libcachesim 0.3.5's `Belady`, `Preset::Butt05`
 //! because the seed caches every demand block and states the immediate-eviction rule only for prefetches.
 //!
 //! **Metadata.** 32 bytes per cached block in the arena (8-byte key, links with the prefetch flag, 8-byte next

@@ -16,7 +16,7 @@
 //! |---|---|---|
 //! | `Default` | 3735928559 (`0xdeadbeef`) | false |
 //! | `Libcachesim` | 3735928559 | true |
-//! | `Seed001` | 3735928559 | false (seed `001_*` has no RANDOM) |
+//! | `Butt05` | 3735928559 | false (seed `001_*` has no RANDOM) |
 //!
 //! The generator is D. H. Lehmer's multiplicative one with a 128-bit state (multiplier `0xda942042e4dd58b5`, the
 //! high 64 bits of the state as output), the one libcachesim 0.3.5 draws from; the same trace and configuration

@@ -40,7 +40,7 @@
 //! |---|---|---|---|---|
 //! | [`Default`](super::Preset::Default) | 0.1 | 0.9 | 2 | false |
 //! | [`Libcachesim`](super::Preset::Libcachesim) | 0.1 | 0.9 | 2 | true |
-//! | [`Seed001`](super::Preset::Seed001) | 0.1 | 1.0 (history = cache size, seed `001_*` §5.1) | 2 | false |
+//! | [`Butt05`](super::Preset::Butt05) | 0.1 | 1.0 (history = cache size, seed `001_*` §5.1) | 2 | false |
 //!
 //! The default ratios and threshold are libcachesim 0.3.5's `S3FIFO()` defaults (`small_size_ratio=0.1,
 //! ghost_size_ratio=0.9, move_to_main_threshold=2`).
@@ -262,7 +262,7 @@ impl Policy for S3Fifo {
         match preset {
             Preset::Default => S3FifoConfig::default(),
             Preset::Libcachesim => S3FifoConfig { libcachesim_quirks: true, ..S3FifoConfig::default() },
-            Preset::Seed001 => S3FifoConfig { ghost_ratio: 1.0, ..S3FifoConfig::default() },
+            Preset::Butt05 => S3FifoConfig { ghost_ratio: 1.0, ..S3FifoConfig::default() },
         }
     }
 
@@ -735,7 +735,7 @@ mod tests {
         assert_eq!(spec.config(Preset::Default).unwrap(), d);
         let mut s = d.clone();
         s["ghost_ratio"] = 1.0.into();
-        assert_eq!(spec.config(Preset::Seed001).unwrap(), s);
+        assert_eq!(spec.config(Preset::Butt05).unwrap(), s);
         d["libcachesim_quirks"] = true.into();
         assert_eq!(spec.config(Preset::Libcachesim).unwrap(), d);
     }

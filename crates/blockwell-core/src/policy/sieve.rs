@@ -17,7 +17,7 @@
 //! is reported with `unused_prefetch: true`. SIEVE keeps no history, so there is no ghost list.
 //!
 //! **Parameters.** None; identical under every preset ([`Preset::Default`](super::Preset::Default),
-//! [`Preset::Libcachesim`](super::Preset::Libcachesim), [`Preset::Seed001`](super::Preset::Seed001)). Matches
+//! [`Preset::Libcachesim`](super::Preset::Libcachesim), [`Preset::Butt05`](super::Preset::Butt05)). Matches
 //! libcachesim 0.3.5's `Sieve` exactly: the hand runs (evicting one block) *before* the missed block is
 //! inserted, the hand rests on the evicted block's newer neighbour (none when it evicted the head, which sends
 //! the next sweep to the tail), and removing the block under the hand moves the hand to its newer neighbour.

@@ -21,7 +21,7 @@
 //! |---|---|---|---|
 //! | `Default` | 0.25 | 0.5 | equal to libcachesim (the paper's recommended Kin = 25 %, Kout = 50 %) |
 //! | `Libcachesim` | 0.25 | 0.5 | libcachesim 0.3.5 `TwoQ(a_in_size_ratio=0.25, a_out_size_ratio=0.5)` |
-//! | `Seed001` | 0.25 | 1.0 | seed `001_*` Table 4: "A1in = 25% of cache, ghost cache = cache size" |
+//! | `Butt05` | 0.25 | 1.0 | seed `001_*` Table 4: "A1in = 25% of cache, ghost cache = cache size" |
 //!
 //! Under `Default` and `Libcachesim` miss ratios equal libcachesim's `TwoQ` exactly, except in caches so small
 //! that Kin rounds down to 0 (c · a_in_ratio < 1, e.g. c ≤ 3 at 0.25): there libcachesim admits **nothing** (its
@@ -147,7 +147,7 @@ impl Policy for TwoQ {
         match preset {
             Preset::Default => TwoQConfig::default(),
             Preset::Libcachesim => TwoQConfig { libcachesim_quirks: true, ..TwoQConfig::default() },
-            Preset::Seed001 => TwoQConfig { a_in_ratio: 0.25, a_out_ratio: 1.0, libcachesim_quirks: false },
+            Preset::Butt05 => TwoQConfig { a_in_ratio: 0.25, a_out_ratio: 1.0, libcachesim_quirks: false },
         }
     }
 
@@ -304,7 +304,7 @@ mod tests {
         assert_eq!(new(10).sizes(), (2, 5));
         assert_eq!(new(2692).sizes(), (673, 1346));
         assert_eq!(new(13460).sizes(), (3365, 6730));
-        assert_eq!(TwoQ::new(7, &TwoQ::preset(Preset::Seed001)).sizes(), (1, 7));
+        assert_eq!(TwoQ::new(7, &TwoQ::preset(Preset::Butt05)).sizes(), (1, 7));
     }
 
     #[test]
@@ -448,7 +448,7 @@ mod tests {
             assert!(e.contains("ratio"), "{bad}: {e}");
         }
         assert!(PolicySpec::parse("2q(kin=3)").is_err());
-        let seed = PolicySpec::parse("2q").unwrap().config(Preset::Seed001).unwrap();
+        let seed = PolicySpec::parse("2q").unwrap().config(Preset::Butt05).unwrap();
         assert_eq!(seed["a_out_ratio"], 1.0);
     }
 

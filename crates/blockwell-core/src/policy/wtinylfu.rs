@@ -47,7 +47,7 @@
 //! block when w or p rounds down to 0 (its `WTinyLFU_can_insert` requires a block to fit in the window, and
 //! `SLRU_can_insert` in probation): at the default 1 % window every access misses in caches of 5–99 blocks, and
 //! below 5 blocks (p = 0) libcachesim 0.3.5 aborts the process ("Invalid segment size for segment 0"). With the
-//! flag Blockwell admits nothing whenever w or p is 0. Without it (`Default`, `Seed001`) w is at least 1 block (at
+//! flag Blockwell admits nothing whenever w or p is 0. Without it (`Default`, `Butt05`) w is at least 1 block (at
 //! most c: a 1-block cache has m = 0 and is a plain LRU window) and p at least 1 (at most m, with q ≤ m − p).
 //! From 100 blocks up (at the default ratios) both modes are the same, and equal to libcachesim miss for miss.
 //!
@@ -70,7 +70,7 @@
 //! |---|---|---|---|---|---|
 //! | `Default` | 0.01 | 0.2 | 0.001 | 32 | false |
 //! | `Libcachesim` | 0.01 | 0.2 | 0.001 | 32 | true |
-//! | `Seed001` | 0.01 | 0.2 | 0.001 | 32 | false (seed `001_*` has no W-TinyLFU parameters) |
+//! | `Butt05` | 0.01 | 0.2 | 0.001 | 32 | false (seed `001_*` has no W-TinyLFU parameters) |
 //!
 //! They are libcachesim 0.3.5's `WTinyLFU(main_cache="SLRU", window_size=0.01)` defaults (`seg-size=1:4`, the
 //! filter's error rate 0.001 and sample size 32 are fixed in its code).
@@ -304,7 +304,7 @@ impl Policy for WTinyLfu {
     fn preset(preset: Preset) -> WTinyLfuConfig {
         match preset {
             Preset::Libcachesim => WTinyLfuConfig { libcachesim_quirks: true, ..WTinyLfuConfig::default() },
-            Preset::Default | Preset::Seed001 => WTinyLfuConfig::default(),
+            Preset::Default | Preset::Butt05 => WTinyLfuConfig::default(),
         }
     }
 

@@ -252,17 +252,17 @@ macro_rules! registry {
 registry! {
     NoPrefetch => NoPrefetchConfig, "none", ["off", "no"], "no prefetching";
     Linux24 => linux24::Linux24Config, "linux24", ["linux2.4", "linux-2.4"],
-        "Linux 2.4 read-ahead: per-stream read-ahead group and window, synchronous minimum, doubling (seed 001 §2.1)";
+        "Linux 2.4 read-ahead: per-stream read-ahead group and window, synchronous minimum, doubling (Butt et al. §2.1)";
     Linux26 => linux26::Linux26Config, "linux26", ["linux2.6", "linux-2.6"],
-        "Linux 2.6.14 read-ahead: current and ahead windows, sequential only if the next page, else off (seed 000's kernel)";
+        "Linux 2.6.14 read-ahead: current and ahead windows, sequential only if the next page, else off (the REDCAP paper's kernel)";
     Bsd => bsd::BsdConfig, "bsd", ["4.4bsd", "ffs"],
-        "4.4BSD clustering: sequential if B or B-1 was last, doubling, halving after a wasted prefetch (seed 001 §2.2)";
+        "4.4BSD clustering: sequential if B or B-1 was last, doubling, halving after a wasted prefetch (Butt et al. §2.2)";
     Ondemand => ondemand::OndemandConfig, "ondemand", ["linux", "readahead"],
         "current Linux on-demand read-ahead: initial window from request size, ramp-up, async marker";
     Obl => obl::OblConfig, "obl", ["one-block-lookahead"], "one-block lookahead: on a miss (or every access) fetch the next block";
     Stride => stride::StrideConfig, "stride", [], "constant-stride detector: after k confirmations fetch the next strided requests";
     Redcap => redcap::RedcapPrefetchConfig, "redcap", [],
-        "REDCAP segment fetch: on a read miss fetch the whole aligned segment (seed 000)";
+        "REDCAP segment fetch: on a read miss fetch the whole aligned segment (the REDCAP paper)";
 }
 
 /// One registry entry as [`list`] reports it.

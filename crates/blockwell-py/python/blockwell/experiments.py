@@ -132,7 +132,7 @@ def prefetch_policies(
     requests (synchronous and read-ahead, with mean sizes), blocks read, prefetch accuracy and execution time
     (``time_ms``) per (policy, prefetcher, cache size), on a generated ``workload`` (default ``loop``) through
     a page cache, or on a block ``trace`` through a block cache. Defaults: the paper's eight policies under
-    the ``seed001`` preset, ``none`` vs ``linux24`` read-ahead, 10-100 % of the footprint, ``cheetah9lp``.
+    the ``butt05`` preset, ``none`` vs ``linux24`` read-ahead, 10-100 % of the footprint, ``cheetah9lp``.
     Results and their comparison with the paper: ``docs/experiments/prefetch-policies.md``."""
     opts = _options(
         dict(quick=quick, workload=workload, policies=policies, preset=preset, prefetch=prefetch, cache=cache,

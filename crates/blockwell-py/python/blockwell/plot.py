@@ -1,7 +1,9 @@
 """Plots of Blockwell results with matplotlib: miss-ratio curves, policy comparisons and miss ratios over time.
 
 Each function draws on ``ax`` (a new figure's axes when None) and returns the axes, so plots compose and save
-with matplotlib as usual::
+with matplotlib as usual. They draw what ``blockwell mrc --plot`` and ``blockwell sim --interval N --plot`` draw:
+curves through the table's sizes with each size marked, miss ratios per interval as steps, and the legend beside
+the axes, where it covers no data::
 
     ax = blockwell.plot.mrc(blockwell.mrc("trace.csv"))
     blockwell.plot.policies(blockwell.sim("trace.csv", ["lru", "arc"], ["1%", "5%", "10%"]), ax=ax)
@@ -18,8 +20,14 @@ def _axes(ax: Any):
         return ax
     import matplotlib.pyplot as plt
 
-    _, ax = plt.subplots(figsize=(7, 4.5))
+    # Constrained layout makes room for the legend beside the axes.
+    _, ax = plt.subplots(figsize=(9, 4.5), layout="constrained")
     return ax
+
+
+def _legend(ax):
+    """The legend outside the axes, on their right, so that it covers no data."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
 
 
 def _mib(blocks, block_size):
@@ -28,16 +36,16 @@ def _mib(blocks, block_size):
 
 def mrc(df, *, ax: Any = None, label: Optional[str] = None, bytes: bool = True):
     """The miss-ratio curve of :func:`blockwell.mrc` (``cache_blocks``/``cache_bytes`` against ``miss_ratio``),
-    as a line with its points marked. ``bytes``: the x axis in MiB, else in blocks."""
+    as a line with its points marked (circles, as ``blockwell mrc --plot``). ``bytes``: the x axis in MiB, else in blocks."""
     ax = _axes(ax)
     x = df["cache_bytes"] / 2**20 if bytes else df["cache_blocks"]
     exact = df.attrs.get("exact", True)
-    ax.plot(x, df["miss_ratio"], marker=".", label=label or ("LRU (exact)" if exact else "LRU (SHARDS)"))
+    ax.plot(x, df["miss_ratio"], marker="o", label=label or ("LRU (exact)" if exact else "LRU (SHARDS)"))
     ax.set_xlabel("cache size (MiB)" if bytes else "cache size (blocks)")
     ax.set_ylabel("miss ratio")
     ax.set_ylim(0, max(1.0, float(df["miss_ratio"].max()) * 1.05) if len(df) else 1.0)
     ax.grid(True, alpha=0.3)
-    ax.legend()
+    _legend(ax)
     return ax
 
 
@@ -55,21 +63,25 @@ def policies(df, metric: str = "block_miss_ratio", *, ax: Any = None, bytes: boo
     ax.set_xlabel("cache size (MiB)" if bytes else "cache size (blocks)")
     ax.set_ylabel(metric.replace("_", " "))
     ax.grid(True, alpha=0.3)
-    ax.legend()
+    _legend(ax)
     return ax
 
 
 def over_time(df, metric: str = "block_miss_ratio", *, ax: Any = None):
-    """One line per cache of a :func:`blockwell.over_time` DataFrame: ``metric`` per interval against the
-    request that ends it (a step at each interval's end), as ``blockwell sim --interval N --plot``. Lines are
+    """One line per cache of a :func:`blockwell.over_time` DataFrame: ``metric`` per interval, held over the
+    interval (a step at each interval's end), as ``blockwell sim --interval N --plot``. Lines are
     named policy / cache size in blocks."""
     ax = _axes(ax)
     for (policy, blocks), rows in df.groupby(["policy", "cache_blocks"], sort=False):
         rows = rows.sort_values("interval")
-        ax.step(rows["end_request"], rows[metric], where="pre", marker=".", label=f"{policy} / {blocks} blocks")
+        # Each interval's value held over the interval, the first from where counting starts (its end less its
+        # requests), as the command line draws it.
+        x = [int(rows["end_request"].iloc[0] - rows["requests"].iloc[0])] + rows["end_request"].tolist()
+        y = [rows[metric].iloc[0]] + rows[metric].tolist()
+        ax.step(x, y, where="pre", label=f"{policy} / {blocks} blocks")
     ax.set_xlabel("requests (after warm-up)")
     ax.set_ylabel(metric.replace("_", " "))
     ax.set_ylim(0, 1.0 if len(df) == 0 else max(1.0, float(df[metric].max()) * 1.05))
     ax.grid(True, alpha=0.3)
-    ax.legend()
+    _legend(ax)
     return ax

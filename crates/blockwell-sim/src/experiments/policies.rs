@@ -73,7 +73,7 @@ impl Source {
 pub struct PolicyGrid {
     pub source: Source,
     pub policies: Vec<PolicySpec>,
-    /// Policy parameters (`seed001`: Table 4).
+    /// Policy parameters (`butt05`: Table 4 of Butt et al.).
     pub preset: Preset,
     /// With and without prefetching: `none` and `linux24` by default.
     pub prefetchers: Vec<PrefetchChoice>,
@@ -89,7 +89,7 @@ pub struct PolicyGrid {
 }
 
 impl PolicyGrid {
-    /// The paper's setup on `source`: the eight policies under the `seed001` preset, none vs Linux 2.4
+    /// The paper's setup on `source`: the eight policies under the `butt05` preset, none vs Linux 2.4
     /// read-ahead, `cheetah9lp`, contiguous files, FIFO, cache sizes of 10–100 % of the footprint.
     pub fn paper(source: Source) -> Result<Self, Error> {
         let policies = POLICIES
@@ -99,7 +99,7 @@ impl PolicyGrid {
         Ok(PolicyGrid {
             source,
             policies,
-            preset: Preset::Seed001,
+            preset: Preset::Butt05,
             prefetchers: vec![PrefetchChoice::None, parse_prefetch("linux24")?],
             sizes: [10.0, 25.0, 50.0, 75.0, 100.0].into_iter().map(CacheSize::PercentOfFootprint).collect(),
             disk: DiskSpec::parse("cheetah9lp")?,
@@ -255,7 +255,7 @@ impl Default for PolicyOptions {
             quick: false,
             workload: None,
             policies: None,
-            preset: "seed001".into(),
+            preset: "butt05".into(),
             prefetch: vec!["none".into(), "linux24".into()],
             cache: None,
             disk: "cheetah9lp".into(),
@@ -487,7 +487,7 @@ impl PolicyResults {
         if let Some(&big) = self.sizes.iter().max() {
             let _ = writeln!(
                 s,
-                "\nsynchronous and asynchronous disk requests (mean size in blocks) at {} (seed 001 Table 5)",
+                "\nsynchronous and asynchronous disk requests (mean size in blocks) at {} (Butt et al. Table 5)",
                 self.size_label(big)
             );
             let _ = writeln!(

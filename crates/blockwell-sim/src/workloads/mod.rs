@@ -104,31 +104,31 @@ registry! {
     Strided512k => StridedConfig = StridedConfig::with_request_kb(512), "strided-512k",
         "each process reads 512 KiB every 1 MiB of its own file (read 512 KiB, skip 512 KiB)";
     Loop => LoopConfig = LoopConfig::default(), "loop",
-        "looping sequential (seed 001's cscope class): read a file set whole, over and over";
+        "looping sequential (Butt et al.'s cscope class): read a file set whole, over and over";
     Random => RandomConfig = RandomConfig::default(), "random",
-        "random reads (seed 001's tpc-h class): block-aligned reads, uniform or Zipf, in a few large files";
+        "random reads (Butt et al.'s tpc-h class): block-aligned reads, uniform or Zipf, in a few large files";
     MixSeq => MixConfig = MixConfig::seq(), "mix-seq",
-        "mostly sequential mix (like seed 001's multi1): two looping processes and one random reader";
+        "mostly sequential mix (like Butt et al.'s multi1): two looping processes and one random reader";
     MixRandom => MixConfig = MixConfig::random(), "mix-random",
-        "mostly random mix (like seed 001's multi3): one looping process and two random readers";
+        "mostly random mix (like Butt et al.'s multi3): one looping process and two random readers";
     Cscope => CscopeConfig = CscopeConfig::default(), "cscope",
-        "seed 001's cscope: each query reads the cross-reference database and a share of the source files, 2 blocks at a time";
+        "Butt et al.'s cscope: each query reads the cross-reference database and a share of the source files, 2 blocks at a time";
     Glimpse => GlimpseConfig = GlimpseConfig::default(), "glimpse",
-        "seed 001's glimpse: each query reads the index in large chunks, then a few text files (72 % of them 1-2 blocks)";
+        "Butt et al.'s glimpse: each query reads the index in large chunks, then a few text files (72 % of them 1-2 blocks)";
     Gcc => GccConfig = GccConfig::default(), "gcc",
-        "seed 001's gcc: compile each source file, reading it and popular headers from a 4 MB set (scaled)";
+        "Butt et al.'s gcc: compile each source file, reading it and popular headers from a 4 MB set (scaled)";
     Viewperf => ViewperfConfig = ViewperfConfig::default(), "viewperf",
-        "seed 001's viewperf: a few large data files read whole in loops, 1 block at a time, CPU-bound";
+        "Butt et al.'s viewperf: a few large data files read whole in loops, 1 block at a time, CPU-bound";
     TpcH => TpcConfig = TpcConfig::h(), "tpc-h",
-        "seed 001's tpc-h: MySQL reading 256-byte records at random blocks of 49 files, each block read twice";
+        "Butt et al.'s tpc-h: MySQL reading 256-byte records at random blocks of 49 files, each block read twice";
     TpcR => TpcConfig = TpcConfig::r(), "tpc-r",
-        "seed 001's tpc-r: as tpc-h with Table 2's tpc-r data size and references";
+        "Butt et al.'s tpc-r: as tpc-h with Table 2's tpc-r data size and references";
     Multi1 => MultiConfig = MultiConfig::multi1(), "multi1",
-        "seed 001's multi1: cscope and gcc at the same time";
+        "Butt et al.'s multi1: cscope and gcc at the same time";
     Multi2 => MultiConfig = MultiConfig::multi2(), "multi2",
-        "seed 001's multi2: cscope, gcc and viewperf at the same time";
+        "Butt et al.'s multi2: cscope, gcc and viewperf at the same time";
     Multi3 => MultiConfig = MultiConfig::multi3(), "multi3",
-        "seed 001's multi3: glimpse and tpc-h at the same time";
+        "Butt et al.'s multi3: glimpse and tpc-h at the same time";
 }
 
 fn to_map<T: Serialize>(t: &T) -> Map<String, Value> {

@@ -111,7 +111,7 @@ pub struct StackArgs {
     #[arg(long)]
     pub shared: bool,
 
-    /// Content-based cache (seed 003, Morrey & Grunwald): the `--cache` budget holds one copy of each distinct
+    /// Content-based cache (Morrey & Grunwald, "Content-Based Block Caching"): the `--cache` budget holds one copy of each distinct
     /// block content, shared by every address holding it; a hash match is confirmed by a full byte comparison,
     /// and a write of the bytes already cached at that address (a silent write) is not sent to the backend.
     /// Takes --cache, --block-size, --policy, --preset and --hash-fraction; write-through or read-only; no
@@ -390,6 +390,14 @@ impl StackArgs {
     /// Checks the options together without opening anything (each was checked when parsed).
     pub fn check(&self) -> anyhow::Result<()> {
         self.check_content()?;
+        if self.cache.policy.kind.needs_next_use() {
+            bail!(
+                "{} {}: the policy needs the future (next-use times), which a live cache does not have; it runs in \
+                 `blockwell sim`",
+                self.key("policy"),
+                self.cache.policy.label()
+            );
+        }
         if self.shared && self.write_mode() != CacheMode::ReadOnly {
             bail!(
                 "{} needs {} (only readers share a backend; a writer claims it alone)",
@@ -2137,7 +2145,7 @@ mod tests {
         let x = e(&format!("{ex}preset = \"x\"\n"));
         assert_eq!(
             x,
-            "exports.toml:4:10: export \"a\": preset: unknown preset 'x' (known: default, libcachesim, seed001)"
+            "exports.toml:4:10: export \"a\": preset: unknown preset 'x' (known: default, libcachesim, butt05)"
         );
         let x = e(&format!("{ex}read_only = \"yes\"\n"));
         assert_eq!(x, "exports.toml:4:13: export \"a\": read_only: invalid type: string \"yes\", expected a boolean");
