@@ -319,3 +319,46 @@ fn the_oltp_trace_converted_gives_the_original_miss_ratio() {
     };
     assert_eq!(ratio(og.to_str().unwrap(), &["--object-size", "512"]), ratio(src.to_str().unwrap(), &[]));
 }
+
+#[test]
+fn experiment_dedup_leaves_the_hit_rates_of_a_write_only_workload_undefined() {
+    let d = tempfile::tempdir().unwrap();
+    let (json_out, csv_dir) = (d.path().join("d.json"), d.path().join("csv"));
+    let table = util::ok(&[
+        "experiment",
+        "dedup",
+        "--requests",
+        "2000",
+        "--blocks",
+        "500",
+        "--sizes",
+        "1MiB",
+        "--volumes",
+        "2",
+        "--policies",
+        "lru",
+        "--policy-size",
+        "1MiB",
+        "--write-ratio",
+        "1",
+        "--json",
+        json_out.to_str().unwrap(),
+        "--csv",
+        csv_dir.to_str().unwrap(),
+    ]);
+    // No reads: no read hit rate, in the JSON, the CSV and the tables.
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json_out).unwrap()).unwrap();
+    for k in ["private_offset", "private_content", "unified_offset", "unified_content"] {
+        assert_eq!(v["volumes"][0][k], Value::Null, "{k}: {}", v["volumes"]);
+    }
+    assert_eq!(v["fractions"][0]["read_hit_rate"], Value::Null, "{}", v["fractions"]);
+    let sizes = csv_rows(&std::fs::read_to_string(csv_dir.join("sizes.csv")).unwrap());
+    for k in ["offset_read_hit_rate", "content_read_hit_rate", "ideal_read_hit_rate"] {
+        assert_eq!(sizes[0][k], "", "{k}: {sizes:?}");
+    }
+    assert!(!table.contains("0.0%"), "{table}");
+    // The Table 3 row: cache (2 words), offset, content, ideal.
+    let row: Vec<&str> =
+        table.lines().find(|l| l.trim_start().starts_with("1.00 MiB")).unwrap().split_whitespace().collect();
+    assert_eq!(row[2..5], ["-", "-", "-"], "{table}");
+}
