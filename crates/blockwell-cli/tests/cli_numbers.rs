@@ -362,3 +362,28 @@ fn experiment_dedup_leaves_the_hit_rates_of_a_write_only_workload_undefined() {
         table.lines().find(|l| l.trim_start().starts_with("1.00 MiB")).unwrap().split_whitespace().collect();
     assert_eq!(row[2..5], ["-", "-", "-"], "{table}");
 }
+
+#[test]
+fn experiment_es_equivalence_levels_leave_the_miss_rate_of_a_level_without_reads_undefined() {
+    let out = util::ok(&[
+        "experiment",
+        "es-equivalence",
+        "--workload",
+        "bonnie",
+        "--scale",
+        "0.05",
+        "--sizes",
+        "25%",
+        "--slowdowns",
+        "1",
+        "--dram-ns",
+        "210000",
+        "--levels",
+    ]);
+    // The slowest tier's run: its DRAM level saw no read, so its read miss rate is `-`, not 0.0000.
+    let header = out.lines().position(|l| l.starts_with("workload   es_MiB")).unwrap();
+    let row: Vec<&str> = out.lines().nth(header + 1).unwrap().split_whitespace().collect();
+    assert_eq!(row[0], "bonnie", "{out}");
+    assert_eq!(row[5], "-", "dram_mr: {out}");
+    assert!(row[6].parse::<f64>().unwrap() > 0.0, "es_mr: {out}");
+}
