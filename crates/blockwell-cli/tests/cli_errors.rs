@@ -208,8 +208,10 @@ fn convert_and_gen_refuse_writes_to_formats_without_an_op() {
         assert_eq!(
             msg.trim(),
             format!(
-                "blockwell: wrote {reads} requests to {} ({to}), left out {one_writes} write request(s)",
-                out.display()
+                "blockwell: wrote {reads} requests to {} ({to}){}, left out {one_writes} write request(s)",
+                out.display(),
+                // Object-id formats say the object size to read them with.
+                if to == "lis" { "" } else { " as 4096-byte objects (read it with --object-size 4096)" },
             )
         );
         let back = ok(&["trace", "stats", "--trace", s(&out), "--format", to, "--json"]);

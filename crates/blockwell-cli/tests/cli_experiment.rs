@@ -252,6 +252,9 @@ fn tsim_runs_a_workload_a_file_trace_and_a_block_trace() {
     assert_ne!(r["workload"], w2["workload"]);
     r["workload"] = Value::Null;
     w2["workload"] = Value::Null;
+    assert_eq!((&r["settings"]["source"], &w2["settings"]["source"]), (&"file-trace".into(), &"workload".into()));
+    r["settings"]["source"] = Value::Null;
+    w2["settings"]["source"] = Value::Null;
     assert_eq!(r, w2, "replaying the saved workload gives the same report");
     // The table names the levels and the time.
     let t = util::ok(&["tsim", "--workload", spec, "--block-cache", "8MiB", "--block-prefetch", "obl"]);

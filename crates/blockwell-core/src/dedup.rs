@@ -308,14 +308,9 @@ impl DedupStats {
         self.accesses() - self.reads()
     }
 
-    /// Read hits over reads (0 with no reads).
-    pub fn read_hit_rate(&self) -> f64 {
-        let r = self.reads();
-        if r == 0 {
-            0.0
-        } else {
-            self.get(Category::ReadHit) as f64 / r as f64
-        }
+    /// Read hits over reads; `None` (undefined, not 0) with no reads.
+    pub fn read_hit_rate(&self) -> Option<f64> {
+        crate::stats::ratio(self.get(Category::ReadHit), self.reads())
     }
 
     /// Device block reads (every read miss).

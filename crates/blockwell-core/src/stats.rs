@@ -41,12 +41,12 @@ impl OpStats {
     pub fn request_misses(&self) -> u64 {
         self.requests - self.request_hits
     }
-    /// Block-level miss ratio (0 when there were no blocks).
-    pub fn block_miss_ratio(&self) -> f64 {
+    /// Block-level miss ratio; `None` (undefined, not 0) when there were no blocks.
+    pub fn block_miss_ratio(&self) -> Option<f64> {
         ratio(self.block_misses(), self.blocks)
     }
-    /// Request-level miss ratio (0 when there were no requests).
-    pub fn request_miss_ratio(&self) -> f64 {
+    /// Request-level miss ratio; `None` (undefined, not 0) when there were no requests.
+    pub fn request_miss_ratio(&self) -> Option<f64> {
         ratio(self.request_misses(), self.requests)
     }
 }
@@ -60,12 +60,10 @@ impl AddAssign for OpStats {
     }
 }
 
-fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        0.0
-    } else {
-        a as f64 / b as f64
-    }
+/// `a / b`, or `None` when `b` is 0: a ratio of nothing is undefined, and reports show it as undefined (an
+/// empty CSV field, JSON `null`, `-` in tables), never as 0.
+pub fn ratio(a: u64, b: u64) -> Option<f64> {
+    (b != 0).then(|| a as f64 / b as f64)
 }
 
 /// All of a cache's counters.
@@ -112,13 +110,14 @@ impl Stats {
         t
     }
 
-    /// Share of prefetched blocks that were demanded (in time or late); 0 without prefetches.
-    pub fn prefetch_accuracy(&self) -> f64 {
+    /// Share of prefetched blocks that were demanded (in time or late); `None` without prefetches.
+    pub fn prefetch_accuracy(&self) -> Option<f64> {
         ratio(self.prefetch_used + self.prefetch_late, self.prefetch_issued)
     }
 
-    /// Share of the demand read misses the prefetcher removed: `used / (used + read block misses)`.
-    pub fn prefetch_coverage(&self) -> f64 {
+    /// Share of the demand read misses the prefetcher removed: `used / (used + read block misses)`; `None`
+    /// when there was neither a prefetch hit nor a read miss.
+    pub fn prefetch_coverage(&self) -> Option<f64> {
         ratio(self.prefetch_used, self.prefetch_used + self.read.block_misses())
     }
 }
@@ -135,9 +134,11 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(s.total().blocks, 12);
-        assert!((s.read.block_miss_ratio() - 0.5).abs() < 1e-12);
-        assert!((s.total().request_miss_ratio() - 3.0 / 5.0).abs() < 1e-12);
-        assert_eq!(OpStats::default().block_miss_ratio(), 0.0);
+        assert!((s.read.block_miss_ratio().unwrap() - 0.5).abs() < 1e-12);
+        assert!((s.total().request_miss_ratio().unwrap() - 3.0 / 5.0).abs() < 1e-12);
+        assert_eq!(OpStats::default().block_miss_ratio(), None, "no blocks: undefined, not 0");
+        assert_eq!(s.prefetch_accuracy(), None, "no prefetches: undefined, not 0");
+        assert_eq!(s.prefetch_coverage(), Some(0.0), "read misses and no prefetch hits: 0");
     }
 }
 

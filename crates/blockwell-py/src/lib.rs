@@ -97,10 +97,12 @@ struct TraceBatches {
     batch_size: usize,
 }
 
-/// The reader (None once it is exhausted) and the batch buffer it fills.
+/// The reader (None once it is exhausted), the batch buffer it fills, and the volume names it read (kept when
+/// the reader is dropped at the end, so that `volumes` names them after the last batch too).
 struct Reading {
     reader: Option<Box<dyn TraceReader>>,
     buf: Vec<Request>,
+    volumes: Vec<String>,
 }
 
 #[pymethods]
@@ -112,10 +114,11 @@ impl TraceBatches {
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let n = self.batch_size;
         let mut state = locked(&self.state)?;
-        let Reading { reader, buf } = &mut *state;
+        let Reading { reader, buf, volumes } = &mut *state;
         let Some(r) = reader.as_mut() else { return Err(PyStopIteration::new_err(())) };
         let got = py.detach(|| r.read_batch(buf, n)).map_err(trace_err)?;
         if got == 0 {
+            *volumes = r.volumes().to_vec();
             *reader = None;
             return Err(PyStopIteration::new_err(()));
         }
@@ -131,7 +134,8 @@ impl TraceBatches {
     /// Names of the volumes seen so far, indexed by the `volume` column.
     #[getter]
     fn volumes(&self) -> PyResult<Vec<String>> {
-        Ok(locked(&self.state)?.reader.as_ref().map(|r| r.volumes().to_vec()).unwrap_or_default())
+        let state = locked(&self.state)?;
+        Ok(state.reader.as_ref().map_or_else(|| state.volumes.clone(), |r| r.volumes().to_vec()))
     }
 
     /// Malformed lines skipped so far (with `skip_bad_lines`).
@@ -155,7 +159,10 @@ fn read_trace(
     let src = Source::new(path, format, skip_bad_lines, object_size, csv_columns)?;
     let reader = src.open().map_err(trace_err)?;
     let buf = Vec::with_capacity(batch_size.clamp(1, 1 << 20));
-    Ok(TraceBatches { state: Mutex::new(Reading { reader: Some(reader), buf }), batch_size: batch_size.max(1) })
+    Ok(TraceBatches {
+        state: Mutex::new(Reading { reader: Some(reader), buf, volumes: Vec::new() }),
+        batch_size: batch_size.max(1),
+    })
 }
 
 fn policies(list: Vec<String>) -> PyResult<Vec<PolicySpec>> {
@@ -245,7 +252,22 @@ fn sim(
     v["prefetch"] = cfg.prefetch.label().into();
     v["admission"] = cfg.admission.to_string().into();
     v["sequential_cutoff"] = cfg.sequential_cutoff.into();
+    // The rows of `blockwell sim --csv` (and, with an interval, of `--interval N --csv`): one schema.
+    v["rows"] = blockwell_sim::rows::sim_rows(&report).iter().map(|r| r.json()).collect();
+    v["interval_rows"] = blockwell_sim::rows::interval_rows(&report).iter().map(|r| r.json()).collect();
     Ok(v.to_string())
+}
+
+/// The columns of `blockwell sim --csv` (without `trace`), in order.
+#[pyfunction]
+fn sim_columns() -> Vec<&'static str> {
+    blockwell_sim::rows::sim_columns()
+}
+
+/// The columns of `blockwell sim --interval N --csv` (without `trace`), in order.
+#[pyfunction]
+fn interval_columns() -> Vec<&'static str> {
+    blockwell_sim::rows::interval_columns()
 }
 
 fn mrc_err(e: blockwell_sim::mrc::MrcError) -> PyErr {
@@ -613,6 +635,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TraceError", m.py().get_type::<TraceError>())?;
     m.add_function(wrap_pyfunction!(read_trace, m)?)?;
     m.add_function(wrap_pyfunction!(sim, m)?)?;
+    m.add_function(wrap_pyfunction!(sim_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(interval_columns, m)?)?;
     m.add_function(wrap_pyfunction!(mrc, m)?)?;
     m.add_function(wrap_pyfunction!(mrc_policies, m)?)?;
     m.add_function(wrap_pyfunction!(trace_stats, m)?)?;

@@ -136,18 +136,13 @@ pub struct OffsetResult {
 }
 
 impl OffsetResult {
-    pub fn read_hit_rate(&self) -> f64 {
+    /// Read hits over reads; `None` (undefined, not 0) with no reads.
+    pub fn read_hit_rate(&self) -> Option<f64> {
         ratio(self.read_hits, self.reads)
     }
 }
 
-fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        0.0
-    } else {
-        a as f64 / b as f64
-    }
-}
+use blockwell_core::stats::ratio;
 
 /// Replays through an offset cache of `bytes`.
 pub fn run_offset(
@@ -257,9 +252,10 @@ pub struct FractionPoint {
     pub hash_fraction: f64,
     pub full_comparisons: u64,
     pub comparisons_per_insert: f64,
-    pub read_hit_rate: f64,
+    /// `None` (undefined, not 0) without reads, as every hit rate here.
+    pub read_hit_rate: Option<f64>,
     /// Read hit rate with the same table not charged (the paper's ideal).
-    pub ideal_read_hit_rate: f64,
+    pub ideal_read_hit_rate: Option<f64>,
 }
 
 /// Sweeps the hash-table fraction at one budget.
@@ -291,10 +287,11 @@ pub fn fraction_sweep(
 pub struct UnifiedVsPrivate {
     pub volumes: usize,
     pub cache_bytes: u64,
-    pub unified_offset: f64,
-    pub unified_content: f64,
-    pub private_offset: f64,
-    pub private_content: f64,
+    /// Read hit rates (`None`, undefined, without reads).
+    pub unified_offset: Option<f64>,
+    pub unified_content: Option<f64>,
+    pub private_offset: Option<f64>,
+    pub private_content: Option<f64>,
     /// Content hits of the unified content cache: block accesses (read misses and writes) whose content was
     /// already cached under another address.
     pub unified_content_hits: u64,

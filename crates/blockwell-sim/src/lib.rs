@@ -20,6 +20,7 @@ pub mod layout;
 pub mod mini;
 pub mod mrc;
 pub mod replay;
+pub mod rows;
 pub mod size;
 pub mod tier;
 pub mod vtime;

@@ -98,7 +98,8 @@ fn points(r: &ReplayReport, rate: f64) -> Vec<Point> {
                 sampled_cache_blocks: c.cache_blocks,
                 miss_ratio: match expected {
                     Some(e) if e > 0.0 => (c.stats.total().block_misses() as f64 / e).min(1.0),
-                    _ => c.stats.total().block_miss_ratio(),
+                    // (The replay refuses a trace without block accesses, so the ratio is defined.)
+                    _ => c.stats.total().block_miss_ratio().unwrap_or(f64::NAN),
                 },
             }
         })

@@ -266,7 +266,51 @@ pub struct ReplayReport {
     pub skipped_lines: u64,
     /// The first few skipped lines' messages (`file:line: expected …, found …`).
     pub skipped_examples: Vec<String>,
+    /// The settings the replay ran with (every row of the report's CSV and JSON carries them:
+    /// [`crate::rows`]).
+    pub settings: Settings,
     pub results: Vec<CacheResult>,
+}
+
+/// What decides a replay's numbers besides the trace and the cache (policy, size, associativity): the settings
+/// every result row carries, so that rows of runs that differ only in a setting can be told apart.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Settings {
+    pub block_size: u64,
+    pub preset: String,
+    /// The prefetcher's spec (`none` without one).
+    pub prefetch: String,
+    /// The admission spec (`always`: every missed block enters).
+    pub admission: String,
+    /// Bytes (0: off).
+    pub sequential_cutoff: u64,
+    pub reads_only: bool,
+    /// The warm-up: a number of requests (`0`: none) or a span of trace time in nanoseconds (`30000000000ns`).
+    pub warmup: String,
+    /// The volumes simulated, comma separated (`None`: all).
+    pub volumes: Option<String>,
+    /// The SHARDS sampling rate (`None`: every block).
+    pub sample: Option<f64>,
+}
+
+impl Settings {
+    /// The settings of `cfg`.
+    pub fn of(cfg: &ReplayConfig) -> Settings {
+        Settings {
+            block_size: cfg.block_size,
+            preset: cfg.preset.name().to_string(),
+            prefetch: cfg.prefetch.label().to_string(),
+            admission: cfg.admission.to_string(),
+            sequential_cutoff: cfg.sequential_cutoff,
+            reads_only: cfg.reads_only,
+            warmup: match cfg.warmup {
+                Warmup::Requests(n) => n.to_string(),
+                Warmup::Nanos(ns) => format!("{ns}ns"),
+            },
+            volumes: cfg.volumes.as_ref().map(|v| v.join(",")),
+            sample: cfg.sample,
+        }
+    }
 }
 
 /// A request reduced to what the caches need.
@@ -878,6 +922,7 @@ pub fn replay(
         unsampled_block_accesses: cfg.sample.map(|_| scanned.all_blocks),
         skipped_lines: scanned.skipped.count,
         skipped_examples: scanned.skipped.examples,
+        settings: Settings::of(cfg),
         results: meta,
     })
 }
@@ -1051,7 +1096,7 @@ mod tests {
                 assert_eq!(c.intervals[0].total().requests, 4_000);
             }
             // The working set shifts every 5,000 requests: the small cache's miss ratio is not one number.
-            let r: Vec<f64> = one.results[1].intervals.iter().map(|i| i.total().block_miss_ratio()).collect();
+            let r: Vec<f64> = one.results[1].intervals.iter().map(|i| i.total().block_miss_ratio().unwrap()).collect();
             assert!(r.iter().any(|&x| (x - r[0]).abs() > 1e-3), "{r:?}");
         }
         let off = run(&ids, &caches, &ReplayConfig { interval: 0, ..base.clone() });
@@ -1078,11 +1123,13 @@ mod tests {
         };
         // Request i is at 1 ms + i µs: 300 µs of warm-up is the first 300 requests, as --warmup 300 is.
         let by_time = go(Warmup::parse("300us").unwrap(), 0, 1);
-        assert_eq!(by_time, go(Warmup::Requests(300), 0, 1));
+        let by_count = go(Warmup::Requests(300), 0, 1);
+        assert_eq!((by_time.settings.warmup.as_str(), by_count.settings.warmup.as_str()), ("300000ns", "300"));
+        assert_eq!(by_time.results, by_count.results);
         assert_eq!(by_time.warmup_requests, 300);
         assert_eq!(by_time.results[1].stats.read.blocks, 700);
         assert_eq!(by_time.results[1].stats.read.block_hits, 700, "warm: 50 blocks fit in 60");
-        assert_eq!(go(Warmup::parse("300us").unwrap(), 200, 2), go(Warmup::Requests(300), 200, 1));
+        assert_eq!(go(Warmup::parse("300us").unwrap(), 200, 2).results, go(Warmup::Requests(300), 200, 1).results);
         // A warm-up longer than the trace counts nothing, by time or by requests.
         for w in [Warmup::parse("2s").unwrap(), Warmup::Requests(5000), Warmup::Requests(1000)] {
             let r = go(w, 100, 1);

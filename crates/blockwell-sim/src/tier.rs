@@ -62,6 +62,9 @@ pub struct TierResult {
     pub dev_associativity: Option<usize>,
     pub mode: DevMode,
     pub cleaner: String,
+    /// The device level's admission of read misses, and its sequential cutoff in bytes (0: off).
+    pub promote: String,
+    pub dev_sequential_cutoff: u64,
     /// The device level's engine counters.
     pub dev: Stats,
     pub tier: DevCounters,
@@ -88,6 +91,10 @@ pub struct TierReport {
     pub clock_stood_still: bool,
     pub skipped_lines: u64,
     pub skipped_examples: Vec<String>,
+    /// The settings of the replay (the RAM level's and the trace's: every CSV row carries them).
+    pub settings: crate::replay::Settings,
+    /// `--request-interval-us` in nanoseconds, when the cleaner's clock is the requests.
+    pub request_interval_ns: Option<u64>,
     pub results: Vec<TierResult>,
 }
 
@@ -257,6 +264,8 @@ impl Run {
             dev_associativity: dev.associativity.map(NonZeroUsize::get),
             mode: dev.mode,
             cleaner: dev.cleaner.to_string(),
+            promote: dev.promote.to_string(),
+            dev_sequential_cutoff: dev.sequential_cutoff,
             dev: st,
             write_reduction: write_reduction(self.client_write_bytes, c.origin_write_bytes),
             tier: c,
@@ -308,6 +317,8 @@ pub fn replay_tier(
         clock_stood_still: false,
         skipped_lines: 0,
         skipped_examples: Vec::new(),
+        settings: crate::replay::Settings::of(rc),
+        request_interval_ns: cfg.request_interval_ns,
         results: Vec::new(),
     };
     let dev_blocks = cfg.dev.size.blocks(fp);

@@ -124,7 +124,7 @@ fn prefetching_narrows_the_opt_lru_gap_on_a_loop_and_costs_blocks_on_random_read
     let w = generate("loop(files=500)").unwrap();
     assert_eq!(r.footprint_blocks, w.files.iter().map(|f| f.size.div_ceil(4096)).sum::<u64>());
     for &b in &r.sizes {
-        let hr = |pol: &str, pf: &str| r.get(pol, pf, b).unwrap().hit_ratio;
+        let hr = |pol: &str, pf: &str| r.get(pol, pf, b).unwrap().hit_ratio.unwrap();
         let (without, with) = (hr("opt", "none") - hr("lru", "none"), hr("opt", "linux24") - hr("lru", "linux24"));
         assert!(without > 0.0 && with < without, "{b} blocks: gap {without:.3} without, {with:.3} with");
         // Read-ahead clusters the loop's small reads: fewer, larger requests.
@@ -134,7 +134,7 @@ fn prefetching_narrows_the_opt_lru_gap_on_a_loop_and_costs_blocks_on_random_read
     let b = r.sizes[0];
     let (none, ra) = (r.get("lru", "none", b).unwrap(), r.get("lru", "linux24", b).unwrap());
     assert!(ra.blocks_read > none.blocks_read && ra.app_time_ns > none.app_time_ns, "{none:?} {ra:?}");
-    assert!(ra.hit_ratio - none.hit_ratio < 0.05);
+    assert!(ra.hit_ratio.unwrap() - none.hit_ratio.unwrap() < 0.05);
 }
 
 #[test]
@@ -174,8 +174,8 @@ fn block_traces_run_through_a_block_level_cache() {
     assert_eq!(r.layout, None);
     assert_eq!(r.sizes, [16, 8]);
     // All 16 blocks fit: the second pass hits. With 8 blocks, LRU on a 16-block loop never hits.
-    assert!((r.points[0].hit_ratio - 0.5).abs() < 1e-9, "{:?}", r.points[0]);
-    assert_eq!(r.points[1].hit_ratio, 0.0);
+    assert!((r.points[0].hit_ratio.unwrap() - 0.5).abs() < 1e-9, "{:?}", r.points[0]);
+    assert_eq!(r.points[1].hit_ratio.unwrap(), 0.0);
     assert_eq!(r.points[0].blocks_read, 16);
     assert_eq!(r.points[1].blocks_read, 32);
 }
@@ -384,12 +384,17 @@ fn cscope_prefetching_raises_every_hit_ratio_and_keeps_lru2_and_lirs_above_2q() 
     let p = |pol: &str, pf: &str| r.get(pol, pf, b).unwrap();
     for pol in &r.policies {
         let (none, ra) = (p(pol, "none"), p(pol, "linux24"));
-        assert!(ra.hit_ratio > none.hit_ratio + 0.05, "{pol}: {} -> {}", none.hit_ratio, ra.hit_ratio);
+        assert!(
+            ra.hit_ratio.unwrap() > none.hit_ratio.unwrap() + 0.05,
+            "{pol}: {} -> {}",
+            none.hit_ratio.unwrap(),
+            ra.hit_ratio.unwrap()
+        );
         assert!(ra.disk_requests < none.disk_requests, "{pol}");
     }
-    let with = |pol: &str| p(pol, "linux24").hit_ratio;
+    let with = |pol: &str| p(pol, "linux24").hit_ratio.unwrap();
     assert!(with("lru-k(k=2)") > with("2q") && with("lirs") > with("2q"), "{r:?}");
-    let gap = |pf: &str| p("opt", pf).hit_ratio - p("2q", pf).hit_ratio;
+    let gap = |pf: &str| p("opt", pf).hit_ratio.unwrap() - p("2q", pf).hit_ratio.unwrap();
     assert!(gap("linux24") < gap("none"), "OPT-2Q gap {} -> {}", gap("none"), gap("linux24"));
 }
 
@@ -414,7 +419,10 @@ fn viewperf_prefetching_cuts_disk_requests_tenfold_but_not_the_cpu_bound_time() 
     for &b in &r.sizes {
         for pol in &r.policies {
             let (none, ra) = (r.get(pol, "none", b).unwrap(), r.get(pol, "linux24", b).unwrap());
-            assert!(ra.hit_ratio > 0.9 && ra.hit_ratio > none.hit_ratio + 0.3, "{pol} at {b}: {none:?} {ra:?}");
+            assert!(
+                ra.hit_ratio.unwrap() > 0.9 && ra.hit_ratio.unwrap() > none.hit_ratio.unwrap() + 0.3,
+                "{pol} at {b}: {none:?} {ra:?}"
+            );
             assert!(ra.disk_requests * 8 < none.disk_requests, "{pol} at {b}");
             let time = ra.app_time_ns as f64 / none.app_time_ns as f64;
             assert!((0.7..1.0).contains(&time), "{pol} at {b}: time x{time:.3}");
@@ -431,10 +439,10 @@ fn tpc_prefetching_reads_more_blocks_and_takes_longer_for_the_same_hit_ratio() {
     for &b in &r.sizes {
         for pol in &r.policies {
             let (none, ra) = (r.get(pol, "none", b).unwrap(), r.get(pol, "linux24", b).unwrap());
-            assert!((ra.hit_ratio - none.hit_ratio).abs() < 0.02, "{pol} at {b}: {none:?} {ra:?}");
+            assert!((ra.hit_ratio.unwrap() - none.hit_ratio.unwrap()).abs() < 0.02, "{pol} at {b}: {none:?} {ra:?}");
             let sync = ra.sync_reads.requests as f64 / none.disk_requests as f64;
             assert!((0.9..1.05).contains(&sync), "{pol} at {b}: sync x{sync:.3}");
-            assert!(ra.sync_reads.mean_blocks > 1.5, "{pol} at {b}: an extra block per synchronous request");
+            assert!(ra.sync_reads.mean_blocks.unwrap() > 1.5, "{pol} at {b}: an extra block per synchronous request");
             assert!(ra.blocks_read as f64 > 1.5 * none.blocks_read as f64, "{pol} at {b}");
             assert!(ra.app_time_ns as f64 > 1.15 * none.app_time_ns as f64, "{pol} at {b}");
         }
@@ -464,12 +472,12 @@ fn tpc_h_rereads_read_ahead_asynchronously_with_the_24_sources_window() {
     // Synchronous requests about as many as without prefetching, each with an extra block, both ways.
     for p in [paper, src] {
         assert!((0.9..1.05).contains(&(p.sync_reads.requests as f64 / n)), "{p:?}");
-        assert!(p.sync_reads.mean_blocks > 1.5, "{p:?}");
+        assert!(p.sync_reads.mean_blocks.unwrap() > 1.5, "{p:?}");
     }
     // The asynchronous half: almost as many, 2-4 blocks each, only with the source's window.
     let a = src.async_reads.requests as f64 / src.sync_reads.requests as f64;
     assert!((0.7..1.1).contains(&a), "async/sync {a:.3}");
-    assert!((2.0..=4.0).contains(&src.async_reads.mean_blocks), "{src:?}");
+    assert!((2.0..=4.0).contains(&src.async_reads.mean_blocks.unwrap()), "{src:?}");
     assert!((paper.async_reads.requests as f64) < 0.2 * paper.sync_reads.requests as f64, "{paper:?}");
     // Blocks about x5, requests and time about x2 (the paper's description: x2, x1.0, x1.2).
     let x = |p: &blockwell_sim::experiments::policies::PolicyPoint| {

@@ -28,9 +28,9 @@ pub struct ReadArgs {
     pub skip_bad_lines: u64,
 
     /// Bytes per object id for formats that name objects (oracleGeneral, plain): object i is bytes
-    /// i*SIZE .. (i+1)*SIZE.
-    #[arg(long, value_name = "BYTES", default_value = "4096")]
-    pub object_size: String,
+    /// i*SIZE .. (i+1)*SIZE [default: 4096].
+    #[arg(long, value_name = "BYTES")]
+    pub object_size: Option<String>,
 
     /// Column mapping for `--format csv`, e.g. `time=0,volume=1,op=2,offset=3,len=4,offset_unit=512`.
     #[arg(long, value_name = "MAPPING")]
@@ -41,7 +41,7 @@ impl ReadArgs {
     /// For a trace that a command opens with its own options, not these flags: `format`, and the flags'
     /// defaults for the rest (nothing skipped, 4 KiB objects, no column mapping).
     pub fn with_format(format: Option<String>) -> Self {
-        ReadArgs { format, skip_bad_lines: 0, object_size: "4096".into(), csv_columns: None }
+        ReadArgs { format, skip_bad_lines: 0, object_size: None, csv_columns: None }
     }
 
     pub fn format(&self) -> anyhow::Result<Option<Format>> {
@@ -49,7 +49,7 @@ impl ReadArgs {
     }
 
     pub fn reader_options(&self) -> anyhow::Result<ReaderOptions> {
-        let object_size = parse_bytes(&self.object_size).context("--object-size")?;
+        let object_size = parse_bytes(self.object_size.as_deref().unwrap_or("4096")).context("--object-size")?;
         let csv = match &self.csv_columns {
             Some(m) => Some(blockwell_trace::formats::csv::CsvMapping::parse(m).context("--csv-columns")?),
             None => None,

@@ -106,7 +106,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         let mut rows: Vec<(&str, Vec<f64>)> = report
             .results
             .chunks(n)
-            .map(|c| (c[0].policy.as_str(), c.iter().map(|r| r.stats.total().block_miss_ratio()).collect()))
+            .map(|c| {
+                (
+                    c[0].policy.as_str(),
+                    c.iter().map(|r| r.stats.total().block_miss_ratio().unwrap_or(f64::NAN)).collect(),
+                )
+            })
             .collect();
         rows.sort_by(|x, y| x.1[n - 1].total_cmp(&y.1[n - 1]).then(x.0.cmp(y.0)));
         let head: Vec<String> =

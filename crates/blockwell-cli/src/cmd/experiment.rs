@@ -522,7 +522,11 @@ fn plot_policies(dir: &Path, kind: PlotKind, r: &PolicyResults) -> anyhow::Resul
                 label: format!("{pol} / {pf}"),
                 color: i / r.prefetchers.len().max(1),
                 dashed: pf == "none",
-                points: pts.iter().map(|p| (p.cache_bytes as f64 / (1u64 << 20) as f64, m.value(p))).collect(),
+                // (A point whose metric is undefined is left out of its line.)
+                points: pts
+                    .iter()
+                    .filter_map(|p| Some((p.cache_bytes as f64 / (1u64 << 20) as f64, m.value(p)?)))
+                    .collect(),
             })
             .collect();
         let title = format!("{}: {} ({})", r.source, m.title(), r.disk);

@@ -213,8 +213,9 @@ pub fn measure(a: &DedupArgs) -> anyhow::Result<DedupReport> {
     Ok(g.run()?)
 }
 
-fn pct(x: f64) -> String {
-    format!("{:.1}%", 100.0 * x)
+/// A rate as a percentage; `-` when undefined (no reads).
+fn pct(x: Option<f64>) -> String {
+    x.map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x))
 }
 
 /// Prints the tables.

@@ -201,14 +201,15 @@ pub fn print_levels(out: &mut dyn Write, lines: &[LevelLine]) -> std::io::Result
         let r = &l.report;
         writeln!(
             out,
-            "{:<9} {:>7.0} {:>4} {:>9} {:>9} {:>7.4} {:>7.4} {:>9} {:>9} {:>9} {:>8} {:>8.2} {:>8.2} {:>8.2}",
+            "{:<9} {:>7.0} {:>4} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8.2} {:>8.2} {:>8.2}",
             l.workload,
             mib(l.es_blocks),
             l.slowdown,
             r.user_reads,
             r.user_writes,
-            r.dram.read_miss_rate(),
-            r.es.read_miss_rate(),
+            // (A level that saw no read has no read miss rate: `-`.)
+            r.dram.read_miss_rate().map_or("-".to_string(), |m| format!("{m:.4}")),
+            r.es.read_miss_rate().map_or("-".to_string(), |m| format!("{m:.4}")),
             r.es.pages_written,
             r.es.pages_read,
             r.disk.pages_read,

@@ -202,16 +202,19 @@ pub fn opener(
     }
 }
 
-/// The JSON report of one trace.
+/// The JSON report of one trace: every result carries its ratios (`null` when undefined) and the settings that
+/// produced it ([`blockwell_sim::rows`]).
 fn report_json(report: &ReplayReport, trace: &str, a: &Args) -> anyhow::Result<serde_json::Value> {
     let mut v = serde_json::to_value(report)?;
     v["trace"] = serde_json::Value::String(trace.to_string());
     v["prefetch"] = serde_json::Value::String(a.cache.prefetch.label().to_string());
     v["admission"] = serde_json::Value::String(a.admit.admission.to_string());
     v["sequential_cutoff"] = a.admit.sequential_cutoff.0.into();
+    let settings = serde_json::to_value(&report.settings)?;
     if let Some(results) = v["results"].as_array_mut() {
         for (j, c) in results.iter_mut().zip(&report.results) {
             j["ratios"] = ratios(&c.stats);
+            j["settings"] = settings.clone();
         }
     }
     Ok(v)
@@ -379,19 +382,11 @@ pub fn skipped(count: u64, examples: &[String], trace: Option<&Path>) {
 }
 
 /// Miss ratios (block and request level; read, write, total) and the prefetcher's accuracy and coverage,
-/// for `--json`.
+/// for `--json`: `null` when undefined (no accesses of the kind, no prefetches), never 0.
 fn ratios(st: &blockwell_core::Stats) -> serde_json::Value {
-    let t = st.total();
-    serde_json::json!({
-        "block_miss_ratio": t.block_miss_ratio(),
-        "read_block_miss_ratio": st.read.block_miss_ratio(),
-        "write_block_miss_ratio": st.write.block_miss_ratio(),
-        "request_miss_ratio": t.request_miss_ratio(),
-        "read_request_miss_ratio": st.read.request_miss_ratio(),
-        "write_request_miss_ratio": st.write.request_miss_ratio(),
-        "prefetch_accuracy": st.prefetch_accuracy(),
-        "prefetch_coverage": st.prefetch_coverage(),
-    })
+    serde_json::Value::Object(
+        blockwell_sim::rows::ratios(st).into_iter().map(|(k, r)| (k.to_string(), r.into())).collect(),
+    )
 }
 
 /// A report's first words: the trace, its requests and block accesses, the footprint if measured, the block size.
@@ -404,13 +399,7 @@ pub fn trace_summary(trace: &str, requests: u64, accesses: u64, footprint: Optio
 }
 
 /// Quotes a CSV field when it needs it (commas, quotes, line breaks).
-pub fn csv_field(x: &str) -> String {
-    if x.contains([',', '"', '\n']) {
-        format!("\"{}\"", x.replace('"', "\"\""))
-    } else {
-        x.to_string()
-    }
-}
+pub use blockwell_sim::rows::csv_field;
 
 /// The terminal table; with a prefetcher, its accuracy and coverage too.
 pub fn table(r: &ReplayReport, trace: &str, prefetching: bool) -> String {
@@ -485,9 +474,10 @@ fn legend(prefetching: bool) -> String {
     s
 }
 
-/// The CSV output: one row per cache.
+/// The CSV output: one row per cache ([`blockwell_sim::rows::sim_row`]: the counters, the ratios, empty when
+/// undefined, and the settings that produced them).
 pub fn csv(r: &ReplayReport) -> String {
-    let mut s = String::from(CSV_HEADER);
+    let mut s = csv_header();
     csv_rows(&mut s, r, "");
     s
 }
@@ -495,7 +485,7 @@ pub fn csv(r: &ReplayReport) -> String {
 /// The CSV output of several traces: a first column `trace`, then the columns of [`csv`]; a trace without a
 /// report (it failed) has no rows.
 pub fn csv_many<'a>(reports: impl IntoIterator<Item = (&'a str, Option<&'a ReplayReport>)>) -> String {
-    let mut s = format!("trace,{CSV_HEADER}");
+    let mut s = format!("trace,{}", csv_header());
     for (trace, r) in reports {
         if let Some(r) = r {
             csv_rows(&mut s, r, &format!("{},", csv_field(trace)));
@@ -504,52 +494,17 @@ pub fn csv_many<'a>(reports: impl IntoIterator<Item = (&'a str, Option<&'a Repla
     s
 }
 
-const CSV_HEADER: &str = "policy,cache_blocks,cache_bytes,block_size,requests,blocks,block_misses,block_miss_ratio,\
-read_blocks,read_block_misses,read_block_miss_ratio,write_blocks,write_block_misses,write_block_miss_ratio,\
-request_misses,request_miss_ratio,read_requests,read_request_misses,write_requests,write_request_misses,\
-prefetch_issued,prefetch_used,prefetch_late,prefetch_wasted,prefetch_accuracy,prefetch_coverage,\
-admission_rejections,bypassed,evictions,associativity,sets\n";
+fn csv_header() -> String {
+    let mut s = blockwell_sim::rows::sim_columns().join(",");
+    s.push('\n');
+    s
+}
 
 /// A CSV row per cache of `r`, each starting with `prefix`.
 fn csv_rows(s: &mut String, r: &ReplayReport, prefix: &str) {
-    for c in &r.results {
-        let t = c.stats.total();
-        let (rd, wr) = (c.stats.read, c.stats.write);
+    for row in blockwell_sim::rows::sim_rows(r) {
         s.push_str(prefix);
-        s.push_str(&format!(
-            "{},{},{},{},{},{},{},{:.6},{},{},{:.6},{},{},{:.6},{},{:.6},{},{},{},{},{},{},{},{},{:.6},{:.6},{},{},{},{},{}\n",
-            csv_field(&c.policy),
-            c.cache_blocks,
-            c.cache_bytes,
-            r.block_size,
-            t.requests,
-            t.blocks,
-            t.block_misses(),
-            t.block_miss_ratio(),
-            rd.blocks,
-            rd.block_misses(),
-            rd.block_miss_ratio(),
-            wr.blocks,
-            wr.block_misses(),
-            wr.block_miss_ratio(),
-            t.request_misses(),
-            t.request_miss_ratio(),
-            rd.requests,
-            rd.request_misses(),
-            wr.requests,
-            wr.request_misses(),
-            c.stats.prefetch_issued,
-            c.stats.prefetch_used,
-            c.stats.prefetch_late,
-            c.stats.prefetch_wasted,
-            c.stats.prefetch_accuracy(),
-            c.stats.prefetch_coverage(),
-            c.stats.admission_rejections,
-            c.stats.bypassed,
-            c.stats.evictions,
-            c.associativity.map(|w| w.to_string()).unwrap_or_default(),
-            c.sets,
-        ));
+        s.push_str(&row.csv());
     }
 }
 
@@ -615,7 +570,7 @@ mod tests {
         assert_eq!(lines[0], format!("trace,{}", one.lines().next().unwrap()));
         assert_eq!(lines[1], format!("a.csv,{}", one.lines().nth(1).unwrap()), "the row a single run gives");
         assert!(lines[2].starts_with("\"b,c.csv\",lru,2,"), "a name with a comma is quoted: {}", lines[2]);
-        assert_eq!(csv_many([("bad.csv", None)]), format!("trace,{CSV_HEADER}"));
+        assert_eq!(csv_many([("bad.csv", None)]), format!("trace,{}", csv_header()));
     }
 
     #[test]

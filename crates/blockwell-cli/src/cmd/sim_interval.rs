@@ -3,39 +3,18 @@
 //! counters come from the replay ([`blockwell_sim::replay::CacheResult::intervals`]).
 
 use super::plot::{chart, draw_legend, drawing_error, line, split_for_legend, steps, Figure, LegendEntry, PALETTE};
-use super::sim::csv_field;
 use blockwell_sim::replay::ReplayReport;
 use plotters::coord::Shift;
 use plotters::prelude::{DrawingArea, DrawingBackend, RGBColor};
 use std::fmt::Write as _;
 
-/// The CSV: one row per cache and interval.
+/// The CSV: one row per cache and interval ([`blockwell_sim::rows::interval_row`]: ratios empty when undefined,
+/// and the settings that produced them).
 pub fn csv(r: &ReplayReport) -> String {
-    let mut s = String::from(
-        "policy,cache_blocks,interval,end_request,requests,blocks,block_misses,block_miss_ratio,read_blocks,\
-         read_block_misses,read_block_miss_ratio,request_misses,request_miss_ratio\n",
-    );
-    for c in &r.results {
-        for (k, i) in c.intervals.iter().enumerate() {
-            let t = i.total();
-            let _ = writeln!(
-                s,
-                "{},{},{},{},{},{},{},{:.6},{},{},{:.6},{},{:.6}",
-                csv_field(&c.policy),
-                c.cache_blocks,
-                k + 1,
-                i.end_request,
-                t.requests,
-                t.blocks,
-                t.block_misses(),
-                t.block_miss_ratio(),
-                i.read.blocks,
-                i.read.block_misses(),
-                i.read.block_miss_ratio(),
-                t.request_misses(),
-                t.request_miss_ratio()
-            );
-        }
+    let mut s = blockwell_sim::rows::interval_columns().join(",");
+    s.push('\n');
+    for row in blockwell_sim::rows::interval_rows(r) {
+        s.push_str(&row.csv());
     }
     s
 }
@@ -55,7 +34,8 @@ pub fn table(r: &ReplayReport) -> String {
         let end = r.results.iter().find_map(|c| c.intervals.get(k)).map_or(0, |i| i.end_request);
         let _ = write!(s, "{end:>12}");
         for c in &r.results {
-            let v = c.intervals.get(k).map_or_else(|| "-".into(), |i| format!("{:.6}", i.total().block_miss_ratio()));
+            let v = c.intervals.get(k).and_then(|i| i.total().block_miss_ratio());
+            let v = v.map_or_else(|| "-".into(), |x| format!("{x:.6}"));
             let _ = write!(s, " {v:>width$}");
         }
         s.push('\n');
@@ -76,7 +56,7 @@ impl Figure for OverTime<'_> {
         let y_max = r
             .results
             .iter()
-            .flat_map(|c| c.intervals.iter().map(|i| i.total().block_miss_ratio()))
+            .flat_map(|c| c.intervals.iter().filter_map(|i| i.total().block_miss_ratio()))
             .fold(0.0f64, f64::max);
         let y1 = ((y_max * 20.0).ceil() / 20.0).clamp(0.05, 1.0);
         let entries: Vec<LegendEntry> = r
@@ -100,10 +80,11 @@ impl Figure for OverTime<'_> {
             .axis_desc_style(("sans-serif", 17))
             .draw()
             .map_err(drawing_error)?;
-        // Each interval's ratio held over the interval (a step at its end), as the Python package's plot.
+        // Each interval's ratio held over the interval (a step at its end), as the Python package's plot; an
+        // interval without block accesses has no ratio and no step.
         for (c, e) in r.results.iter().zip(&entries) {
             let points: Vec<(u64, f64)> =
-                c.intervals.iter().map(|i| (i.end_request, i.total().block_miss_ratio())).collect();
+                c.intervals.iter().filter_map(|i| Some((i.end_request, i.total().block_miss_ratio()?))).collect();
             // The first interval starts where counting starts (after warm-up): its end less its requests.
             let start = c.intervals.first().map_or(0, |i| i.end_request.saturating_sub(i.total().requests));
             line(&mut chart, steps(start, &points), e.color)?;

@@ -201,19 +201,29 @@ fn table(r: &TierReport, trace: &str) -> String {
     s
 }
 
+/// The CSV: a row per RAM configuration, with the settings that produced it (the device's and the replay's);
+/// what is undefined (the RAM level's counters without a RAM level, the write reduction without writes) is
+/// empty.
 fn csv(r: &TierReport) -> String {
     let mut s = String::from(
         "ram_policy,ram_blocks,dev_policy,dev_blocks,mode,cleaner,requests,ram_read_blocks,ram_read_block_misses,\
 read_requests,write_requests,read_hits,read_misses,write_hits,write_misses,promotions,demotions,dirty_evictions,\
 cleaned_blocks,clean_writes,dirty_write_hits,bypassed,admission_rejections,origin_reads,origin_read_bytes,\
-origin_writes,origin_write_bytes,client_write_bytes,write_reduction,dirty_max,dirty_mean,dirty_final\n",
+origin_writes,origin_write_bytes,client_write_bytes,write_reduction,dirty_max,dirty_mean,dirty_final,\
+ram_read_block_miss_ratio,dev_read_miss_ratio,dev_write_miss_ratio,promote,dev_sequential_cutoff,\
+dev_associativity,clock,request_interval_us,block_size,preset,prefetch,admission,sequential_cutoff,reads_only,\
+warmup,volumes\n",
     );
     let q = super::sim::csv_field;
+    let ratio = |m: u64, n: u64| blockwell_core::stats::ratio(m, n).map_or(String::new(), |x| format!("{x:.6}"));
+    let opt = |x: Option<u64>| x.map_or(String::new(), |x| x.to_string());
+    let st = &r.settings;
     for t in &r.results {
         let c = &t.tier;
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{},\
+             {},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             q(t.ram_policy.as_deref().unwrap_or("")),
             t.ram_blocks,
             q(&t.dev_policy),
@@ -221,8 +231,8 @@ origin_writes,origin_write_bytes,client_write_bytes,write_reduction,dirty_max,di
             t.mode.name(),
             q(&t.cleaner),
             r.requests,
-            t.ram.map_or(0, |st| st.read.blocks),
-            t.ram.map_or(0, |st| st.read.block_misses()),
+            opt(t.ram.map(|st| st.read.blocks)),
+            opt(t.ram.map(|st| st.read.block_misses())),
             c.read_requests,
             c.write_requests,
             c.read_hits,
@@ -246,6 +256,22 @@ origin_writes,origin_write_bytes,client_write_bytes,write_reduction,dirty_max,di
             t.dirty.max_blocks,
             t.dirty.mean_blocks,
             t.dirty.final_blocks,
+            t.ram.map_or(String::new(), |st| ratio(st.read.block_misses(), st.read.blocks)),
+            ratio(c.read_misses, c.read_hits + c.read_misses),
+            ratio(c.write_misses, c.write_hits + c.write_misses),
+            q(&t.promote),
+            t.dev_sequential_cutoff,
+            opt(t.dev_associativity.map(|w| w as u64)),
+            r.clock,
+            opt(r.request_interval_ns.map(|ns| ns / 1000)),
+            st.block_size,
+            q(&st.preset),
+            q(&st.prefetch),
+            q(&st.admission),
+            st.sequential_cutoff,
+            st.reads_only,
+            q(&st.warmup),
+            q(st.volumes.as_deref().unwrap_or("")),
         );
     }
     s

@@ -31,9 +31,12 @@ pub enum Command {
     ///
     /// Goes through the reader and writer APIs (byte-exact requests in between).
     ///
-    /// The input is read twice: once for the volume names (so formats that name volumes keep them), once to
-    /// write. Units follow the formats: e.g. sector-addressed formats need 512-aligned offsets, object-id formats
-    /// (oracle, plain) use --object-size.
+    /// The input is read twice: once for the volume names (so formats that name volumes keep them) and how the
+    /// requests align, once to write. Units follow the formats: e.g. sector-addressed formats need 512-aligned
+    /// offsets. Object-id formats (oracle, plain) write objects of --object-size bytes; without it, of the
+    /// input's own unit (512 B for lis, the input's objects for oracle and plain, 4 KiB for byte-addressed
+    /// formats), and a trace whose requests are not whole objects of that size is refused rather than rounded
+    /// (which would merge distinct parts of it into one object).
     ///
     /// Formats without an operation field (lis, oracle, plain) cannot carry writes: converting a trace with
     /// writes to one is refused unless --reads-only drops them.
@@ -269,18 +272,111 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
+/// Whether `f` names objects (one record per object of `--object-size` bytes) rather than byte ranges.
+fn names_objects(f: Format) -> bool {
+    matches!(f, Format::Oracle | Format::Plain)
+}
+
+/// The object size of a conversion to an object-id format (oracle, plain): `--object-size` when given; else the
+/// input's own unit: 512 B pages for lis, its objects for oracle and plain, 4 KiB for byte-addressed formats.
+fn object_size_for(a: &ConvertArgs, from: Option<Format>) -> anyhow::Result<u64> {
+    Ok(if a.input.read.object_size.is_none() && from == Some(Format::Lis) {
+        512
+    } else {
+        a.input.reader_options()?.object_size()
+    })
+}
+
+/// How the requests converted align to the object size: without `--object-size`, a trace whose requests are
+/// not whole objects is refused (rounding them outward would merge distinct parts of the trace into one object
+/// and change every result); with it, they are rounded, and a note says how many.
+fn check_alignment(a: &ConvertArgs, size: u64, seen: &Alignment) -> anyhow::Result<()> {
+    if seen.odd == 0 {
+        return Ok(());
+    }
+    if a.input.read.object_size.is_none() {
+        let unit = seen.unit();
+        bail!(
+            "--to {}: {} request(s) are not whole {size}-byte objects (the first: {}), so writing {size}-byte \
+             object ids would merge distinct parts of the trace into one object and change its results; give \
+             --object-size{} (requests are rounded outward to whole objects of the size given)",
+            a.to.trim(),
+            seen.odd,
+            seen.first_odd.as_deref().unwrap_or_default(),
+            if unit < size { format!(" {unit} to keep the trace's unit") } else { String::new() },
+        );
+    }
+    eprintln!(
+        "blockwell: note: {} request(s) are not whole {size}-byte objects; each is written as the objects that hold it",
+        seen.odd
+    );
+    Ok(())
+}
+
+/// The requests' alignment to an object size: how many are not whole objects (offset or length not a multiple
+/// of it), the first of those, and the greatest common divisor of every offset and length.
+struct Alignment {
+    size: u64,
+    requests: u64,
+    odd: u64,
+    first_odd: Option<String>,
+    gcd: u64,
+}
+
+impl Alignment {
+    fn new(size: u64) -> Self {
+        Alignment { size: size.max(1), requests: 0, odd: 0, first_odd: None, gcd: 0 }
+    }
+
+    fn add(&mut self, q: &blockwell_trace::Request) {
+        self.requests += 1;
+        self.gcd = gcd(gcd(self.gcd, q.offset), q.len);
+        if q.offset % self.size != 0 || q.len % self.size != 0 {
+            self.odd += 1;
+            if self.first_odd.is_none() {
+                self.first_odd = Some(format!("request {}, {} B at byte {}", self.requests, q.len, q.offset));
+            }
+        }
+    }
+
+    /// The largest power of two (up to 1 MiB) dividing every offset and length: the trace's unit.
+    fn unit(&self) -> u64 {
+        match self.gcd {
+            0 => 1 << 20,
+            g => (1u64 << g.trailing_zeros()).min(1 << 20),
+        }
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
 fn convert(a: ConvertArgs) -> anyhow::Result<ExitCode> {
     let to = Format::from_name(&a.to).context("--to")?;
     if same_file(&a.input.trace, &a.output) {
         bail!("--output {} is the input trace", a.output.display());
     }
-    // Pass 1: volume names, and whether there are writes.
+    let from = match a.input.format()? {
+        Some(f) => Some(f),
+        None => blockwell_trace::formats::detect(&a.input.trace).ok(),
+    };
+    let object_size = object_size_for(&a, from)?;
+    // Pass 1: volume names, whether there are writes, and how the requests align to the object size.
     let bar = progress_bar(&a.input.trace, "reading");
-    let (volumes, writes) = {
+    let (volumes, writes, seen) = {
         let mut r = a.input.open()?;
         let mut writes = 0u64;
+        let mut seen = Alignment::new(object_size);
         let read = for_each_request(r.as_mut(), bar.as_ref(), |q| {
             writes += u64::from(q.op == Op::Write);
+            if !(a.reads_only && q.op == Op::Write) {
+                seen.add(q);
+            }
             Ok::<(), std::convert::Infallible>(())
         });
         if read.is_err() {
@@ -289,7 +385,7 @@ fn convert(a: ConvertArgs) -> anyhow::Result<ExitCode> {
             }
         }
         read?;
-        (r.volumes().to_vec(), writes)
+        (r.volumes().to_vec(), writes, seen)
     };
     if let Some(b) = &bar {
         b.set_message("writing");
@@ -306,7 +402,13 @@ fn convert(a: ConvertArgs) -> anyhow::Result<ExitCode> {
             to.name()
         );
     }
-    let object_size = a.input.reader_options()?.object_size();
+    if names_objects(to) {
+        check_alignment(&a, object_size, &seen).inspect_err(|_| {
+            if let Some(b) = &bar {
+                b.finish_and_clear();
+            }
+        })?;
+    }
     let opts = WriterOptions { object_size: Some(object_size), volumes };
     let mut r = a.input.open()?;
     let written = blockwell_trace::create(&a.output, to, &opts).map_err(anyhow::Error::from).and_then(|mut w| {
@@ -320,7 +422,12 @@ fn convert(a: ConvertArgs) -> anyhow::Result<ExitCode> {
     let (n, dropped) = written?;
     report_skipped(r.as_ref());
     let dropped = if a.reads_only { format!(", left out {dropped} write request(s)") } else { String::new() };
-    eprintln!("blockwell: wrote {n} requests to {} ({}){dropped}", a.output.display(), to.name());
+    let objects = if names_objects(to) {
+        format!(" as {object_size}-byte objects (read it with --object-size {object_size})")
+    } else {
+        String::new()
+    };
+    eprintln!("blockwell: wrote {n} requests to {} ({}){objects}{dropped}", a.output.display(), to.name());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -245,9 +245,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     } else {
         bail!("give a source: --workload SPEC, --file-trace FILE or --trace FILE");
     };
+    // The JSON and the CSV row carry the settings that produced them (the levels' own are in their reports).
+    let mut v = serde_json::to_value(&report)?;
+    v["settings"] = settings(&a, &cfg);
     let text = match a.output.format() {
-        Format::Json => OutputArgs::json(&report)?,
-        Format::Csv => csv_row(&serde_json::to_value(&report)?),
+        Format::Json => OutputArgs::json(&v)?,
+        Format::Csv => csv_row(&v),
         Format::Table => report.table(),
     };
     a.output.write(&text)?;
@@ -315,6 +318,40 @@ fn csv_row(v: &serde_json::Value) -> String {
     let header: Vec<String> = cols.iter().map(|(k, _)| q(k)).collect();
     let row: Vec<String> = cols.iter().map(|(_, x)| q(x)).collect();
     format!("{}\n{}\n", header.join(","), row.join(","))
+}
+
+/// The run's settings, for its JSON and CSV row: the source's and the models' options as given, and the
+/// levels' configuration (also in the levels' reports, which are absent when a level is off).
+fn settings(a: &Args, cfg: &Config) -> serde_json::Value {
+    let dev = a.dev.cache_dev_size.is_some();
+    serde_json::json!({
+        "source": if a.workload.is_some() { "workload" } else if a.file_trace.is_some() { "file-trace" } else { "trace" },
+        "block_size": cfg.block_size,
+        "preset": cfg.preset.name(),
+        "page_cache_bytes": cfg.page_cache.as_ref().map_or(0, |l| l.capacity_bytes),
+        "page_policy": a.page_policy.label(),
+        "page_prefetch": a.page_prefetch.label(),
+        "block_cache_bytes": cfg.block_cache.as_ref().map_or(0, |l| l.capacity_bytes),
+        "block_policy": a.cache.policy.label(),
+        "block_prefetch": a.cache.prefetch.label(),
+        "associativity": a.cache.ways().map(|w| w.get()),
+        "redcap": a.redcap,
+        "redcap_shadow": a.redcap.as_ref().map(|_| a.redcap_shadow.clone()),
+        "disk": a.disk,
+        "layout": a.layout,
+        "layout_seed": a.layout_seed,
+        "scheduler": a.scheduler,
+        "open_loop": a.open_loop,
+        "think_us": a.think_us,
+        "think_from_gaps": a.think_from_gaps,
+        "start_jitter_ms": a.start_jitter_ms,
+        "start_seed": a.start_seed,
+        "think_jitter_us": a.think_jitter_us,
+        "cpus": a.cpus,
+        "max_request_bytes": cfg.max_request_bytes,
+        "cache_dev_disk": dev.then(|| a.cache_dev_disk.clone()),
+        "clean_interval_ms": dev.then_some(a.clean_interval_ms),
+    })
 }
 
 /// `--start-jitter-ms` in ns.

@@ -108,9 +108,8 @@ class Trace:
             }
         df = pd.DataFrame(cols)
         df["op"] = pd.Categorical.from_codes(df["op"].astype(np.int8), categories=["read", "write"])
-        names = self.volumes
-        if names:
-            df["volume"] = pd.Categorical.from_codes(df["volume"].astype(np.int64), categories=names)
+        # The trace's volume names (formats without volumes name their one volume "0").
+        df["volume"] = pd.Categorical.from_codes(df["volume"].astype(np.int64), categories=self.volumes)
         return df
 
 
@@ -120,19 +119,37 @@ def read_trace(path: PathLike, format: Optional[str] = None, **options) -> Trace
     return Trace(path, format, **options)
 
 
-#: The columns of :func:`sim`'s DataFrame, as ``blockwell sim --csv`` prints them (``trace`` first).
-SIM_COLUMNS = [
-    "trace", "policy", "cache_blocks", "cache_bytes", "block_size", "requests", "blocks", "block_misses",
-    "block_miss_ratio", "read_blocks", "read_block_misses", "read_block_miss_ratio", "write_blocks",
-    "write_block_misses", "write_block_miss_ratio", "request_misses", "request_miss_ratio", "read_requests",
-    "read_request_misses", "write_requests", "write_request_misses", "prefetch_issued", "prefetch_used",
-    "prefetch_late", "prefetch_wasted", "prefetch_accuracy", "prefetch_coverage", "admission_rejections",
-    "bypassed", "evictions", "associativity", "sets",
+#: The columns of :func:`sim`'s DataFrame, as ``blockwell sim --csv`` prints them (``trace`` first): the counters,
+#: the ratios (NaN when undefined: no accesses of their kind, no prefetches; never 0), then the settings that
+#: produced the row (``preset``, ``prefetch``, ``admission``, ``sequential_cutoff``, ``reads_only``, ``warmup``,
+#: ``volumes``). The engine defines them (one schema with the command's CSV).
+SIM_COLUMNS: List[str] = ["trace"] + list(_native.sim_columns())
+
+#: The ratio columns of :data:`SIM_COLUMNS` (floats, NaN when undefined).
+_SIM_RATIOS = [c for c in SIM_COLUMNS if c.endswith("_ratio") or c in ("prefetch_accuracy", "prefetch_coverage")]
+#: The count columns of :data:`SIM_COLUMNS` (integers; ``associativity`` is missing when fully associative).
+_SIM_COUNTS = [
+    c for c in SIM_COLUMNS
+    if c not in _SIM_RATIOS and c not in ("trace", "policy", "preset", "prefetch", "admission", "reads_only",
+                                          "warmup", "volumes")
 ]
 
 
-def _ratio(m: int, n: int) -> float:
-    return m / n if n else 0.0
+def _ratio(m: int, n: int) -> Optional[float]:
+    """``m / n``, None when undefined (``n`` is 0): never 0 for a ratio of nothing."""
+    return m / n if n else None
+
+
+def _frame(rows: List[dict], columns: List[str], ratios: List[str]):
+    """A DataFrame of ``rows`` with ``columns``, the ``ratios`` columns as floats (NaN when undefined)."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows, columns=columns)
+    for c in ratios:
+        df[c] = df[c].astype("float64")
+    if "associativity" in df:
+        df["associativity"] = df["associativity"].astype("Int64")  # missing when fully associative
+    return df
 
 
 def _misses(rd: dict, wr: dict):
@@ -158,12 +175,13 @@ def _native_options(options: dict) -> dict:
     return out
 
 
-def _row(trace: str, block_size: int, c: dict) -> dict:
+def _row(trace: str, block_size: int, c: dict, settings: dict) -> dict:
+    """The row of a Python policy's cache, as the engine gives its own (``rows`` of ``_native.sim``)."""
     st = c["stats"]
     rd, wr = st["read"], st["write"]
     blocks, rd_miss, wr_miss, requests, rd_req_miss, wr_req_miss = _misses(rd, wr)
     used = st["prefetch_used"]
-    return {
+    row = {
         "trace": trace,
         "policy": c["policy"],
         "cache_blocks": c["cache_blocks"],
@@ -197,6 +215,8 @@ def _row(trace: str, block_size: int, c: dict) -> dict:
         "associativity": c.get("associativity"),
         "sets": c["sets"],
     }
+    row.update({k: settings.get(k) for k in SIM_COLUMNS if k not in row})
+    return row
 
 
 def sim(
@@ -229,8 +249,6 @@ def sim(
     (:class:`PolicyHooks`): it runs after the engine's, request by request through :class:`Cache`, its rows
     after theirs.
     """
-    import pandas as pd
-
     path = os.fspath(trace)
     given = [policies] if isinstance(policies, (str, type)) else list(policies)
     named = [p for p in given if isinstance(p, str)]
@@ -253,7 +271,7 @@ def sim(
     ))
     # The engine's policies in one pass; FIFO (cheap) sizes the caches of Python policies when only they run.
     report = json.loads(_native.sim(path, named or ["fifo"], _list(cache), **common))
-    results = report["results"] if named else []
+    rows = [{"trace": path, **r} for r in report["rows"]] if named else []
     if hooked:
         if volumes is not None or associativity is not None:
             raise ValueError("policies: Python policies do not take volumes or associativity yet")
@@ -267,18 +285,16 @@ def sim(
                 c = Cache(p, f"{s['cache_blocks']}blocks", block_size=block_size, preset=preset, prefetch=prefetch,
                           admission=admission, sequential_cutoff=sequential_cutoff)
                 _replay(c, Trace(path, **opts), reads_only, warmup)
-                results.append({**s, "policy": c.policy, "config": None, "stats": c.stats})
-    df = pd.DataFrame([_row(path, report["block_size"], c) for c in results], columns=SIM_COLUMNS)
-    df.attrs = {k: v for k, v in report.items() if k != "results"}
+                result = {**s, "policy": c.policy, "config": None, "stats": c.stats}
+                rows.append(_row(path, report["block_size"], result, report["settings"]))
+    df = _frame(rows, SIM_COLUMNS, _SIM_RATIOS)
+    df.attrs = {k: v for k, v in report.items() if k not in ("results", "rows", "interval_rows")}
     return df
 
 
-#: Columns of :func:`over_time`, those of ``blockwell sim --interval N --csv`` with ``trace`` first.
-INTERVAL_COLUMNS = [
-    "trace", "policy", "cache_blocks", "interval", "end_request", "requests", "blocks", "block_misses",
-    "block_miss_ratio", "read_blocks", "read_block_misses", "read_block_miss_ratio", "request_misses",
-    "request_miss_ratio",
-]
+#: Columns of :func:`over_time`, those of ``blockwell sim --interval N --csv`` with ``trace`` first (ratios NaN
+#: when undefined; the settings that produced the row last).
+INTERVAL_COLUMNS: List[str] = ["trace"] + list(_native.interval_columns())
 
 
 def over_time(
@@ -292,8 +308,6 @@ def over_time(
     shorter), as ``blockwell sim --interval N --csv``: a ``pandas.DataFrame`` with one row per (cache, interval),
     columns :data:`INTERVAL_COLUMNS`. ``options`` are :func:`sim`'s (``warmup``, ``prefetch``, ``block_size``,
     ...); policies are the engine's (names, not Python classes). The intervals' counts add up to ``sim``'s."""
-    import pandas as pd
-
     if int(interval) < 1:
         raise ValueError("interval: must be at least 1 request")
     names = [policies] if isinstance(policies, str) else list(policies)
@@ -301,16 +315,8 @@ def over_time(
         raise ValueError("policies: over_time takes the engine's policies by name")
     path = os.fspath(trace)
     report = json.loads(_native.sim(path, names, _list(cache), interval=int(interval), **_native_options(options)))
-    rows = []
-    for c in report["results"]:
-        for k, i in enumerate(c.get("intervals", []), start=1):
-            rd = i["read"]
-            blocks, rd_miss, wr_miss, requests, rd_req_miss, wr_req_miss = _misses(rd, i["write"])
-            misses, req_miss = rd_miss + wr_miss, rd_req_miss + wr_req_miss
-            rows.append([path, c["policy"], c["cache_blocks"], k, i["end_request"], requests, blocks, misses,
-                         _ratio(misses, blocks), rd["blocks"], rd_miss, _ratio(rd_miss, rd["blocks"]), req_miss,
-                         _ratio(req_miss, requests)])
-    return pd.DataFrame(rows, columns=INTERVAL_COLUMNS)
+    rows = [{"trace": path, **r} for r in report["interval_rows"]]
+    return _frame(rows, INTERVAL_COLUMNS, [c for c in INTERVAL_COLUMNS if c.endswith("_ratio")])
 
 
 def _replay(cache: "Cache", trace: Trace, reads_only: bool, warmup: int) -> None:

@@ -181,25 +181,19 @@ pub struct LevelStats {
 }
 
 impl LevelStats {
-    /// Read misses / read lookups at this level (0 when it saw no read).
-    pub fn read_miss_rate(&self) -> f64 {
+    /// Read misses / read lookups at this level; `None` (undefined, not 0) when it saw no read.
+    pub fn read_miss_rate(&self) -> Option<f64> {
         ratio(self.read_misses, self.read_hits + self.read_misses)
     }
 
-    /// All misses / all lookups at this level.
-    pub fn miss_rate(&self) -> f64 {
+    /// All misses / all lookups at this level; `None` when it saw no lookup.
+    pub fn miss_rate(&self) -> Option<f64> {
         let m = self.read_misses + self.write_misses;
         ratio(m, m + self.read_hits + self.write_hits)
     }
 }
 
-fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        0.0
-    } else {
-        a as f64 / b as f64
-    }
-}
+use blockwell_core::stats::ratio;
 
 /// Page transfers between levels.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -246,8 +240,9 @@ pub struct EsReport {
 }
 
 impl EsReport {
-    /// Pages read from disk / pages the user read: the hierarchy's global read miss rate.
-    pub fn global_read_miss_rate(&self) -> f64 {
+    /// Pages read from disk / pages the user read: the hierarchy's global read miss rate (`None` without user
+    /// reads).
+    pub fn global_read_miss_rate(&self) -> Option<f64> {
         ratio(self.disk.pages_read, self.user_reads)
     }
 }
@@ -647,4 +642,18 @@ pub fn simulate(cfg: &EsConfig, w: &EsWorkload) -> Result<EsReport, EsError> {
         h.apply(op)?;
     }
     Ok(h.report())
+}
+
+#[cfg(test)]
+mod rate_tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_of_nothing_is_undefined_not_0() {
+        let none = LevelStats::default();
+        assert_eq!((none.read_miss_rate(), none.miss_rate()), (None, None));
+        assert_eq!(EsReport::default().global_read_miss_rate(), None);
+        let some = LevelStats { read_hits: 3, read_misses: 1, ..LevelStats::default() };
+        assert_eq!((some.read_miss_rate(), some.miss_rate()), (Some(0.25), Some(0.25)));
+    }
 }

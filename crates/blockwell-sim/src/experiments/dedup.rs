@@ -393,11 +393,11 @@ impl DedupReport {
         for c in &self.sizes {
             let _ = writeln!(
                 sizes,
-                "{},{:.6},{:.6},{:.6},{},{},{},{},{:.6}",
+                "{},{},{},{},{},{},{},{},{:.6}",
                 c.cache_bytes,
-                c.offset.read_hit_rate(),
-                c.content.read_hit_rate(),
-                c.content_ideal.read_hit_rate(),
+                r6(c.offset.read_hit_rate()),
+                r6(c.content.read_hit_rate()),
+                r6(c.content_ideal.read_hit_rate()),
                 c.silent_writes(),
                 c.content.device_writes(),
                 c.offset.device_writes,
@@ -417,13 +417,13 @@ impl DedupReport {
         for p in &self.fractions {
             let _ = writeln!(
                 fractions,
-                "{},{},{},{:.6},{:.6},{:.6}",
+                "{},{},{},{:.6},{},{}",
                 p.cache_bytes,
                 p.hash_fraction,
                 p.full_comparisons,
                 p.comparisons_per_insert,
-                p.read_hit_rate,
-                p.ideal_read_hit_rate
+                r6(p.read_hit_rate),
+                r6(p.ideal_read_hit_rate)
             );
         }
         let mut policies = String::from(
@@ -433,12 +433,12 @@ impl DedupReport {
             let c = &p.comparison;
             let _ = writeln!(
                 policies,
-                "\"{}\",{},{:.6},{:.6},{:.6},{}",
+                "\"{}\",{},{},{},{},{}",
                 p.policy,
                 c.cache_bytes,
-                c.offset.read_hit_rate(),
-                c.content.read_hit_rate(),
-                c.content_ideal.read_hit_rate(),
+                r6(c.offset.read_hit_rate()),
+                r6(c.content.read_hit_rate()),
+                r6(c.content_ideal.read_hit_rate()),
                 c.content.refs_dropped
             );
         }
@@ -448,13 +448,13 @@ impl DedupReport {
         for v in &self.volumes {
             let _ = writeln!(
                 volumes,
-                "{},{},{:.6},{:.6},{:.6},{:.6},{}",
+                "{},{},{},{},{},{},{}",
                 v.volumes,
                 v.cache_bytes,
-                v.private_offset,
-                v.private_content,
-                v.unified_offset,
-                v.unified_content,
+                r6(v.private_offset),
+                r6(v.private_content),
+                r6(v.unified_offset),
+                r6(v.unified_content),
                 v.unified_content_hits
             );
         }
@@ -473,6 +473,11 @@ enum Volumes {
     Generated(Generated),
     Traces(Vec<Vec<Request>>),
     None,
+}
+
+/// A rate with 6 decimals for CSV; empty when undefined (no reads), never 0.
+fn r6(x: Option<f64>) -> String {
+    x.map_or(String::new(), |x| format!("{x:.6}"))
 }
 
 #[cfg(test)]

@@ -191,11 +191,7 @@ impl PolicyGrid {
                 sync_reads: r.device.sync_reads,
                 async_reads: r.device.async_reads,
                 blocks_read: r.device.blocks_read,
-                prefetch_accuracy: r
-                    .page_cache
-                    .as_ref()
-                    .or(r.block_cache.as_ref())
-                    .map_or(0.0, |l| l.prefetch_accuracy),
+                prefetch_accuracy: r.page_cache.as_ref().or(r.block_cache.as_ref()).and_then(|l| l.prefetch_accuracy),
                 app_time_ns: r.app_time_ns,
             });
         }
@@ -350,14 +346,16 @@ pub struct PolicyPoint {
     pub prefetch: String,
     pub cache_blocks: u64,
     pub cache_bytes: u64,
-    /// Demand read blocks found resident (a block still in flight is a miss).
-    pub hit_ratio: f64,
+    /// Demand read blocks found resident (a block still in flight is a miss); `None` (undefined, not 0)
+    /// without demand reads.
+    pub hit_ratio: Option<f64>,
     /// Device read requests after clustering (synchronous + asynchronous).
     pub disk_requests: u64,
     pub sync_reads: IoCount,
     pub async_reads: IoCount,
     pub blocks_read: u64,
-    pub prefetch_accuracy: f64,
+    /// `None` (undefined, not 0) without prefetches (no prefetcher, or one that never prefetched).
+    pub prefetch_accuracy: Option<f64>,
     /// Execution (application) time.
     pub app_time_ns: u64,
 }
@@ -390,12 +388,13 @@ impl Metric {
         }
     }
 
-    /// The metric's value at a point, in the unit of [`Metric::title`].
-    pub fn value(self, p: &PolicyPoint) -> f64 {
+    /// The metric's value at a point, in the unit of [`Metric::title`] (`None`: undefined, a hit ratio without
+    /// demand reads).
+    pub fn value(self, p: &PolicyPoint) -> Option<f64> {
         match self {
-            Metric::HitRatio => p.hit_ratio * 100.0,
-            Metric::DiskRequests => p.disk_requests as f64,
-            Metric::Time => p.app_time_ns as f64 / 1e9,
+            Metric::HitRatio => p.hit_ratio.map(|h| h * 100.0),
+            Metric::DiskRequests => Some(p.disk_requests as f64),
+            Metric::Time => Some(p.app_time_ns as f64 / 1e9),
         }
     }
 
@@ -478,7 +477,7 @@ impl PolicyResults {
             for ((pol, pf, _), row) in self.series().iter().zip(&rows) {
                 let _ = write!(s, "{row:<rw$}");
                 for &b in &self.sizes {
-                    let v = self.get(pol, pf, b).map(|p| m.format(m.value(p)));
+                    let v = self.get(pol, pf, b).and_then(|p| m.value(p)).map(|v| m.format(v));
                     let _ = write!(s, " {}", cell(v, cw));
                 }
                 let _ = writeln!(s);
@@ -499,11 +498,11 @@ impl PolicyResults {
                 if let Some(p) = self.get(pol, pf, big) {
                     let _ = writeln!(
                         s,
-                        "{row:<rw$} {:>10} {:>6.2} {:>10} {:>6.2} {:>12}",
+                        "{row:<rw$} {:>10} {:>6} {:>10} {:>6} {:>12}",
                         p.sync_reads.requests,
-                        p.sync_reads.mean_blocks,
+                        fixed(p.sync_reads.mean_blocks, 2),
                         p.async_reads.requests,
-                        p.async_reads.mean_blocks,
+                        fixed(p.async_reads.mean_blocks, 2),
                         p.blocks_read
                     );
                 }
@@ -521,22 +520,32 @@ impl PolicyResults {
         for p in &self.points {
             let _ = writeln!(
                 s,
-                "\"{}\",\"{}\",{},{},{:.6},{},{},{:.3},{},{:.3},{},{:.4},{:.3}",
+                "\"{}\",\"{}\",{},{},{},{},{},{},{},{},{},{},{:.3}",
                 p.policy,
                 p.prefetch,
                 p.cache_blocks,
                 p.cache_bytes,
-                p.hit_ratio,
+                csv_fixed(p.hit_ratio, 6),
                 p.disk_requests,
                 p.sync_reads.requests,
-                p.sync_reads.mean_blocks,
+                csv_fixed(p.sync_reads.mean_blocks, 3),
                 p.async_reads.requests,
-                p.async_reads.mean_blocks,
+                csv_fixed(p.async_reads.mean_blocks, 3),
                 p.blocks_read,
-                p.prefetch_accuracy,
+                csv_fixed(p.prefetch_accuracy, 4),
                 p.app_time_ns as f64 / 1e6
             );
         }
         s
     }
+}
+
+/// `x` with `decimals` decimals, `-` when undefined (tables).
+fn fixed(x: Option<f64>, decimals: usize) -> String {
+    x.map_or("-".to_string(), |x| format!("{x:.decimals$}"))
+}
+
+/// `x` with `decimals` decimals, empty when undefined (CSV).
+fn csv_fixed(x: Option<f64>, decimals: usize) -> String {
+    x.map_or(String::new(), |x| format!("{x:.decimals$}"))
 }

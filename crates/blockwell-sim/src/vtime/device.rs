@@ -196,9 +196,9 @@ impl Device {
     pub fn finish_report(&mut self, app_time: u64) -> DeviceReport {
         let mut rep = self.report.clone();
         rep.idle_ns = app_time.saturating_sub(rep.busy_ns);
-        rep.mean_response_ns = if rep.served == 0 { 0.0 } else { self.response_sum as f64 / rep.served as f64 };
+        rep.mean_response_ns = (rep.served != 0).then(|| self.response_sum as f64 / rep.served as f64);
         for c in [&mut rep.sync_reads, &mut rep.async_reads, &mut rep.writes] {
-            c.mean_blocks = if c.requests == 0 { 0.0 } else { c.blocks as f64 / c.requests as f64 };
+            c.mean_blocks = (c.requests != 0).then(|| c.blocks as f64 / c.requests as f64);
         }
         rep.blocks_read = rep.sync_reads.blocks + rep.async_reads.blocks;
         rep

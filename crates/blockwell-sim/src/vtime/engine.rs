@@ -994,7 +994,7 @@ impl Sim {
             cache_dev: self.cdev.take().map(|t| t.report(self.app_end)),
             redcap,
             app_time_ns: self.app_end,
-            mean_request_ns: if self.completed == 0 { 0.0 } else { self.response_sum as f64 / self.completed as f64 },
+            mean_request_ns: (self.completed != 0).then(|| self.response_sum as f64 / self.completed as f64),
             events: self.n_events,
         };
         (report, rec)

@@ -10,8 +10,8 @@ use std::fmt::{self, Write as _};
 pub struct IoCount {
     pub requests: u64,
     pub blocks: u64,
-    /// Mean request size in blocks (seed `001_*` Table 5).
-    pub mean_blocks: f64,
+    /// Mean request size in blocks (seed `001_*` Table 5); `None` (undefined, not 0) without requests.
+    pub mean_blocks: Option<f64>,
 }
 
 /// What the device did.
@@ -37,8 +37,8 @@ pub struct DeviceReport {
     pub busy_ns: u64,
     /// Application time minus busy time.
     pub idle_ns: u64,
-    /// Mean time from queueing to completion.
-    pub mean_response_ns: f64,
+    /// Mean time from queueing to completion (`None` when nothing was served).
+    pub mean_response_ns: Option<f64>,
     /// Longest queue seen (requests waiting, not counting the one in service).
     pub max_queue: u64,
 }
@@ -50,18 +50,19 @@ pub struct LevelReport {
     pub prefetcher: String,
     pub capacity_blocks: u64,
     pub counters: LevelCounters,
-    /// Demand read blocks found resident / demand read blocks.
-    pub hit_ratio: f64,
+    /// Demand read blocks found resident / demand read blocks. Each ratio is `None` (undefined: JSON `null`,
+    /// an empty CSV field, `-` in the table), never 0, when its denominator is 0.
+    pub hit_ratio: Option<f64>,
     /// Prefetched blocks that were demanded (resident or still in flight) / prefetched blocks.
-    pub prefetch_accuracy: f64,
+    pub prefetch_accuracy: Option<f64>,
     /// Prefetch hits / (prefetch hits + demand read misses): the share of the misses the prefetcher removed
     /// (`blockwell_core::stats`, the same definition as `blockwell sim`).
-    pub prefetch_coverage: f64,
+    pub prefetch_coverage: Option<f64>,
 }
 
 impl LevelReport {
     pub(crate) fn new(policy: String, prefetcher: String, capacity_blocks: u64, c: LevelCounters) -> Self {
-        let r = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        let r = blockwell_core::stats::ratio;
         LevelReport {
             policy,
             prefetcher,
@@ -95,16 +96,17 @@ pub struct Report {
     pub redcap: Option<super::RedcapReport>,
     /// Time at which the last process finished (the application's completion time), from time 0.
     pub app_time_ns: u64,
-    /// Mean time from issue to completion of a process request.
-    pub mean_request_ns: f64,
+    /// Mean time from issue to completion of a process request (`None` when none completed).
+    pub mean_request_ns: Option<f64>,
     /// Events the simulation processed.
     pub events: u64,
 }
 
 impl Report {
-    /// The hit ratio the application sees: the page cache's for file workloads, else the block cache's.
-    pub fn hit_ratio(&self) -> f64 {
-        self.page_cache.as_ref().or(self.block_cache.as_ref()).map_or(0.0, |l| l.hit_ratio)
+    /// The hit ratio the application sees: the page cache's for file workloads, else the block cache's; `None`
+    /// without a cache level or without demand reads.
+    pub fn hit_ratio(&self) -> Option<f64> {
+        self.page_cache.as_ref().or(self.block_cache.as_ref()).and_then(|l| l.hit_ratio)
     }
 
     /// Total device read requests (synchronous + asynchronous).
@@ -131,15 +133,15 @@ impl Report {
                 let c = &l.counters;
                 let _ = writeln!(
                     s,
-                    "{:<12} {:>10} {:>7.2}% {:>10} {:>10} {:>9} {:>8.1}% {:>8.1}%",
+                    "{:<12} {:>10} {:>8} {:>10} {:>10} {:>9} {:>9} {:>9}",
                     name,
                     l.capacity_blocks,
-                    l.hit_ratio * 100.0,
+                    percent(l.hit_ratio, 2),
                     c.read_blocks,
                     c.inflight_waits,
                     c.prefetch_issued,
-                    l.prefetch_accuracy * 100.0,
-                    l.prefetch_coverage * 100.0
+                    percent(l.prefetch_accuracy, 1),
+                    percent(l.prefetch_coverage, 1)
                 );
                 let _ = writeln!(s, "{:<12} policy {} prefetcher {}", "", l.policy, l.prefetcher);
             }
@@ -167,20 +169,20 @@ impl Report {
         requests_table(&mut s, d);
         let _ = writeln!(
             s,
-            "app time {:.3} ms, {name} busy {:.3} ms, idle {:.3} ms, mean request {:.3} ms",
+            "app time {:.3} ms, {name} busy {:.3} ms, idle {:.3} ms, mean request {}",
             ms(self.app_time_ns),
             ms(d.busy_ns),
             ms(d.idle_ns),
-            self.mean_request_ns / 1e6
+            self.mean_request_ns.map_or("-".to_string(), |ns| format!("{:.3} ms", ns / 1e6))
         );
         if let Some(t) = &self.cache_dev {
             let _ = writeln!(
                 s,
-                "cache device busy {:.3} ms ({:.1}% of the app time), {} requests, mean response {:.3} ms",
+                "cache device busy {:.3} ms ({} of the app time), {} requests, mean response {}",
                 ms(t.device.busy_ns),
-                if self.app_time_ns == 0 { 0.0 } else { t.device.busy_ns as f64 * 100.0 / self.app_time_ns as f64 },
+                percent(blockwell_core::stats::ratio(t.device.busy_ns, self.app_time_ns), 1),
                 t.device.served,
-                t.device.mean_response_ns / 1e6
+                t.device.mean_response_ns.map_or("-".to_string(), |ns| format!("{:.3} ms", ns / 1e6))
             );
         }
         s
@@ -191,8 +193,14 @@ impl Report {
 fn requests_table(s: &mut String, d: &DeviceReport) {
     let _ = writeln!(s, "{:<12} {:>10} {:>10} {:>10}", "requests", "count", "blocks", "mean size");
     for (name, c) in [("sync reads", d.sync_reads), ("async reads", d.async_reads), ("writes", d.writes)] {
-        let _ = writeln!(s, "{:<12} {:>10} {:>10} {:>10.2}", name, c.requests, c.blocks, c.mean_blocks);
+        let mean = c.mean_blocks.map_or("-".to_string(), |m| format!("{m:.2}"));
+        let _ = writeln!(s, "{:<12} {:>10} {:>10} {:>10}", name, c.requests, c.blocks, mean);
     }
+}
+
+/// A ratio as a percentage with `decimals` decimals, `-` when undefined.
+fn percent(r: Option<f64>, decimals: usize) -> String {
+    r.map_or("-".to_string(), |r| format!("{:.decimals$}%", r * 100.0))
 }
 
 impl super::CacheDevReport {
@@ -214,12 +222,12 @@ impl super::CacheDevReport {
         );
         let _ = writeln!(
             s,
-            "{:<12} read hits {:.2}% ({} of {} blocks), write hits {:.2}% ({} of {}), {} promoted, {} demoted",
+            "{:<12} read hits {} ({} of {} blocks), write hits {} ({} of {}), {} promoted, {} demoted",
             "",
-            self.read_hit_ratio * 100.0,
+            percent(self.read_hit_ratio, 2),
             c.read_hits,
             c.read_hits + c.read_misses,
-            self.write_hit_ratio * 100.0,
+            percent(self.write_hit_ratio, 2),
             c.write_hits,
             c.write_hits + c.write_misses,
             c.promotions,

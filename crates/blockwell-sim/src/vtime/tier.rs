@@ -135,8 +135,8 @@ pub struct CacheDevReport {
     /// The tier's counters, named as `blockwell status` names them.
     pub counters: DevCounters,
     /// Read blocks found in the device / read blocks; written blocks found in it / written blocks.
-    pub read_hit_ratio: f64,
-    pub write_hit_ratio: f64,
+    pub read_hit_ratio: Option<f64>,
+    pub write_hit_ratio: Option<f64>,
     /// Bytes the level above wrote.
     pub client_write_bytes: u64,
     /// 1 − origin write bytes / client write bytes.
@@ -675,7 +675,7 @@ impl CacheDev {
         let mut dev = self.dev;
         let st = *self.step.stats();
         let c = self.c.with_engine(&st);
-        let r = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        let r = blockwell_core::stats::ratio;
         CacheDevReport {
             policy: self.label.0,
             capacity_blocks: self.step.policy().capacity() as u64,
