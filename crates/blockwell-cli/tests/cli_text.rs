@@ -283,6 +283,10 @@ fn a_trace_without_time_stamps_has_no_rate() {
     let line = out.lines().find(|l| l.starts_with("time span")).unwrap();
     assert_eq!(line, "time span         none: every request has time stamp 0 ns, so no request rate");
     assert!(!out.contains("requests/s"), "{out}");
+    // JSON: the undefined rate is null, never 0.
+    let json = ok(&["trace", "stats", "--trace", s(&plain), "--format", "plain", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(v["time"]["requests_per_sec"].is_null(), "{json}");
     let t = trace(d.path());
     let out = ok(&["trace", "stats", "--trace", s(&t)]);
     assert!(out.lines().any(|l| l.starts_with("time span") && l.ends_with("requests/s")), "{out}");

@@ -97,8 +97,9 @@ pub struct TimeSummary {
     pub first_ns: u64,
     pub last_ns: u64,
     pub span_ns: u64,
-    /// Requests per second over the span (0 when the span is 0).
-    pub requests_per_sec: f64,
+    /// Requests per second over the span; `None` (JSON `null`) when no time passes (a format without time
+    /// stamps), where a rate is undefined.
+    pub requests_per_sec: Option<f64>,
 }
 
 /// The summary of a trace.
@@ -251,7 +252,7 @@ impl StatsBuilder {
             first_ns: self.first_ns.unwrap_or(0),
             last_ns: if requests == 0 { 0 } else { self.max_ns },
             span_ns,
-            requests_per_sec: if span_ns == 0 { 0.0 } else { requests as f64 / (span_ns as f64 / 1e9) },
+            requests_per_sec: (span_ns > 0).then(|| requests as f64 / (span_ns as f64 / 1e9)),
         };
 
         let reuse = self.mrc.map(|m| reuse_summary(&m.finish()));
@@ -390,21 +391,21 @@ impl fmt::Display for TraceStats {
             human_bytes(self.footprint_bytes)
         )?;
         writeln!(f, "volumes           {}", self.volumes)?;
-        if self.time.span_ns == 0 {
-            // No time passes (a format without time stamps reads every request at 0): no rate to give.
-            writeln!(
-                f,
-                "time span         none: every request has time stamp {} ns, so no request rate",
-                self.time.first_ns
-            )?;
-        } else {
+        if let Some(rate) = self.time.requests_per_sec {
             writeln!(
                 f,
                 "time span         {} (first {} ns, last {} ns), {:.1} requests/s",
                 human_ns(self.time.span_ns),
                 self.time.first_ns,
                 self.time.last_ns,
-                self.time.requests_per_sec
+                rate
+            )?;
+        } else {
+            // No time passes (a format without time stamps reads every request at 0): no rate to give.
+            writeln!(
+                f,
+                "time span         none: every request has time stamp {} ns, so no request rate",
+                self.time.first_ns
             )?;
         }
         let s = &self.sizes;
@@ -504,7 +505,10 @@ mod tests {
         assert!((s.sizes.mean - (4096.0 * 3.0 + 8192.0 + 512.0 + 1024.0) / 7.0).abs() < 1e-9);
         let buckets: Vec<(u64, u64)> = s.sizes.histogram.iter().map(|b| (b.lo, b.count)).collect();
         assert_eq!(buckets, vec![(0, 1), (512, 1), (1024, 1), (4096, 3), (8192, 1)]);
-        assert_eq!(s.time, TimeSummary { first_ns: 1_000, last_ns: 11_000, span_ns: 10_000, requests_per_sec: 7e5 });
+        assert_eq!(
+            s.time,
+            TimeSummary { first_ns: 1_000, last_ns: 11_000, span_ns: 10_000, requests_per_sec: Some(7e5) }
+        );
         let r = s.reuse.clone().unwrap();
         assert_eq!((r.accesses, r.cold, r.reuses), (7, 5, 2));
         assert_eq!((r.p10, r.p50, r.max), (2, 2, 4));
