@@ -56,6 +56,14 @@ pub fn json_value(v: &str) -> Value {
 /// Splits a comma-separated list of specs, keeping commas inside parentheses: `lru,lru-k(k=3,crp=5),arc`.
 /// Items are trimmed; empty ones are skipped.
 pub fn split_list(s: &str) -> Vec<&str> {
+    let mut out = split_items(s);
+    out.retain(|x| !x.is_empty());
+    out
+}
+
+/// The items of a comma-separated list at the top level (outside parentheses), trimmed, empty ones kept (so that
+/// a caller can name an empty item's place).
+pub fn split_items(s: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let (mut depth, mut start) = (0i32, 0);
     for (i, c) in s.char_indices() {
@@ -70,7 +78,6 @@ pub fn split_list(s: &str) -> Vec<&str> {
         }
     }
     out.push(s[start..].trim());
-    out.retain(|x| !x.is_empty());
     out
 }
 

@@ -161,32 +161,13 @@ pub fn ways(a: Option<Associativity>) -> Option<NonZeroUsize> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct List<T>(pub Vec<T>);
 
-/// The items of a comma-separated list at the top level (outside parentheses), trimmed, empty ones included.
-fn items(s: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let (mut depth, mut start) = (0i32, 0);
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(s[start..i].trim());
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(s[start..].trim());
-    out
-}
-
 /// The items of `s`, each parsed by `parse` into one or more values (`all` is several policies); an empty
 /// item is an error naming its place, and a value already given is left out.
 fn parse_items<T: PartialEq>(s: &str, mut parse: impl FnMut(&str) -> Result<Vec<T>, String>) -> Result<Vec<T>, String> {
     if s.trim().is_empty() {
         return Err("no value given".into());
     }
-    let all = items(s);
+    let all = blockwell_core::spec::split_items(s);
     let mut out: Vec<T> = Vec::new();
     for (i, item) in all.iter().enumerate() {
         if item.is_empty() {
