@@ -67,7 +67,7 @@ fn cache_requests_cannot_amplify_memory() {
     assert_eq!(c.read(0, 4096).unwrap().unwrap(), vec![0; 4096]);
     let (ok, out) = s.stop();
     assert!(ok, "{out}");
-    assert!(out.contains("cache_requests 64"), "{out}");
+    assert!(out.contains("; 64 requests from clients (NBD CACHE)"), "{out}");
 }
 
 /// Clients that send READs and never read the replies: each connection stops reading requests once its budget

@@ -146,9 +146,14 @@ pub fn text(v: &Value) -> String {
             requests(n(c, "write_requests")),
             ratio(wh, wh + wm)
         );
+        // NBD CACHE requests (a client asking for a range to be prefetched) are rare: shown when there were any.
+        let asked = match n(c, "cache_requests") {
+            0 => String::new(),
+            k => format!("; {} from clients (NBD CACHE)", requests(k)),
+        };
         let _ = writeln!(
             out,
-            "  prefetch    {} issued, {} used, {} wasted",
+            "  prefetch    {} issued, {} used, {} wasted{asked}",
             n(c, "prefetch_issued"),
             n(c, "prefetch_used"),
             n(c, "prefetch_wasted")
