@@ -439,3 +439,26 @@ fn a_block_device_origin_keeps_its_record_in_the_state_directory() {
     assert!(e.contains("written without this cache device"), "{e}");
     drop(lo);
 }
+
+/// `cache format` with its two paths swapped: the origin of a dirty cache device is not formatted, and a cache
+/// device is not taken as an origin; `--force` still can.
+#[test]
+fn format_refuses_swapped_arguments_an_origin_of_a_cache_and_a_cache_as_origin() {
+    if !have("qemu-io") {
+        return;
+    }
+    let s = setup();
+    dirty_cache(&s);
+    let before = std::fs::read(&s.dev).unwrap();
+    let e = util::fails(&["cache", "format", &s.origin, "--origin", &s.dev]);
+    assert!(e.contains(&format!("{} is the origin of the cache device", s.origin)), "{e}");
+    assert!(e.contains("which held 16 dirty block(s) of it") && e.contains("--force"), "{e}");
+    // Another file as the target, the cache device as the origin: refused for the origin.
+    let other = s.d.join("other.img");
+    std::fs::File::create(&other).unwrap().set_len(4 << 20).unwrap();
+    let e = util::fails(&["cache", "format", other.to_str().unwrap(), "--origin", &s.dev]);
+    assert!(e.contains(&format!("--origin {} is a Blockwell cache device, not an origin", s.dev)), "{e}");
+    assert_eq!(std::fs::read(&s.dev).unwrap(), before, "the cache device is untouched");
+    assert!(s.origin_bytes(0, 65536).iter().all(|&b| b == 0), "the origin is untouched");
+    util::ok(&["cache", "format", other.to_str().unwrap(), "--origin", &s.dev, "--force"]);
+}

@@ -242,6 +242,40 @@ pub fn origin_guard(path: &Path, dev: &Path, force: bool, discard_stale: bool) -
     Ok(OriginGuard { record, cache_path, force, discard_stale })
 }
 
+/// The swapped-arguments mistakes `cache format` refuses without `--force`: formatting an origin that a cache
+/// device is attached to or holds dirty blocks of (its state record says so), and taking a Blockwell cache device
+/// as the origin.
+fn refuse_swapped(dev: &Path, origin: &Path) -> anyhow::Result<()> {
+    if let Ok(f) = std::fs::File::open(dev) {
+        let hold = Record::locate(dev, &f).ok().and_then(|r| r.read().ok().flatten()).and_then(|st| st.cache);
+        if let Some(h) = hold {
+            let state = match h.dirty {
+                Some(n) => format!("which held {n} dirty block(s) of it at its last clean stop"),
+                None => "which is attached to it (in use, or not stopped cleanly)".to_string(),
+            };
+            bail!(
+                "{} is the origin of the cache device {}, {state}: formatting it as a cache device destroys that \
+                 origin's data (the arguments swapped? `blockwell cache format CACHE_DEV --origin ORIGIN`; \
+                 `--force` overwrites it)",
+                dev.display(),
+                h.path
+            );
+        }
+    }
+    let mut head = [0u8; 8];
+    let is_cache = std::fs::File::open(origin)
+        .and_then(|f| std::os::unix::fs::FileExt::read_exact_at(&f, &mut head, 0))
+        .is_ok_and(|()| head == blockwell_cachedev::MAGIC);
+    if is_cache {
+        bail!(
+            "--origin {} is a Blockwell cache device, not an origin (the arguments swapped? `blockwell cache format \
+             CACHE_DEV --origin ORIGIN`; `--force` formats anyway)",
+            origin.display()
+        );
+    }
+    Ok(())
+}
+
 /// Formats `dev` (a path) as a cache for the origin at `origin` of `origin_size` bytes.
 pub fn format(
     dev: &Path,
@@ -261,6 +295,9 @@ pub fn format(
                 origin.display()
             );
         }
+    }
+    if !force {
+        refuse_swapped(dev, origin)?;
     }
     let f = FileBackend::open(dev, FileOptions::writable())?;
     let file = f.into_file();
