@@ -172,12 +172,12 @@ pub fn cheetah9lp() -> HddParams {
     }
 }
 
-/// WD Caviar WD1200BB (seed 000's disk). \[WD\]: 7200 rpm, 234,441,648 sectors (120 GB), 2 MB buffer, seek
+/// WD Caviar WD1200BB (the REDCAP paper's disk). \[WD\]: 7200 rpm, 234,441,648 sectors (120 GB), 2 MB buffer, seek
 /// track-to-track 2.0 / average 8.9 / full stroke 21 ms fitted to the two-regime form with
 /// [`SeekCurve::fit_datasheet`]. \[A\]: 4 heads and 8 zones from 1170 to 650 sectors per track (typical of
 /// 2002-era 40 GB/platter drives; the capacity and the media rate of about 35-70 MB/s follow), regime boundary at
 /// one fifth of the cylinders, skews of one head switch / one track-to-track seek, controller overhead 0.3 ms,
-/// ATA-100 bus (100 MB/s: 5.12 µs per sector), buffer as 8 segments of 512 sectors (seed 000 observes more
+/// ATA-100 bus (100 MB/s: 5.12 µs per sector), buffer as 8 segments of 512 sectors (the REDCAP paper observes more
 /// processes than disk-cache segments in most runs of 1-32 processes), read-ahead also after buffer hits (drives
 /// of that generation keep prefetching a sequential stream), no read-behind (no source says either way), write cache
 /// on (the ATA default).

@@ -63,7 +63,7 @@ impl Workload {
     }
 
     /// Fraction of requests that continue their process's previous request to the same file (start where it
-    /// ended): the "sequential references" of seed 001's Table 2, at request granularity. 0 for no requests.
+    /// ended): the "sequential references" of Butt et al.'s Table 2, at request granularity. 0 for no requests.
     pub fn sequential_fraction(&self) -> f64 {
         let mut seq = 0u64;
         let mut last_end: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
@@ -82,7 +82,7 @@ impl Workload {
     }
 
     /// Block references: blocks of `block_size` each request touches, summed over all requests (our reading of the
-    /// "references" of seed 001's Table 2; see `docs/workloads.md`).
+    /// "references" of Butt et al.'s Table 2; see `docs/workloads.md`).
     pub fn block_references(&self, block_size: u64) -> u64 {
         let bs = block_size.max(1);
         self.processes

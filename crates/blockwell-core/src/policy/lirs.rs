@@ -485,7 +485,7 @@ impl Lirs {
         }
     }
 
-    /// The first demand access to a prefetched block (seed 001 §4).
+    /// The first demand access to a prefetched block (Butt et al. §4).
     fn first_access_prefetched(&mut self, h: Handle, out: &mut Vec<Evicted>) {
         self.arena[h].s.set_flag(false);
         if self.in_s(h) {

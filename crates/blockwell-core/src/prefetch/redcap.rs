@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RedcapPrefetchConfig {
-    /// Segment size in KiB (128 in seed 000).
+    /// Segment size in KiB (128 in the REDCAP paper).
     pub segment_kb: u64,
     /// Requests per activation decision.
     pub period: u64,

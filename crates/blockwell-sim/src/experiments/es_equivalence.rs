@@ -116,7 +116,7 @@ pub struct EsOptions {
     /// the paper's.
     pub cache: Option<Vec<String>>,
     pub slowdowns: Vec<f64>,
-    /// DRAM page cache above the tier (`0`: none, seed 002's model).
+    /// DRAM page cache above the tier (`0`: none, Koob et al.'s model).
     pub page_cache: String,
     /// Tier mode with a page cache: `inclusive` or `exclusive`.
     pub mode: String,

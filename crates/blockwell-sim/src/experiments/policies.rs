@@ -448,7 +448,7 @@ impl PolicyResults {
         format!("{mib:.1}M/{pct:.0}%")
     }
 
-    /// One table per metric (rows policy × prefetcher, columns cache sizes), then seed 001 Table 5's columns
+    /// One table per metric (rows policy × prefetcher, columns cache sizes), then Butt et al.'s Table 5's columns
     /// (synchronous and asynchronous requests with their mean size) at the largest size.
     pub fn table(&self) -> String {
         let mut s = String::new();

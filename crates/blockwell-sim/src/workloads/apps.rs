@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 /// The block the paper's references are counted in (a Linux 2.4 page on x86).
 pub const PAPER_BLOCK: u64 = 4096;
 
-/// One row of seed 001's Table 2 (and the cache sizes its figures are read at).
+/// One row of Butt et al.'s Table 2 (and the cache sizes its figures are read at).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PaperApp {
     pub name: &'static str,
@@ -239,7 +239,7 @@ fn reads_of(size: u64, req: u64) -> u64 {
 // ---------------------------------------------------------------------------------------------------------------
 // cscope
 
-/// `cscope`: query phases over a source tree and its cross-reference database (seed 001 §5.1, §5.3.1).
+/// `cscope`: query phases over a source tree and its cross-reference database (Butt et al. §5.1, §5.3.1).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CscopeConfig {
@@ -351,7 +351,7 @@ impl Params for CscopeConfig {
 // ---------------------------------------------------------------------------------------------------------------
 // glimpse
 
-/// `glimpse`: query phases over an index and the text files it points to (seed 001 §5.1, §5.3.1).
+/// `glimpse`: query phases over an index and the text files it points to (Butt et al. §5.1, §5.3.1).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GlimpseConfig {
@@ -481,7 +481,7 @@ impl Params for GlimpseConfig {
 // gcc
 
 /// `gcc`: compiling a kernel, one source file after another, each including headers from a small shared set
-/// (seed 001 §5.1).
+/// (Butt et al. §5.1).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GccConfig {
@@ -631,7 +631,7 @@ impl Params for GccConfig {
 // ---------------------------------------------------------------------------------------------------------------
 // viewperf
 
-/// `viewperf`: a few large data files read whole, in small requests, in loops, by a CPU-bound process (seed 001
+/// `viewperf`: a few large data files read whole, in small requests, in loops, by a CPU-bound process (Butt et al.
 /// §5.1, §5.3.1).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -735,7 +735,7 @@ impl Params for ViewperfConfig {
 // tpc-h, tpc-r
 
 /// `tpc-h`, `tpc-r`: MySQL reading small records at random places of a few large files, each probed block read
-/// a few times (seed 001 §5.1, §5.3.2).
+/// a few times (Butt et al. §5.1, §5.3.2).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TpcConfig {

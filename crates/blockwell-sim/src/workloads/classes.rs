@@ -243,7 +243,7 @@ pub struct MixConfig {
 }
 
 impl MixConfig {
-    /// Mostly sequential, like seed 001's multi1 (cscope + gcc, 70 % sequential references).
+    /// Mostly sequential, like Butt et al.'s multi1 (cscope + gcc, 70 % sequential references).
     pub fn seq() -> Self {
         MixConfig {
             loop_procs: 2,
@@ -260,7 +260,7 @@ impl MixConfig {
         }
     }
 
-    /// Mostly random, like seed 001's multi3 (glimpse + tpc-h, 16 % sequential references).
+    /// Mostly random, like Butt et al.'s multi3 (glimpse + tpc-h, 16 % sequential references).
     pub fn random() -> Self {
         MixConfig { loop_procs: 1, random_procs: 2, random_files: 8, random_requests: 20_000, ..Self::seq() }
     }

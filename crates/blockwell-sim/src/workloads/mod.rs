@@ -29,7 +29,7 @@ pub use apps::{
 pub use classes::{Dist, LoopConfig, MixConfig, RandomConfig};
 pub use redcap::{IorConfig, KernelReadConfig, StridedConfig, TacConfig};
 
-/// Most processes a generator makes (seed 000 runs 1 to 32).
+/// Most processes a generator makes (the REDCAP paper runs 1 to 32).
 pub const MAX_PROCS: u32 = 32;
 
 /// Most requests a generated workload may have (a guard against typos such as `file_mb=1000000`).
